@@ -1,0 +1,66 @@
+// Command mqtarget serves HTTP endpoints that publish to message brokers, for load-testing them with
+// wrk, wrk2 or hey. With no broker configured it starts embedded nsqd instances.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/internal/app"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, opts, err := config.Load(config.Sources{
+		Args:      args,
+		LookupEnv: os.LookupEnv,
+		ReadFile:  os.ReadFile,
+		Output:    stderr,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "mqtarget: %v\n", err)
+		return 2
+	}
+	if opts.PrintConfig {
+		out, err := cfg.YAML()
+		if err != nil {
+			fmt.Fprintf(stderr, "mqtarget: %v\n", err)
+			return 1
+		}
+		_, _ = stdout.Write(out)
+		return 0
+	}
+	log := newLogger(cfg.Log, stderr)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a, err := app.Start(cfg, log)
+	if err != nil {
+		log.Error("start failed", "err", err)
+		return 1
+	}
+	if err := a.Run(ctx); err != nil {
+		log.Error("shutdown", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level)) // validated by config
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,132 @@
+// Package config holds mqtarget's one configuration struct, its defaults and its validation, and binds
+// a YAML file, MQTARGET_* environment variables and command-line flags to it
+// (precedence: flags > environment > file > defaults).
+//
+// Every setting has one key, its YAML path: "nsq.hosts" is the YAML key hosts under nsq, the flag
+// -nsq.hosts and the environment variable MQTARGET_NSQ_HOSTS.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+// Config is the whole configuration. The help tags are the flag usage texts.
+type Config struct {
+	HTTP           HTTP          `yaml:"http"`
+	Broker         string        `yaml:"broker" help:"default broker for requests without ?broker= (nsq)"`
+	Topic          string        `yaml:"topic" help:"default topic"`
+	Topic2         string        `yaml:"topic2" help:"default second topic, for /send2Topic"`
+	Message        Message       `yaml:"message"`
+	PublishTimeout time.Duration `yaml:"publish_timeout" help:"how long a request waits for the broker's acknowledgement before answering 504"`
+	Async          Async         `yaml:"async"`
+	ShutdownGrace  time.Duration `yaml:"shutdown_grace" help:"on SIGINT/SIGTERM, how long to wait for in-flight requests and async publishes"`
+	Log            Log           `yaml:"log"`
+
+	NSQ publishers.NSQConfig `yaml:"nsq"`
+}
+
+// HTTP configures the server.
+type HTTP struct {
+	Addr string `yaml:"addr" help:"HTTP listen address"`
+}
+
+// Message configures generated payloads.
+type Message struct {
+	Size    int `yaml:"size" help:"default payload size in bytes (?size=)"`
+	MaxSize int `yaml:"max_size" help:"largest payload accepted, from ?size= or a POST body, in bytes"`
+}
+
+// Async configures /sendAsync and /sendAsyncWait.
+type Async struct {
+	MaxInFlight int `yaml:"max_in_flight" help:"async publishes awaiting the broker at once; beyond it requests get 429"`
+}
+
+// Log configures the slog logger.
+type Log struct {
+	Level  string `yaml:"level" help:"debug, info, warn or error"`
+	Format string `yaml:"format" help:"text or json"`
+}
+
+// Brokers lists the broker names mqtarget knows.
+var Brokers = []string{"nsq"}
+
+// Default returns the configuration with every default; it is the one place defaults are set.
+func Default() Config {
+	return Config{
+		HTTP:           HTTP{Addr: ":8080"},
+		Broker:         "nsq",
+		Topic:          "mqtarget",
+		Topic2:         "mqtarget2",
+		Message:        Message{Size: 100, MaxSize: 1 << 20},
+		PublishTimeout: 5 * time.Second,
+		Async:          Async{MaxInFlight: 10000},
+		ShutdownGrace:  10 * time.Second,
+		Log:            Log{Level: "info", Format: "text"},
+		NSQ:            publishers.DefaultNSQConfig(),
+	}
+}
+
+// Validate checks every field; each error names its field by key.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{field}, args...)...))
+	}
+	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+		add("http.addr", "%q is not host:port or :port: %v", c.HTTP.Addr, err)
+	}
+	if !known(c.Broker) {
+		add("broker", "unknown broker %q (known: %v)", c.Broker, Brokers)
+	}
+	if c.Topic == "" {
+		add("topic", "must not be empty")
+	}
+	if c.Topic2 == "" {
+		add("topic2", "must not be empty")
+	}
+	const maxMaxSize = 64 << 20
+	if c.Message.MaxSize < 1 || c.Message.MaxSize > maxMaxSize {
+		add("message.max_size", "must be 1..%d, got %d", maxMaxSize, c.Message.MaxSize)
+	}
+	if c.Message.Size < 1 || c.Message.Size > c.Message.MaxSize {
+		add("message.size", "must be 1..message.max_size (%d), got %d", c.Message.MaxSize, c.Message.Size)
+	}
+	if c.PublishTimeout <= 0 {
+		add("publish_timeout", "must be positive, got %v", c.PublishTimeout)
+	}
+	if c.Async.MaxInFlight < 1 {
+		add("async.max_in_flight", "must be at least 1, got %d", c.Async.MaxInFlight)
+	}
+	if c.ShutdownGrace < 0 {
+		add("shutdown_grace", "must not be negative, got %v", c.ShutdownGrace)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		add("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		add("log.format", "must be text or json, got %q", c.Log.Format)
+	}
+	if err := c.NSQ.Validate("nsq"); err != nil {
+		errs = append(errs, err)
+	}
+	if c.NSQ.DialTimeout > c.PublishTimeout && c.PublishTimeout > 0 {
+		add("nsq.dial_timeout", "%v exceeds publish_timeout %v", c.NSQ.DialTimeout, c.PublishTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+func known(broker string) bool {
+	for _, b := range Brokers {
+		if b == broker {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,103 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+// Error is an error with the status code and, for bad input, the field it concerns.
+type Error struct {
+	Status int
+	Field  string // query parameter, "body", or configuration key; empty when no single field is at fault
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func badField(field, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// partialError reports that some messages of a request were acknowledged before another failed, so the
+// client can account for them.
+type partialError struct {
+	published int
+	err       error
+}
+
+func (e *partialError) Error() string { return e.err.Error() }
+func (e *partialError) Unwrap() error { return e.err }
+
+// handlerFunc is an HTTP handler that returns its error instead of writing it.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// adapt turns a handlerFunc into an http.HandlerFunc; it is the one place errors become status codes.
+func (s *Server) adapt(h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		err := h(w, r)
+		if err == nil {
+			return
+		}
+		status, field := statusOf(err)
+		published := 0
+		var pe *partialError
+		if errors.As(err, &pe) {
+			published = pe.published
+		}
+		// Per-request failures go to debug: under load a broker outage would otherwise flood the log,
+		// and the metrics already count every one of them.
+		lvl := slog.LevelDebug
+		if status == http.StatusInternalServerError {
+			lvl = slog.LevelError
+		}
+		s.log.Log(r.Context(), lvl, "request failed", "path", r.URL.Path, "status", status, "err", err)
+		writeError(w, status, field, err.Error(), published)
+	}
+}
+
+func statusOf(err error) (int, string) {
+	var he *Error
+	switch {
+	case errors.As(err, &he):
+		return he.Status, he.Field
+	case errors.Is(err, publishers.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout, ""
+	case errors.Is(err, publishers.ErrRejected):
+		return http.StatusBadGateway, ""
+	case errors.Is(err, publishers.ErrUnavailable), errors.Is(err, publishers.ErrClosed), errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable, ""
+	default:
+		return http.StatusInternalServerError, ""
+	}
+}
+
+// writeError writes {"error":…,"field":…} (and "published" when some messages made it).
+func writeError(w http.ResponseWriter, status int, field, msg string, published int) {
+	b := make([]byte, 0, 128)
+	b = append(b, `{"error":`...)
+	b = appendString(b, msg)
+	if field != "" {
+		b = append(b, `,"field":`...)
+		b = appendString(b, field)
+	}
+	if published > 0 {
+		b = append(b, `,"published":`...)
+		b = strconv.AppendInt(b, int64(published), 10)
+	}
+	b = append(b, "}\n"...)
+	writeJSON(w, status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,207 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/mqtarget/mqtarget/internal/message"
+)
+
+// payload returns the body of one message: the request body, or a generated payload with a new id.
+func (s *Server) payload(req *sendRequest, topic, host string) ([]byte, sent) {
+	if req.body != nil {
+		return req.body, sent{topic: topic, host: host, size: len(req.body)}
+	}
+	id := s.ids.NextID()
+	return s.ids.Build(id, req.size), sent{id: message.FormatID(id), topic: topic, host: host, size: req.size}
+}
+
+// spread returns the index of the request's topic in its ?topics=N spread, or -1 without a spread.
+func (s *Server) spread(req *sendRequest) int {
+	if req.topics <= 1 {
+		return -1
+	}
+	return s.topicSeq.next(req.topics)
+}
+
+// topicAt returns base itself for k < 0, else the k-th topic of a spread.
+func topicAt(base string, k int) string {
+	if k < 0 {
+		return base
+	}
+	return topicName(base, k)
+}
+
+// roundRobin hands out 0..n-1 in turn; safe for concurrent use.
+type roundRobin struct{ n atomic.Uint64 }
+
+func (rr *roundRobin) next(n int) int { return int((rr.n.Add(1) - 1) % uint64(n)) }
+
+func (s *Server) publishCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), s.publishTimeout)
+}
+
+// send1 publishes one message and answers once the broker acknowledged it.
+func (s *Server) send1(w http.ResponseWriter, r *http.Request) error {
+	req, err := s.parseSend(w, r)
+	if err != nil {
+		return err
+	}
+	topic := topicAt(req.topic, s.spread(req))
+	body, m := s.payload(req, topic, req.pub.Hosts()[0])
+	ctx, cancel := s.publishCtx(r)
+	defer cancel()
+	if err := req.pub.Publish(ctx, 0, topic, body); err != nil {
+		return err
+	}
+	writeReply(w, http.StatusOK, req.broker, topic, "published", []sent{m})
+	return nil
+}
+
+// send2 publishes two messages to one topic: one batch (NSQ MPUB) by default, two publishes one after
+// the other with ?mode=sequential.
+func (s *Server) send2(w http.ResponseWriter, r *http.Request) error {
+	req, err := s.parseSend(w, r)
+	if err != nil {
+		return err
+	}
+	topic := topicAt(req.topic, s.spread(req))
+	host := req.pub.Hosts()[0]
+	b1, m1 := s.payload(req, topic, host)
+	b2, m2 := s.payload(req, topic, host)
+	ctx, cancel := s.publishCtx(r)
+	defer cancel()
+	if req.mode == modeSequential {
+		if err := req.pub.Publish(ctx, 0, topic, b1); err != nil {
+			return err
+		}
+		if err := req.pub.Publish(ctx, 0, topic, b2); err != nil {
+			return &partialError{published: 1, err: err}
+		}
+	} else if err := req.pub.PublishBatch(ctx, 0, topic, [][]byte{b1, b2}); err != nil {
+		return err
+	}
+	writeReply(w, http.StatusOK, req.broker, topic, "published", []sent{m1, m2})
+	return nil
+}
+
+// send2Topic publishes one message to each of two topics, both in flight at once.
+func (s *Server) send2Topic(w http.ResponseWriter, r *http.Request) error {
+	req, err := s.parseSend(w, r)
+	if err != nil {
+		return err
+	}
+	// Both topics share the request's spread index, so a sweep touches N topics of each kind.
+	k := s.spread(req)
+	topic1, topic2 := topicAt(req.topic, k), topicAt(req.topic2, k)
+	host := req.pub.Hosts()[0]
+	b1, m1 := s.payload(req, topic1, host)
+	b2, m2 := s.payload(req, topic2, host)
+	ctx, cancel := s.publishCtx(r)
+	defer cancel()
+	second := make(chan error, 1)
+	go func() { second <- req.pub.Publish(ctx, 0, topic2, b2) }()
+	err1 := req.pub.Publish(ctx, 0, topic1, b1)
+	err2 := <-second // waited for in every case: the goroutine is this handler's
+	switch {
+	case err1 != nil && err2 != nil:
+		return err1
+	case err1 != nil:
+		return &partialError{published: 1, err: fmt.Errorf("topic %s: %w", topic1, err1)}
+	case err2 != nil:
+		return &partialError{published: 1, err: fmt.Errorf("topic %s: %w", topic2, err2)}
+	}
+	writeReply(w, http.StatusOK, req.broker, topic1, "published", []sent{m1, m2})
+	return nil
+}
+
+// sendAsync hands one message to the async publisher and answers 202 at once; 429 when the in-flight
+// limit is reached.
+func (s *Server) sendAsync(w http.ResponseWriter, r *http.Request) error {
+	req, err := s.parseSend(w, r)
+	if err != nil {
+		return err
+	}
+	topic := topicAt(req.topic, s.spread(req))
+	body, m := s.payload(req, topic, req.pub.Hosts()[0])
+	if err := s.startAsync(req, topic, body, s.async.done); err != nil {
+		return err
+	}
+	writeReply(w, http.StatusAccepted, req.broker, topic, "accepted", []sent{m})
+	return nil
+}
+
+// sendAsyncWait publishes asynchronously and answers when the broker's completion arrives, or 504 after
+// the publish timeout (the publish stays accounted for by the async limiter).
+func (s *Server) sendAsyncWait(w http.ResponseWriter, r *http.Request) error {
+	req, err := s.parseSend(w, r)
+	if err != nil {
+		return err
+	}
+	topic := topicAt(req.topic, s.spread(req))
+	body, m := s.payload(req, topic, req.pub.Hosts()[0])
+	result := make(chan error, 1) // buffered: the callback must never block on a request that timed out
+	if err := s.startAsync(req, topic, body, func(err error) {
+		s.async.done(err)
+		result <- err
+	}); err != nil {
+		return err
+	}
+	ctx, cancel := s.publishCtx(r)
+	defer cancel()
+	select {
+	case err := <-result:
+		if err != nil {
+			return err
+		}
+	case <-ctx.Done():
+		return &Error{Status: http.StatusGatewayTimeout, Msg: "no broker acknowledgement within publish_timeout (" + s.publishTimeout.String() + "); the message is still in flight"}
+	}
+	writeReply(w, http.StatusOK, req.broker, topic, "published", []sent{m})
+	return nil
+}
+
+// startAsync takes an async slot and starts the publish; done must release the slot.
+func (s *Server) startAsync(req *sendRequest, topic string, body []byte, done func(error)) error {
+	if !s.async.acquire() {
+		if s.async.closed.Load() {
+			return &Error{Status: http.StatusServiceUnavailable, Msg: "shutting down"}
+		}
+		return &Error{Status: http.StatusTooManyRequests, Field: "async.max_in_flight",
+			Msg: fmt.Sprintf("async in-flight limit reached (%d publishes awaiting the broker)", s.async.limit)}
+	}
+	if err := req.pub.PublishAsync(0, topic, body, done); err != nil {
+		s.async.cancel()
+		return err
+	}
+	s.async.accept()
+	return nil
+}
+
+// sendNHost returns a handler publishing one message per request round-robin over the first n hosts.
+func (s *Server) sendNHost(n int) handlerFunc {
+	seq := new(roundRobin)
+	return func(w http.ResponseWriter, r *http.Request) error {
+		req, err := s.parseSend(w, r)
+		if err != nil {
+			return err
+		}
+		hosts := req.pub.Hosts()
+		if len(hosts) < n {
+			return &Error{Status: http.StatusServiceUnavailable, Field: req.broker + ".hosts",
+				Msg: fmt.Sprintf("%s needs %d %s hosts, %s.hosts has %d", r.URL.Path, n, req.broker, req.broker, len(hosts))}
+		}
+		host := seq.next(n)
+		topic := topicAt(req.topic, s.spread(req))
+		body, m := s.payload(req, topic, hosts[host])
+		ctx, cancel := s.publishCtx(r)
+		defer cancel()
+		if err := req.pub.Publish(ctx, host, topic, body); err != nil {
+			return err
+		}
+		writeReply(w, http.StatusOK, req.broker, topic, "published", []sent{m})
+		return nil
+	}
+}

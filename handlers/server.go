@@ -1,0 +1,249 @@
+// Package handlers serves mqtarget's HTTP endpoints: the send endpoints that publish through a
+// publishers.Publisher, health and readiness, metrics and an index.
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mqtarget/mqtarget/internal/message"
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+// Options configure a Server.
+type Options struct {
+	Publishers     map[string]publishers.Publisher // by broker name; at least the default broker
+	DefaultBroker  string
+	Topic, Topic2  string
+	MessageSize    int // default payload size
+	MaxMessageSize int
+	PublishTimeout time.Duration
+	AsyncLimit     int
+	Registry       *prometheus.Registry // metrics are registered here and served on /metrics
+	Log            *slog.Logger
+	// Setup is shown on / as the effective broker setup (hosts, embedded or not, …).
+	Setup any
+}
+
+// Server holds the endpoints' shared state.
+type Server struct {
+	pubs           map[string]publishers.Publisher
+	brokerNames    []string
+	defaultBroker  string
+	topic, topic2  string
+	size, maxSize  int
+	publishTimeout time.Duration
+	ids            *message.Source
+	topicSeq       roundRobin
+	async          *asyncLimiter
+	log            *slog.Logger
+	setup          any
+	handler        http.Handler
+}
+
+// Endpoint describes one send endpoint, for the index and the docs.
+type Endpoint struct {
+	Path    string `json:"path"`
+	Summary string `json:"summary"`
+}
+
+// Endpoints lists the send endpoints in the order of the index.
+var Endpoints = []Endpoint{
+	{"/send1", "1 message to topic; 200 after the broker acknowledged it"},
+	{"/send2", "2 messages to topic as one batch (MPUB); ?mode=sequential for two publishes in a row"},
+	{"/send2Topic", "1 message to topic and 1 to topic2, both in flight at once"},
+	{"/sendAsync", "1 message handed to the bounded async publisher; 202 at once, 429 when the in-flight limit is reached"},
+	{"/sendAsyncWait", "1 message published asynchronously; 200 when the broker's completion arrives"},
+	{"/send2Host", "1 message, round-robin over the first 2 hosts"},
+	{"/send3Host", "1 message, round-robin over the first 3 hosts"},
+}
+
+// New builds the Server and its routes.
+func New(o Options) *Server {
+	s := &Server{
+		pubs:           o.Publishers,
+		defaultBroker:  o.DefaultBroker,
+		topic:          o.Topic,
+		topic2:         o.Topic2,
+		size:           o.MessageSize,
+		maxSize:        o.MaxMessageSize,
+		publishTimeout: o.PublishTimeout,
+		ids:            message.NewSource(),
+		async:          &asyncLimiter{limit: int64(o.AsyncLimit)},
+		log:            o.Log,
+		setup:          o.Setup,
+	}
+	for name := range o.Publishers {
+		s.brokerNames = append(s.brokerNames, name)
+	}
+	sort.Strings(s.brokerNames)
+	s.handler = s.routes(o.Registry)
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// DrainAsync refuses new async publishes and waits for those in flight until ctx ends.
+func (s *Server) DrainAsync(ctx context.Context) AsyncStats { return s.async.drain(ctx) }
+
+func (s *Server) routes(reg *prometheus.Registry) http.Handler {
+	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:                            "mqtarget_http_request_duration_seconds",
+		Help:                            "HTTP request latency by route pattern, method and status code.",
+		Buckets:                         publishers.LatencyBuckets,
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramMinResetDuration: time.Hour,
+	}, []string{"route", "method", "code"})
+	inFlight := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "mqtarget_http_requests_in_flight",
+		Help: "HTTP requests being served.",
+	})
+	reg.MustRegister(duration, inFlight,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "mqtarget_async_in_flight",
+			Help: "Async publishes handed to a broker client and not yet completed.",
+		}, func() float64 { return float64(s.async.inFlight.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "mqtarget_async_in_flight_limit",
+			Help: "The async in-flight limit (async.max_in_flight).",
+		}, func() float64 { return float64(s.async.limit) }),
+	)
+	for _, c := range []struct {
+		result string
+		v      func() int64
+	}{
+		{"accepted", s.async.accepted.Load},
+		{"rejected", s.async.rejected.Load},
+		{"acked", s.async.acked.Load},
+		{"failed", s.async.failed.Load},
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "mqtarget_async_messages_total",
+			Help:        "Async publishes by outcome: accepted (202), rejected (429), acked or failed by the broker.",
+			ConstLabels: prometheus.Labels{"result": c.result},
+		}, func() float64 { return float64(c.v()) }))
+	}
+
+	r := chi.NewRouter()
+	r.NotFound(s.adapt(func(w http.ResponseWriter, r *http.Request) error {
+		return &Error{Status: http.StatusNotFound, Msg: "no such endpoint " + r.URL.Path + "; GET / lists them"}
+	}))
+	r.MethodNotAllowed(s.adapt(func(w http.ResponseWriter, r *http.Request) error {
+		return &Error{Status: http.StatusMethodNotAllowed, Msg: r.Method + " is not allowed on " + r.URL.Path}
+	}))
+	// Each route is instrumented with its pattern as the label, so paths never become labels.
+	route := func(pattern string, h http.Handler, methods ...string) {
+		h = promhttp.InstrumentHandlerInFlight(inFlight,
+			promhttp.InstrumentHandlerDuration(duration.MustCurryWith(prometheus.Labels{"route": pattern}), h))
+		for _, m := range methods {
+			r.Method(m, pattern, h)
+		}
+	}
+	sends := map[string]handlerFunc{
+		"/send1":         s.send1,
+		"/send2":         s.send2,
+		"/send2Topic":    s.send2Topic,
+		"/sendAsync":     s.sendAsync,
+		"/sendAsyncWait": s.sendAsyncWait,
+		"/send2Host":     s.sendNHost(2),
+		"/send3Host":     s.sendNHost(3),
+	}
+	for _, e := range Endpoints {
+		route(e.Path, s.adapt(sends[e.Path]), http.MethodGet, http.MethodPost)
+	}
+	route("/healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
+	}), http.MethodGet, http.MethodHead)
+	route("/readyz", http.HandlerFunc(s.readyz), http.MethodGet, http.MethodHead)
+	route("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}), http.MethodGet)
+	route("/", http.HandlerFunc(s.index), http.MethodGet)
+	return r
+}
+
+// readyz answers 200 when every host of every publisher answers a ping, else 503 with the failures.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.publishTimeout)
+	defer cancel()
+	type check struct {
+		Broker string `json:"broker"`
+		Host   string `json:"host"`
+		Error  string `json:"error,omitempty"`
+	}
+	var (
+		mu     sync.Mutex
+		checks []check
+		wg     sync.WaitGroup
+	)
+	for _, name := range s.brokerNames {
+		pub := s.pubs[name]
+		for i, addr := range pub.Hosts() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := check{Broker: name, Host: addr}
+				if err := pub.Ping(ctx, i); err != nil {
+					c.Error = err.Error()
+				}
+				mu.Lock()
+				checks = append(checks, c)
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+	sort.Slice(checks, func(i, j int) bool {
+		return checks[i].Broker+checks[i].Host < checks[j].Broker+checks[j].Host
+	})
+	status, ready := http.StatusOK, true
+	for _, c := range checks {
+		if c.Error != "" {
+			status, ready = http.StatusServiceUnavailable, false
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"ready": ready, "hosts": checks})
+	writeJSON(w, status, append(body, '\n'))
+}
+
+// index lists the endpoints, their parameters and the effective broker setup.
+func (s *Server) index(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/" {
+		writeError(w, http.StatusNotFound, "", "no such endpoint "+r.URL.Path+"; GET / lists them", 0)
+		return
+	}
+	brokers := map[string]any{}
+	for name, p := range s.pubs {
+		brokers[name] = map[string]any{"hosts": p.Hosts()}
+	}
+	body, _ := json.MarshalIndent(map[string]any{
+		"endpoints": Endpoints,
+		"parameters": map[string]string{
+			"broker": "broker name (default " + s.defaultBroker + ")",
+			"topic":  "topic (default " + s.topic + ")",
+			"topic2": "second topic of /send2Topic (default " + s.topic2 + ")",
+			"size":   "payload bytes, 1..message.max_size",
+			"topics": "spread messages round-robin over N topics named <topic>-<k>",
+			"mode":   "batch (default) or sequential, for /send2",
+			"body":   "a POST body is the payload, up to message.max_size bytes",
+		},
+		"default_broker":  s.defaultBroker,
+		"brokers":         brokers,
+		"setup":           s.setup,
+		"message_size":    s.size,
+		"max_size":        s.maxSize,
+		"publish_timeout": s.publishTimeout.String(),
+		"async_limit":     s.async.limit,
+		"other":           []string{"/healthz", "/readyz", "/metrics"},
+	}, "", "  ")
+	writeJSON(w, http.StatusOK, append(body, '\n'))
+}

@@ -1,0 +1,165 @@
+// Package app wires configuration, brokers, publishers and the HTTP server together, and owns their
+// lifecycle: start, serve, and an ordered shutdown.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/handlers"
+	"github.com/mqtarget/mqtarget/internal/embedded"
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+// App is a running mqtarget.
+type App struct {
+	cfg      config.Config
+	log      *slog.Logger
+	nsqd     *embedded.NSQD // nil unless nsq.hosts was empty
+	raw      []publishers.Publisher
+	handlers *handlers.Server
+	http     *http.Server
+	ln       net.Listener
+	served   chan error // receives Serve's result once
+}
+
+// Start starts the embedded brokers (when configured so), the publishers and the HTTP server.
+func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: log, served: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			a.closeBrokers()
+		}
+	}()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := publishers.NewMetrics(reg)
+
+	nsqCfg := cfg.NSQ
+	setup := map[string]any{}
+	if len(nsqCfg.Hosts) == 0 {
+		a.nsqd, err = embedded.StartNSQD(nsqCfg.Embedded, int64(cfg.Message.MaxSize), log)
+		if err != nil {
+			return nil, err
+		}
+		nsqCfg.Hosts = a.nsqd.TCPAddrs()
+		setup["nsq"] = map[string]any{"embedded": true, "hosts": nsqCfg.Hosts, "http": a.nsqd.HTTPAddrs()}
+	} else {
+		setup["nsq"] = map[string]any{"embedded": false, "hosts": nsqCfg.Hosts}
+	}
+	nsqPub, err := publishers.NewNSQ(nsqCfg, log.With("broker", "nsq"))
+	if err != nil {
+		return nil, err
+	}
+	a.raw = append(a.raw, nsqPub)
+	pubs := map[string]publishers.Publisher{"nsq": metrics.Instrument("nsq", nsqPub)}
+
+	// Topics are validated by the broker that will get them, so the rules stay with the broker.
+	def := pubs[cfg.Broker]
+	if err := def.ValidateTopic(cfg.Topic); err != nil {
+		return nil, fmt.Errorf("topic: %w", err)
+	}
+	if err := def.ValidateTopic(cfg.Topic2); err != nil {
+		return nil, fmt.Errorf("topic2: %w", err)
+	}
+
+	a.handlers = handlers.New(handlers.Options{
+		Publishers:     pubs,
+		DefaultBroker:  cfg.Broker,
+		Topic:          cfg.Topic,
+		Topic2:         cfg.Topic2,
+		MessageSize:    cfg.Message.Size,
+		MaxMessageSize: cfg.Message.MaxSize,
+		PublishTimeout: cfg.PublishTimeout,
+		AsyncLimit:     cfg.Async.MaxInFlight,
+		Registry:       reg,
+		Log:            log,
+		Setup:          setup,
+	})
+	a.ln, err = net.Listen("tcp", cfg.HTTP.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("http.addr: %w", err)
+	}
+	a.http = &http.Server{
+		Handler:           a.handlers,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	go func() { a.served <- a.http.Serve(a.ln) }()
+	log.Info("mqtarget listening", "addr", a.ln.Addr().String(), "broker", cfg.Broker, "nsq.hosts", nsqCfg.Hosts)
+	return a, nil
+}
+
+// Addr is the address the HTTP server listens on.
+func (a *App) Addr() string { return a.ln.Addr().String() }
+
+// EmbeddedNSQ returns the embedded nsqd TCP and HTTP addresses, or nils when nsqd is external.
+func (a *App) EmbeddedNSQ() (tcp, http []string) {
+	if a.nsqd == nil {
+		return nil, nil
+	}
+	return a.nsqd.TCPAddrs(), a.nsqd.HTTPAddrs()
+}
+
+// Run serves until ctx ends (a signal), then shuts down within the configured grace period.
+func (a *App) Run(ctx context.Context) error {
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-a.served:
+		a.served <- serveErr // Shutdown reads it again
+	}
+	grace, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownGrace)
+	defer cancel()
+	return errors.Join(serveErr, a.Shutdown(grace))
+}
+
+// Shutdown stops accepting connections, lets in-flight requests finish, waits for async publishes,
+// then closes the publishers and the embedded brokers; all within ctx.
+func (a *App) Shutdown(ctx context.Context) error {
+	start := time.Now()
+	a.log.Info("shutting down: no new connections, finishing in-flight requests")
+	httpErr := a.http.Shutdown(ctx)
+	if httpErr != nil {
+		// Grace is over: cut the remaining connections so nothing outlives the shutdown.
+		_ = a.http.Close()
+	}
+	if err := <-a.served; !errors.Is(err, http.ErrServerClosed) {
+		httpErr = errors.Join(httpErr, err)
+	}
+	st := a.handlers.DrainAsync(ctx)
+	a.log.Info("async publishes drained", "accepted", st.Accepted, "acked", st.Acked, "failed", st.Failed,
+		"abandoned", st.Abandoned, "rejected_429", st.Rejected)
+	a.closeBrokers()
+	a.log.Info("shutdown complete", "took", time.Since(start).Round(time.Millisecond))
+	if st.Abandoned > 0 {
+		httpErr = errors.Join(httpErr, fmt.Errorf("%d async publishes abandoned after the grace period", st.Abandoned))
+	}
+	return httpErr
+}
+
+// closeBrokers closes publishers, then embedded brokers; both are idempotent.
+func (a *App) closeBrokers() {
+	for _, p := range a.raw {
+		_ = p.Close()
+	}
+	if a.nsqd != nil {
+		if err := a.nsqd.Close(); err != nil {
+			a.log.Warn("removing embedded nsqd data", "err", err)
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package itest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nsqio/go-nsq"
+
+	"github.com/mqtarget/mqtarget/config"
+)
+
+// NSQDProc is a real nsqd process on loopback ports, restartable on the same ports and data.
+type NSQDProc struct {
+	bin      string
+	dir      string
+	TCPAddr  string
+	HTTPAddr string
+	cmd      *exec.Cmd
+	exited   chan struct{}
+}
+
+// StartNSQDProc starts nsqd from bin with its data in a test temp dir; it is stopped at test cleanup.
+func StartNSQDProc(t testing.TB, bin string) *NSQDProc {
+	t.Helper()
+	p := &NSQDProc{bin: bin, dir: t.TempDir(), TCPAddr: freeAddr(t), HTTPAddr: freeAddr(t)}
+	p.Start(t)
+	t.Cleanup(func() { p.Stop(t) })
+	return p
+}
+
+// Start (re)starts the process and waits until its HTTP /ping answers OK.
+func (p *NSQDProc) Start(t testing.TB) {
+	t.Helper()
+	logf, err := os.OpenFile(p.dir+"/nsqd.log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(p.bin, "-tcp-address", p.TCPAddr, "-http-address", p.HTTPAddr,
+		"-https-address", "", "-data-path", p.dir, "-broadcast-address", "127.0.0.1", "-log-level", "warn")
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting nsqd: %v", err)
+	}
+	p.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) {
+		_ = cmd.Wait()
+		logf.Close()
+		close(exited)
+	}(p.cmd, p.exited)
+	Eventually(t, 15*time.Second, "nsqd "+p.TCPAddr+" ready", func() error {
+		select {
+		case <-p.exited:
+			log, _ := os.ReadFile(p.dir + "/nsqd.log")
+			t.Fatalf("nsqd exited during start:\n%s", log)
+		default:
+		}
+		resp, err := http.Get("http://" + p.HTTPAddr + "/ping")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("ping: %s", resp.Status)
+		}
+		return nil
+	})
+}
+
+// Stop terminates the process (SIGTERM, then SIGKILL after 10 s) and waits for it.
+func (p *NSQDProc) Stop(t testing.TB) {
+	t.Helper()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// Freeze stops the process with SIGSTOP (a broker that accepts nothing and answers nothing); Thaw resumes it.
+func (p *NSQDProc) Freeze(t testing.TB) { t.Helper(); must(t, p.cmd.Process.Signal(syscall.SIGSTOP)) }
+func (p *NSQDProc) Thaw(t testing.TB)   { t.Helper(); must(t, p.cmd.Process.Signal(syscall.SIGCONT)) }
+
+// NSQ is the Harness for a set of nsqd instances, external processes or embedded.
+type NSQ struct {
+	TCP   []string
+	HTTP  []string
+	Procs []*NSQDProc // nil for embedded instances, which cannot be stopped from outside
+}
+
+// NewNSQProcs starts n nsqd processes from bin.
+func NewNSQProcs(t testing.TB, bin string, n int) *NSQ {
+	h := &NSQ{}
+	for range n {
+		p := StartNSQDProc(t, bin)
+		h.TCP = append(h.TCP, p.TCPAddr)
+		h.HTTP = append(h.HTTP, p.HTTPAddr)
+		h.Procs = append(h.Procs, p)
+	}
+	return h
+}
+
+func (h *NSQ) Broker() string                 { return "nsq" }
+func (h *NSQ) Hosts() []string                { return h.TCP }
+func (h *NSQ) Configure(cfg *config.Config)   { cfg.NSQ.Hosts = h.TCP }
+func (h *NSQ) StopHost(t testing.TB, i int)   { h.Procs[i].Stop(t) }
+func (h *NSQ) StartHost(t testing.TB, i int)  { h.Procs[i].Start(t) }
+func (h *NSQ) FreezeHost(t testing.TB, i int) { h.Procs[i].Freeze(t) }
+func (h *NSQ) ThawHost(t testing.TB, i int)   { h.Procs[i].Thaw(t) }
+func (h *NSQ) CanStop() bool                  { return h.Procs != nil }
+
+// Stored returns how many messages nsqd ever accepted on topic (its message_count), 0 when the topic doesn't exist.
+func (h *NSQ) Stored(t testing.TB, host int, topic string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + h.HTTP[host] + "/stats?format=json&topic=" + topic)
+	if err != nil {
+		t.Fatalf("nsqd stats: %v", err)
+	}
+	defer resp.Body.Close()
+	var stats struct {
+		Topics []struct {
+			Name         string `json:"topic_name"`
+			MessageCount int    `json:"message_count"`
+		} `json:"topics"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&stats); err != nil {
+		t.Fatalf("nsqd stats: %v", err)
+	}
+	for _, tp := range stats.Topics {
+		if tp.Name == topic {
+			return tp.MessageCount
+		}
+	}
+	return 0
+}
+
+// Consume reads messages of topic on host until want have arrived or the deadline passes.
+func (h *NSQ) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
+	t.Helper()
+	cfg := nsq.NewConfig()
+	cfg.MaxInFlight = 1000
+	c, err := nsq.NewConsumer(topic, "itest", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetLogger(nil, nsq.LogLevelError)
+	var (
+		mu  sync.Mutex
+		got [][]byte
+	)
+	c.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error {
+		mu.Lock()
+		got = append(got, append([]byte(nil), m.Body...))
+		mu.Unlock()
+		return nil
+	}))
+	if err := c.ConnectToNSQD(h.TCP[host]); err != nil {
+		t.Fatalf("consumer connect %s: %v", h.TCP[host], err)
+	}
+	defer func() {
+		c.Stop()
+		<-c.StopChan
+	}()
+	end := time.Now().Add(deadline)
+	for time.Now().Before(end) {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n >= want {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return got
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Eventually polls check until it returns nil, failing the test with the last error after timeout.
+func Eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	end := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = check(); err == nil {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within %v: %v", what, timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

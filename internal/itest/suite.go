@@ -1,0 +1,461 @@
+// Package itest is the integration suite shared by every broker: it runs mqtarget's real HTTP server
+// against real brokers and consumes the messages back to check that exactly the acknowledged ones arrived.
+package itest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/internal/app"
+	"github.com/mqtarget/mqtarget/internal/message"
+)
+
+// Harness is one broker set-up the suite drives.
+type Harness interface {
+	Broker() string                                  // broker name for ?broker=
+	Hosts() []string                                 // host addresses, as mqtarget reports them in replies
+	Configure(cfg *config.Config)                    // points cfg at the broker
+	Stored(t testing.TB, host int, topic string) int // messages the broker holds or has delivered on topic
+	Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte
+	CanStop() bool
+	StopHost(t testing.TB, host int)
+	StartHost(t testing.TB, host int)
+	FreezeHost(t testing.TB, host int)
+	ThawHost(t testing.TB, host int)
+}
+
+// PublishTimeout is the publish timeout the suite configures; fault tests bound answers by it.
+const PublishTimeout = 2 * time.Second
+
+// Target is a running mqtarget under test.
+type Target struct {
+	App  *app.App
+	Base string // http://127.0.0.1:port
+	h    Harness
+}
+
+// StartTarget starts mqtarget configured for h (nil: the embedded default) and shuts it down at cleanup.
+func StartTarget(t testing.TB, h Harness, mutate func(*config.Config)) *Target {
+	t.Helper()
+	cfg := config.Default()
+	cfg.HTTP.Addr = "127.0.0.1:0"
+	cfg.PublishTimeout = PublishTimeout
+	cfg.ShutdownGrace = 10 * time.Second
+	if h != nil {
+		cfg.Broker = h.Broker()
+		h.Configure(&cfg)
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := app.Start(cfg, log)
+	if err != nil {
+		t.Fatalf("app.Start: %v", err)
+	}
+	tg := &Target{App: a, Base: "http://" + a.Addr(), h: h}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := a.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return tg
+}
+
+// Reply is a send endpoint's JSON answer.
+type Reply struct {
+	Status    int
+	Broker    string `json:"broker"`
+	Topic     string `json:"topic"`
+	Published int    `json:"published"`
+	Accepted  int    `json:"accepted"`
+	Messages  []struct {
+		ID    string `json:"id"`
+		Topic string `json:"topic"`
+		Host  string `json:"host"`
+		Size  int    `json:"size"`
+	} `json:"messages"`
+	Error string `json:"error"`
+	Field string `json:"field"`
+	Took  time.Duration
+}
+
+var client = &http.Client{Timeout: 30 * time.Second}
+
+// Do sends a request to path (with query) and decodes the JSON reply.
+func (tg *Target) Do(t testing.TB, method, path string, body []byte) Reply {
+	t.Helper()
+	req, err := http.NewRequest(method, tg.Base+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := Reply{Status: resp.StatusCode, Took: time.Since(start)}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("%s %s: Content-Type %q, body %s", method, path, ct, raw)
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("%s %s: reply is not JSON: %v: %s", method, path, err, raw)
+	}
+	return r
+}
+
+// Get is Do with GET and no body.
+func (tg *Target) Get(t testing.TB, path string) Reply {
+	t.Helper()
+	return tg.Do(t, http.MethodGet, path, nil)
+}
+
+// uniqueTopic returns a fresh topic name so tests sharing brokers never see each other's messages.
+func uniqueTopic(prefix string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+// key addresses the messages of one topic on one host.
+type key struct {
+	host  int
+	topic string
+}
+
+// ledger collects what mqtarget acknowledged, to compare with what the broker has.
+type ledger struct {
+	mu    sync.Mutex
+	hosts []string
+	ids   map[key]map[string]int // id -> size
+}
+
+func newLedger(hosts []string) *ledger { return &ledger{hosts: hosts, ids: map[key]map[string]int{}} }
+
+func (l *ledger) add(t testing.TB, r Reply) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range r.Messages {
+		host := slices.Index(l.hosts, m.Host)
+		if host < 0 {
+			t.Fatalf("reply names host %q, not one of %v", m.Host, l.hosts)
+		}
+		k := key{host, m.Topic}
+		if l.ids[k] == nil {
+			l.ids[k] = map[string]int{}
+		}
+		if _, dup := l.ids[k][m.ID]; dup {
+			t.Fatalf("id %s acknowledged twice", m.ID)
+		}
+		l.ids[k][m.ID] = m.Size
+	}
+}
+
+// verify consumes every (host, topic) in the ledger and checks the broker holds exactly those messages:
+// same ids, same sizes, no duplicates, nothing missing, nothing extra.
+func (l *ledger) verify(t *testing.T, h Harness) {
+	t.Helper()
+	for k, want := range l.ids {
+		got := h.Consume(t, k.host, k.topic, len(want), 20*time.Second)
+		seen := map[string]bool{}
+		for _, body := range got {
+			id, _, err := message.Parse(body)
+			if err != nil {
+				t.Errorf("host %d topic %s: unparsable message %q: %v", k.host, k.topic, body[:min(len(body), 40)], err)
+				continue
+			}
+			size, ok := want[id]
+			switch {
+			case !ok:
+				t.Errorf("host %d topic %s: message %s was never acknowledged", k.host, k.topic, id)
+			case seen[id]:
+				t.Errorf("host %d topic %s: message %s delivered twice", k.host, k.topic, id)
+			case len(body) != size:
+				t.Errorf("host %d topic %s: message %s has %d bytes, want %d", k.host, k.topic, id, len(body), size)
+			}
+			seen[id] = true
+		}
+		for id := range want {
+			if !seen[id] {
+				t.Errorf("host %d topic %s: acknowledged message %s never arrived", k.host, k.topic, id)
+			}
+		}
+		if n := h.Stored(t, k.host, k.topic); n != len(want) {
+			t.Errorf("host %d topic %s: broker counts %d messages, %d were acknowledged", k.host, k.topic, n, len(want))
+		}
+	}
+}
+
+// Requests per endpoint in the delivery test; a multiple of 6 so /send2Host and /send3Host spread evenly.
+const perEndpoint = 12
+
+// RunDelivery drives every send endpoint and checks the broker holds exactly the acknowledged messages,
+// on the right hosts and topics.
+func RunDelivery(t *testing.T, h Harness) {
+	tg := StartTarget(t, h, nil)
+	hosts := h.Hosts()
+	cases := []struct {
+		name      string
+		path      string
+		status    int
+		perReq    int
+		wantHosts []int // hosts the messages must land on, in round-robin order
+		topics    int   // distinct topics expected
+	}{
+		{"send1", "/send1", 200, 1, []int{0}, 1},
+		{"send2 batch", "/send2", 200, 2, []int{0}, 1},
+		{"send2 sequential", "/send2?mode=sequential", 200, 2, []int{0}, 1},
+		{"send2Topic", "/send2Topic", 200, 2, []int{0}, 2},
+		{"sendAsync", "/sendAsync", 202, 1, []int{0}, 1},
+		{"sendAsyncWait", "/sendAsyncWait", 200, 1, []int{0}, 1},
+		{"send2Host", "/send2Host", 200, 1, []int{0, 1}, 1},
+		{"send3Host", "/send3Host", 200, 1, []int{0, 1, 2}, 1},
+		{"send1 size 1000", "/send1?size=1000", 200, 1, []int{0}, 1},
+		{"send1 topics=3", "/send1?topics=3", 200, 1, []int{0}, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if len(hosts) < len(c.wantHosts) {
+				t.Skipf("needs %d hosts", len(c.wantHosts))
+			}
+			l := newLedger(hosts)
+			topic, topic2 := uniqueTopic("it"), uniqueTopic("it2")
+			sep := "?"
+			if strings.Contains(c.path, "?") {
+				sep = "&"
+			}
+			hostCount := map[int]int{}
+			topicSet := map[string]bool{}
+			for i := range perEndpoint {
+				method := http.MethodGet
+				if i%2 == 1 {
+					method = http.MethodPost // POST without a body behaves like GET
+				}
+				r := tg.Do(t, method, c.path+sep+"topic="+topic+"&topic2="+topic2, nil)
+				if r.Status != c.status {
+					t.Fatalf("request %d: status %d (%s), want %d", i, r.Status, r.Error, c.status)
+				}
+				if n := r.Published + r.Accepted; n != c.perReq || len(r.Messages) != c.perReq {
+					t.Fatalf("request %d: %d messages in reply, want %d", i, n, c.perReq)
+				}
+				wantHost := hosts[c.wantHosts[i%len(c.wantHosts)]]
+				for _, m := range r.Messages {
+					if m.Host != wantHost {
+						t.Fatalf("request %d: host %s, want %s (round-robin)", i, m.Host, wantHost)
+					}
+					hostCount[slices.Index(hosts, m.Host)]++
+					topicSet[m.Topic] = true
+				}
+				l.add(t, r)
+			}
+			if len(topicSet) != c.topics {
+				t.Errorf("messages went to %d topics %v, want %d", len(topicSet), topicSet, c.topics)
+			}
+			for _, hi := range c.wantHosts {
+				if want := perEndpoint * c.perReq / len(c.wantHosts); hostCount[hi] != want {
+					t.Errorf("host %d got %d messages, want %d", hi, hostCount[hi], want)
+				}
+			}
+			l.verify(t, h)
+		})
+	}
+	t.Run("POST body is the payload", func(t *testing.T) {
+		topic := uniqueTopic("itbody")
+		body := []byte(`{"order":42,"note":"verbatim payload"}`)
+		r := tg.Do(t, http.MethodPost, "/send1?topic="+topic, body)
+		if r.Status != 200 || r.Messages[0].Size != len(body) {
+			t.Fatalf("status %d size %d: %s", r.Status, r.Messages[0].Size, r.Error)
+		}
+		got := h.Consume(t, 0, topic, 1, 20*time.Second)
+		if len(got) != 1 || !bytes.Equal(got[0], body) {
+			t.Fatalf("broker has %q, want exactly the POST body", got)
+		}
+	})
+}
+
+// RunBadInput checks that bad input answers 4xx JSON naming the field, publishes nothing, and the
+// service keeps serving.
+func RunBadInput(t *testing.T, h Harness) {
+	tg := StartTarget(t, h, func(c *config.Config) { c.Message.MaxSize = 4096 })
+	topic := uniqueTopic("itbad")
+	cases := []struct {
+		name   string
+		method string
+		path   string
+		body   []byte
+		status int
+		field  string
+	}{
+		{"unknown broker", "GET", "/send1?broker=kafka", nil, 400, "broker"},
+		{"bad topic", "GET", "/send1?topic=bad%20topic", nil, 400, "topic"},
+		{"empty topic", "GET", "/send1?topic=", nil, 400, "topic"},
+		{"bad topic2", "GET", "/send2Topic?topic2=no*pe", nil, 400, "topic2"},
+		{"size zero", "GET", "/send1?size=0", nil, 400, "size"},
+		{"size negative", "GET", "/send1?size=-5", nil, 400, "size"},
+		{"size over max", "GET", "/send1?size=4097", nil, 400, "size"},
+		{"size not a number", "GET", "/send1?size=ten", nil, 400, "size"},
+		{"topics zero", "GET", "/send1?topics=0", nil, 400, "topics"},
+		{"mode unknown", "GET", "/send2?mode=parallel", nil, 400, "mode"},
+		{"unknown parameter", "GET", "/send1?szie=10", nil, 400, "szie"},
+		{"oversized body", "POST", "/send1", bytes.Repeat([]byte("a"), 4097), 413, "body"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sep := "?"
+			if strings.Contains(c.path, "?") {
+				sep = "&"
+			}
+			path := c.path
+			if !strings.Contains(c.path, "topic=") {
+				path += sep + "topic=" + topic
+			}
+			r := tg.Do(t, c.method, path, c.body)
+			if r.Status != c.status || r.Field != c.field || r.Error == "" {
+				t.Fatalf("got %d field %q error %q, want %d field %q", r.Status, r.Field, r.Error, c.status, c.field)
+			}
+		})
+	}
+	if n := h.Stored(t, 0, topic); n != 0 {
+		t.Errorf("bad requests published %d messages", n)
+	}
+	if r := tg.Get(t, "/send1?topic="+topic); r.Status != 200 {
+		t.Fatalf("service no longer serves after bad input: %d %s", r.Status, r.Error)
+	}
+}
+
+// RunBrokerDown stops (and freezes) host 0 and checks the sync endpoints answer 503/504 within the
+// publish timeout, then that requests succeed again once the broker is back, without a restart.
+func RunBrokerDown(t *testing.T, h Harness) {
+	if !h.CanStop() {
+		t.Skip("harness cannot stop its broker")
+	}
+	tg := StartTarget(t, h, nil)
+	topic := uniqueTopic("itdown")
+	q := "?topic=" + topic
+	if r := tg.Get(t, "/send1"+q); r.Status != 200 {
+		t.Fatalf("before the fault: %d %s", r.Status, r.Error)
+	}
+	syncPaths := []string{"/send1", "/send2", "/send2?mode=sequential", "/send2Topic", "/sendAsyncWait"}
+	bound := PublishTimeout + time.Second
+	check := func(t *testing.T, allowed ...int) {
+		for _, p := range syncPaths {
+			sep := "?"
+			if strings.Contains(p, "?") {
+				sep = "&"
+			}
+			r := tg.Get(t, p+sep+q[1:])
+			if !slices.Contains(allowed, r.Status) {
+				t.Errorf("%s: status %d (%s), want one of %v", p, r.Status, r.Error, allowed)
+			}
+			if r.Took > bound {
+				t.Errorf("%s: answered after %v, want within %v", p, r.Took, bound)
+			}
+		}
+	}
+	recover := func(t *testing.T) {
+		Eventually(t, 20*time.Second, "/send1 succeeds after the broker is back", func() error {
+			if r := tg.Get(t, "/send1"+q); r.Status != 200 {
+				return fmt.Errorf("%d %s", r.Status, r.Error)
+			}
+			return nil
+		})
+	}
+	t.Run("stopped", func(t *testing.T) {
+		h.StopHost(t, 0)
+		check(t, http.StatusServiceUnavailable, http.StatusGatewayTimeout)
+		if r := tg.Get(t, "/readyz"); r.Status != http.StatusServiceUnavailable {
+			t.Errorf("/readyz with a broker down: %d, want 503", r.Status)
+		}
+		h.StartHost(t, 0)
+		recover(t)
+		if r := tg.Get(t, "/readyz"); r.Status != http.StatusOK {
+			t.Errorf("/readyz after recovery: %d, want 200", r.Status)
+		}
+	})
+	t.Run("frozen", func(t *testing.T) {
+		h.FreezeHost(t, 0)
+		thawed := false
+		defer func() {
+			if !thawed {
+				h.ThawHost(t, 0)
+			}
+		}()
+		check(t, http.StatusGatewayTimeout, http.StatusServiceUnavailable)
+		h.ThawHost(t, 0)
+		thawed = true
+		recover(t)
+	})
+}
+
+// RunShutdownDrains fires async publishes and shuts down at once: every accepted message must reach the
+// broker before the publishers close.
+func RunShutdownDrains(t *testing.T, h Harness) {
+	cfg := config.Default()
+	cfg.HTTP.Addr = "127.0.0.1:0"
+	cfg.Broker = h.Broker()
+	h.Configure(&cfg)
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := app.Start(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := &Target{App: a, Base: "http://" + a.Addr(), h: h}
+	topic := uniqueTopic("itdrain")
+	l := newLedger(h.Hosts())
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				if r := tg.Get(t, "/sendAsync?topic="+topic); r.Status == http.StatusAccepted {
+					l.add(t, r)
+				} else {
+					t.Errorf("sendAsync: %d %s", r.Status, r.Error)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	l.verify(t, h)
+}
+
+// testWriter sends log output to t.Log so it shows only for failing tests.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// Integration reports whether real-broker tests must run; scripts/test.sh sets MQTARGET_INTEGRATION=1.
+func Integration(t testing.TB) {
+	t.Helper()
+	if os.Getenv("MQTARGET_INTEGRATION") == "" {
+		t.Skip("real-broker test: run scripts/test.sh, or set MQTARGET_INTEGRATION=1 with the broker binaries")
+	}
+}

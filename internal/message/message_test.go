@@ -1,0 +1,73 @@
+package message
+
+import (
+	"testing"
+	"time"
+)
+
+func TestBuildParseRoundTrip(t *testing.T) {
+	s := NewSource()
+	fixed := time.Unix(1796083200, 123456789)
+	s.now = func() time.Time { return fixed }
+	for _, size := range []int{HeaderLen, 100, 4096} {
+		id := s.NextID()
+		b := s.Build(id, size)
+		if len(b) != size {
+			t.Fatalf("size %d: got %d bytes", size, len(b))
+		}
+		gotID, sent, err := Parse(b)
+		if err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		if gotID != FormatID(id) {
+			t.Errorf("size %d: id %q, want %q", size, gotID, FormatID(id))
+		}
+		if !sent.Equal(fixed) {
+			t.Errorf("size %d: sent %v, want %v", size, sent, fixed)
+		}
+		for i := HeaderLen; i < size; i++ {
+			if b[i] != padByte {
+				t.Fatalf("size %d: byte %d is %q, want padding", size, i, b[i])
+			}
+		}
+	}
+}
+
+func TestShortPayloadIsTruncatedHeader(t *testing.T) {
+	s := NewSource()
+	id := s.NextID()
+	b := s.Build(id, 5)
+	if string(b) != FormatID(id)[:5] {
+		t.Fatalf("got %q, want the first 5 bytes of the id", b)
+	}
+	if _, _, err := Parse(b); err != ErrShort {
+		t.Fatalf("Parse: err %v, want ErrShort", err)
+	}
+}
+
+func TestIDsAreUnique(t *testing.T) {
+	s := NewSource()
+	seen := make(map[uint64]bool)
+	for i := 0; i < 10000; i++ {
+		id := s.NextID()
+		if seen[id] {
+			t.Fatalf("duplicate id %x after %d ids", id, i)
+		}
+		seen[id] = true
+	}
+}
+
+func TestParseRejectsGarbage(t *testing.T) {
+	cases := map[string]string{
+		"bad id":        "zzzzzzzzzzzzzzzz 1796083200000000000 xx",
+		"bad timestamp": "00c0ffee00000001 17960832000000000z0 xx",
+		"no separators": "00c0ffee00000001x1796083200000000000xxx",
+	}
+	for name, in := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, _, err := Parse([]byte(in)); err == nil {
+				t.Fatal("Parse accepted garbage")
+			}
+		})
+	}
+}

@@ -1,0 +1,81 @@
+// Package publishers holds one publisher per broker and what they share: the Publisher contract the
+// handlers drive, the error kinds the HTTP layer maps to status codes, and a metrics decorator.
+package publishers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Publisher sends messages to one broker family. Host arguments index Hosts(); handlers choose the host
+// so /send2Host and /send3Host can spread load deterministically.
+//
+// The contract lives here rather than in handlers because the metrics decorator consumes it too.
+type Publisher interface {
+	// Publish sends body to topic on host and returns once the broker acknowledged it.
+	Publish(ctx context.Context, host int, topic string, body []byte) error
+	// PublishBatch sends all bodies to topic on host as one unit (NSQ MPUB) and returns once acknowledged.
+	PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error
+	// PublishAsync hands body to the broker client and returns without waiting for the broker. done is
+	// called exactly once with the outcome, unless PublishAsync itself returns an error.
+	PublishAsync(host int, topic string, body []byte, done func(error)) error
+	// Hosts lists the broker addresses, in configuration order.
+	Hosts() []string
+	// Ping checks that host is reachable and accepting commands.
+	Ping(ctx context.Context, host int) error
+	// ValidateTopic reports whether name is a valid topic for this broker.
+	ValidateTopic(name string) error
+	// Close stops the publisher; it is idempotent.
+	Close() error
+}
+
+// Error kinds. Publishers wrap broker errors with one of these so the HTTP layer can answer with the
+// documented status code without knowing the broker.
+var (
+	// ErrUnavailable: the broker cannot be reached or the connection broke (503).
+	ErrUnavailable = errors.New("broker unavailable")
+	// ErrTimeout: the broker did not acknowledge within the publish timeout (504).
+	ErrTimeout = errors.New("publish timed out")
+	// ErrRejected: the broker answered with an error (502).
+	ErrRejected = errors.New("broker rejected the message")
+	// ErrClosed: the publisher is shutting down (503).
+	ErrClosed = errors.New("publisher closed")
+)
+
+// kindError attaches an error kind to the broker's own error, keeping both visible to errors.Is.
+type kindError struct {
+	kind error
+	err  error
+}
+
+func (e *kindError) Error() string   { return fmt.Sprintf("%v: %v", e.kind, e.err) }
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }
+
+func wrap(kind, err error) error { return &kindError{kind: kind, err: err} }
+
+// ctxErr converts a context's error into ErrTimeout (deadline) or the cancellation itself.
+func ctxErr(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return wrap(ErrTimeout, ctx.Err())
+	}
+	return ctx.Err()
+}
+
+// Result classifies err for metrics labels.
+func Result(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrTimeout):
+		return "timeout"
+	case errors.Is(err, ErrRejected):
+		return "rejected"
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrClosed):
+		return "unavailable"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	default:
+		return "error"
+	}
+}
