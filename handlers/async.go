@@ -27,10 +27,14 @@ type AsyncStats struct {
 
 // acquire takes a slot; false means the limit is reached (or the limiter is closed).
 func (l *asyncLimiter) acquire() bool {
+	// Take the slot before checking closed: drain sets closed before it reads inFlight, so either drain
+	// sees this slot and waits for it, or this call sees closed and backs out.
+	n := l.inFlight.Add(1)
 	if l.closed.Load() {
+		l.inFlight.Add(-1)
 		return false
 	}
-	if l.inFlight.Add(1) > l.limit {
+	if n > l.limit {
 		l.inFlight.Add(-1)
 		l.rejected.Add(1)
 		return false

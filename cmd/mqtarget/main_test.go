@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as mqtarget: with MQTARGET_TEST_MAIN set it runs main, so the tests below
+// exercise the real process (flags, signals, exit codes) without a separate build.
+func TestMain(m *testing.M) {
+	if os.Getenv("MQTARGET_TEST_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func command(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "MQTARGET_TEST_MAIN=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	return cmd, &stdout, &stderr
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestOutOfTheBox is `go run ./cmd/mqtarget`: embedded nsqd, every endpoint 2xx, clean exit on SIGTERM.
+func TestOutOfTheBox(t *testing.T) {
+	addr := freePort(t)
+	cmd, _, stderr := command(t, "-http.addr", addr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	base := "http://" + addr
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not healthy within 20s: %v\n%s", err, stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, c := range []struct {
+		path   string
+		status int
+	}{
+		{"/send1", 200}, {"/send2", 200}, {"/send2Topic", 200}, {"/sendAsync", 202},
+		{"/sendAsyncWait", 200}, {"/send2Host", 200}, {"/send3Host", 200}, {"/readyz", 200}, {"/", 200},
+	} {
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			if c.path == "/readyz" || c.path == "/" {
+				if method == http.MethodPost {
+					continue
+				}
+			}
+			req, _ := http.NewRequest(method, base+c.path, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", method, c.path, err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.status {
+				t.Errorf("%s %s: %d %s, want %d", method, c.path, resp.StatusCode, body, c.status)
+			}
+		}
+	}
+	metrics := get(t, base+"/metrics")
+	for _, name := range []string{
+		`mqtarget_http_request_duration_seconds_bucket{code="200",method="get",route="/send1"`,
+		`mqtarget_publish_duration_seconds_bucket{broker="nsq"`,
+		`mqtarget_publish_messages_total{broker="nsq"`,
+		`mqtarget_async_messages_total{result="accepted"} 4`,
+		`mqtarget_async_in_flight 0`,
+	} {
+		if !strings.Contains(metrics, name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+		if waitErr != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", waitErr, stderr)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("still running 15s after SIGTERM\n%s", stderr)
+	}
+	log := stderr.String()
+	for _, want := range []string{"embedded nsqd listening", "async publishes drained", "accepted=4 acked=4 failed=0", "abandoned=0", "shutdown complete"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		t.Error("still listening after exit")
+	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func TestCommandLine(t *testing.T) {
+	cases := []struct {
+		name     string
+		args     []string
+		env      []string
+		exitCode int
+		stdout   []string
+		stderr   []string
+	}{
+		{"print config defaults", []string{"-print-config"}, nil, 0,
+			[]string{"addr: :8080", "broker: nsq", "size: 100", "max_size: 1048576"}, nil},
+		{"flag beats env", []string{"-print-config", "-http.addr", "127.0.0.1:9"}, []string{"MQTARGET_HTTP_ADDR=127.0.0.1:7"}, 0,
+			[]string{"addr: 127.0.0.1:9"}, nil},
+		{"env applies", []string{"-print-config"}, []string{"MQTARGET_NSQ_HOSTS=127.0.0.1:4150,127.0.0.1:4250"}, 0,
+			[]string{"- 127.0.0.1:4150", "- 127.0.0.1:4250"}, nil},
+		{"bad host names the field", []string{"-nsq.hosts", "127.0.0.1:4150,nope"}, nil, 2,
+			nil, []string{"nsq.hosts[1]:"}},
+		{"bad broker", []string{"-broker", "kafka"}, nil, 2, nil, []string{"broker:", "kafka"}},
+		{"bad size from env names the variable", nil, []string{"MQTARGET_MESSAGE_SIZE=big"}, 2,
+			nil, []string{"message.size", "MQTARGET_MESSAGE_SIZE"}},
+		{"unknown flag", []string{"-nope"}, nil, 2, nil, []string{"flag provided but not defined: -nope"}},
+		{"missing config file", []string{"-config", "/nonexistent/mqtarget.yaml"}, nil, 2, nil, []string{"/nonexistent/mqtarget.yaml"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cmd, stdout, stderr := command(t, c.args...)
+			cmd.Env = append(cmd.Env, c.env...)
+			err := cmd.Run()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != c.exitCode {
+				t.Fatalf("exit code %d, want %d\nstdout: %s\nstderr: %s", code, c.exitCode, stdout, stderr)
+			}
+			for _, want := range c.stdout {
+				if !strings.Contains(stdout.String(), want) {
+					t.Errorf("stdout lacks %q:\n%s", want, stdout)
+				}
+			}
+			for _, want := range c.stderr {
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,551 @@
+package config_test
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mqtarget/mqtarget/config"
+)
+
+// sources builds in-memory Sources: no real environment, no real files.
+type sources struct {
+	args  []string
+	env   map[string]string
+	files map[string]string
+}
+
+func (s sources) load(t *testing.T) (config.Config, config.Options, error) {
+	t.Helper()
+	return config.Load(config.Sources{
+		Args: s.args,
+		LookupEnv: func(k string) (string, bool) {
+			v, ok := s.env[k]
+			return v, ok
+		},
+		ReadFile: func(name string) ([]byte, error) {
+			data, ok := s.files[name]
+			if !ok {
+				return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+			}
+			return []byte(data), nil
+		},
+		Output: io.Discard,
+	})
+}
+
+// normalize treats a nil and an empty host list alike (a YAML "hosts: []" decodes to an empty slice).
+func normalize(c config.Config) config.Config {
+	if len(c.NSQ.Hosts) == 0 {
+		c.NSQ.Hosts = nil
+	}
+	return c
+}
+
+func TestDefaultValidates(t *testing.T) {
+	if err := config.Default().Validate(); err != nil {
+		t.Fatalf("Default().Validate() = %v", err)
+	}
+}
+
+func TestKeysHaveHelp(t *testing.T) {
+	keys := config.Keys()
+	seen := map[string]bool{}
+	for _, kv := range keys {
+		key, help := kv[0], kv[1]
+		if strings.TrimSpace(help) == "" {
+			t.Errorf("key %q has no help text", key)
+		}
+		if seen[key] {
+			t.Errorf("key %q listed twice", key)
+		}
+		seen[key] = true
+	}
+	for _, want := range []string{
+		"http.addr", "broker", "topic", "topic2", "message.size", "message.max_size", "publish_timeout",
+		"async.max_in_flight", "shutdown_grace", "log.level", "log.format",
+		"nsq.hosts", "nsq.producers_per_host", "nsq.dial_timeout", "nsq.embedded",
+	} {
+		if !seen[want] {
+			t.Errorf("Keys() lacks %q (got %v)", want, keys)
+		}
+	}
+}
+
+func TestEnv(t *testing.T) {
+	for _, tc := range []struct{ key, want string }{
+		{"http.addr", "MQTARGET_HTTP_ADDR"},
+		{"broker", "MQTARGET_BROKER"},
+		{"nsq.hosts", "MQTARGET_NSQ_HOSTS"},
+		{"nsq.producers_per_host", "MQTARGET_NSQ_PRODUCERS_PER_HOST"},
+		{"message.max_size", "MQTARGET_MESSAGE_MAX_SIZE"},
+		{"publish_timeout", "MQTARGET_PUBLISH_TIMEOUT"},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			if got := config.Env(tc.key); got != tc.want {
+				t.Errorf("Env(%q) = %q, want %q", tc.key, got, tc.want)
+			}
+		})
+	}
+}
+
+const fullFile = `
+http:
+  addr: ":9000"
+broker: nsq
+topic: filetopic
+nsq:
+  hosts: [a:1, b:2]
+  producers_per_host: 4
+  dial_timeout: 250ms
+message:
+  size: 50
+  max_size: 2048
+async:
+  max_in_flight: 7
+publish_timeout: 3s
+log:
+  level: debug
+`
+
+// fromFullFile is the configuration fullFile describes.
+func fromFullFile(c *config.Config) {
+	c.HTTP.Addr = ":9000"
+	c.Topic = "filetopic"
+	c.NSQ.Hosts = []string{"a:1", "b:2"}
+	c.NSQ.ProducersPerHost = 4
+	c.NSQ.DialTimeout = 250 * time.Millisecond
+	c.Message.Size = 50
+	c.Message.MaxSize = 2048
+	c.Async.MaxInFlight = 7
+	c.PublishTimeout = 3 * time.Second
+	c.Log.Level = "debug"
+}
+
+func TestLoadPrecedence(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		src  sources
+		want func(*config.Config) // applied to Default()
+	}{
+		{
+			name: "defaults only",
+			want: func(*config.Config) {},
+		},
+		{
+			name: "empty file",
+			src:  sources{args: []string{"-config", "c.yaml"}, files: map[string]string{"c.yaml": ""}},
+			want: func(*config.Config) {},
+		},
+		{
+			name: "file from -config",
+			src:  sources{args: []string{"-config", "c.yaml"}, files: map[string]string{"c.yaml": fullFile}},
+			want: fromFullFile,
+		},
+		{
+			name: "file from -config=",
+			src:  sources{args: []string{"-config=c.yaml"}, files: map[string]string{"c.yaml": fullFile}},
+			want: fromFullFile,
+		},
+		{
+			name: "file from MQTARGET_CONFIG",
+			src: sources{env: map[string]string{"MQTARGET_CONFIG": "env.yaml"},
+				files: map[string]string{"env.yaml": fullFile}},
+			want: fromFullFile,
+		},
+		{
+			name: "-config wins over MQTARGET_CONFIG",
+			src: sources{args: []string{"-config", "flag.yaml"}, env: map[string]string{"MQTARGET_CONFIG": "env.yaml"},
+				files: map[string]string{"flag.yaml": "topic: fromflagfile\n", "env.yaml": "topic: fromenvfile\n"}},
+			want: func(c *config.Config) { c.Topic = "fromflagfile" },
+		},
+		{
+			name: "env over file, file values kept otherwise",
+			src: sources{args: []string{"-config", "c.yaml"}, files: map[string]string{"c.yaml": fullFile},
+				env: map[string]string{"MQTARGET_HTTP_ADDR": ":9001", "MQTARGET_NSQ_HOSTS": "c:3", "MQTARGET_ASYNC_MAX_IN_FLIGHT": "9"}},
+			want: func(c *config.Config) {
+				fromFullFile(c)
+				c.HTTP.Addr = ":9001"
+				c.NSQ.Hosts = []string{"c:3"}
+				c.Async.MaxInFlight = 9
+			},
+		},
+		{
+			name: "flags over env over file",
+			src: sources{
+				args:  []string{"-config", "c.yaml", "-http.addr", ":9002", "-nsq.hosts", "d:4,e:5", "-message.max_size", "4096", "-publish_timeout", "1500ms"},
+				files: map[string]string{"c.yaml": fullFile},
+				env:   map[string]string{"MQTARGET_HTTP_ADDR": ":9001", "MQTARGET_NSQ_HOSTS": "c:3", "MQTARGET_MESSAGE_MAX_SIZE": "3000", "MQTARGET_PUBLISH_TIMEOUT": "2s"},
+			},
+			want: func(c *config.Config) {
+				fromFullFile(c)
+				c.HTTP.Addr = ":9002"
+				c.NSQ.Hosts = []string{"d:4", "e:5"}
+				c.Message.MaxSize = 4096
+				c.PublishTimeout = 1500 * time.Millisecond
+			},
+		},
+		{
+			name: "a flag equal to the default still overrides file and env",
+			src: sources{args: []string{"-config", "c.yaml", "-topic", "mqtarget"},
+				files: map[string]string{"c.yaml": "topic: filetopic\n"}, env: map[string]string{"MQTARGET_TOPIC": "envtopic"}},
+			want: func(*config.Config) {},
+		},
+		{
+			name: "nested flags",
+			src: sources{args: []string{
+				"-http.addr", "127.0.0.1:1234", "-nsq.hosts", "a:1,b:2", "-message.max_size", "500", "-message.size", "40",
+				"-async.max_in_flight", "3", "-publish_timeout", "2s", "-nsq.producers_per_host=8", "-nsq.dial_timeout", "100ms",
+				"-topic2", "other", "-shutdown_grace", "0s", "-log.format", "json", "-nsq.embedded", "2",
+			}},
+			want: func(c *config.Config) {
+				c.HTTP.Addr = "127.0.0.1:1234"
+				c.NSQ.Hosts = []string{"a:1", "b:2"}
+				c.Message.MaxSize = 500
+				c.Message.Size = 40
+				c.Async.MaxInFlight = 3
+				c.PublishTimeout = 2 * time.Second
+				c.NSQ.ProducersPerHost = 8
+				c.NSQ.DialTimeout = 100 * time.Millisecond
+				c.Topic2 = "other"
+				c.ShutdownGrace = 0
+				c.Log.Format = "json"
+				c.NSQ.Embedded = 2
+			},
+		},
+		{
+			name: "nested env",
+			src: sources{env: map[string]string{
+				"MQTARGET_HTTP_ADDR": ":7000", "MQTARGET_BROKER": "nsq", "MQTARGET_NSQ_HOSTS": "x:1,y:2,z:3",
+				"MQTARGET_MESSAGE_MAX_SIZE": "999", "MQTARGET_MESSAGE_SIZE": "99", "MQTARGET_ASYNC_MAX_IN_FLIGHT": "5",
+				"MQTARGET_NSQ_PRODUCERS_PER_HOST": "3", "MQTARGET_NSQ_DIAL_TIMEOUT": "1m0s", "MQTARGET_PUBLISH_TIMEOUT": "2m",
+				"MQTARGET_LOG_LEVEL": "warn", "MQTARGET_UNRELATED": "ignored",
+			}},
+			want: func(c *config.Config) {
+				c.HTTP.Addr = ":7000"
+				c.NSQ.Hosts = []string{"x:1", "y:2", "z:3"}
+				c.Message.MaxSize = 999
+				c.Message.Size = 99
+				c.Async.MaxInFlight = 5
+				c.PublishTimeout = 2 * time.Minute
+				c.NSQ.ProducersPerHost = 3
+				c.NSQ.DialTimeout = time.Minute
+				c.Log.Level = "warn"
+			},
+		},
+		{
+			name: "comma list trims spaces and drops empty items",
+			src:  sources{env: map[string]string{"MQTARGET_NSQ_HOSTS": " a:1 , b:2 ,, "}},
+			want: func(c *config.Config) { c.NSQ.Hosts = []string{"a:1", "b:2"} },
+		},
+		{
+			name: "empty flag list clears the file's hosts",
+			src: sources{args: []string{"-config", "c.yaml", "-nsq.hosts", ""},
+				files: map[string]string{"c.yaml": "nsq: {hosts: [a:1, b:2]}\n"}},
+			want: func(c *config.Config) { c.NSQ.Hosts = nil },
+		},
+		{
+			name: "empty env list clears the file's hosts",
+			src: sources{env: map[string]string{"MQTARGET_CONFIG": "c.yaml", "MQTARGET_NSQ_HOSTS": ""},
+				files: map[string]string{"c.yaml": "nsq: {hosts: [a:1, b:2]}\n"}},
+			want: func(c *config.Config) { c.NSQ.Hosts = nil },
+		},
+		{
+			name: "YAML flow style and durations",
+			src: sources{args: []string{"-config", "c.yaml"}, files: map[string]string{
+				"c.yaml": "http: {addr: \"localhost:81\"}\npublish_timeout: 750ms\nshutdown_grace: 1m30s\nnsq: {dial_timeout: 500ms}\n"}},
+			want: func(c *config.Config) {
+				c.HTTP.Addr = "localhost:81"
+				c.PublishTimeout = 750 * time.Millisecond
+				c.ShutdownGrace = 90 * time.Second
+				c.NSQ.DialTimeout = 500 * time.Millisecond
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, opts, err := tc.src.load(t)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			want := config.Default()
+			tc.want(&want)
+			if !reflect.DeepEqual(normalize(got), normalize(want)) {
+				t.Errorf("Load =\n%+v\nwant\n%+v", got, want)
+			}
+			if opts.PrintConfig {
+				t.Errorf("PrintConfig set without -print-config")
+			}
+		})
+	}
+}
+
+// TestUserFacingNames pins the exact flag, environment and YAML names users type.
+func TestUserFacingNames(t *testing.T) {
+	saved := config.Brokers
+	config.Brokers = append([]string{"other"}, saved...)
+	t.Cleanup(func() { config.Brokers = saved })
+
+	type field struct {
+		name string
+		get  func(config.Config) any
+		want any
+	}
+	addr := field{"http.addr", func(c config.Config) any { return c.HTTP.Addr }, "10.0.0.1:8181"}
+	broker := field{"broker", func(c config.Config) any { return c.Broker }, "other"}
+	hosts := field{"nsq.hosts", func(c config.Config) any { return c.NSQ.Hosts }, []string{"n1:4150", "n2:4150"}}
+	for _, tc := range []struct {
+		name string
+		src  sources
+		f    field
+	}{
+		{"flag -http.addr", sources{args: []string{"-http.addr", "10.0.0.1:8181"}}, addr},
+		{"env MQTARGET_HTTP_ADDR", sources{env: map[string]string{"MQTARGET_HTTP_ADDR": "10.0.0.1:8181"}}, addr},
+		{"yaml http.addr", sources{args: []string{"-config", "f"}, files: map[string]string{"f": "http:\n  addr: 10.0.0.1:8181\n"}}, addr},
+		{"flag -broker", sources{args: []string{"-broker", "other"}}, broker},
+		{"env MQTARGET_BROKER", sources{env: map[string]string{"MQTARGET_BROKER": "other"}}, broker},
+		{"yaml broker", sources{args: []string{"-config", "f"}, files: map[string]string{"f": "broker: other\n"}}, broker},
+		{"flag -nsq.hosts", sources{args: []string{"-nsq.hosts", "n1:4150,n2:4150"}}, hosts},
+		{"env MQTARGET_NSQ_HOSTS", sources{env: map[string]string{"MQTARGET_NSQ_HOSTS": "n1:4150,n2:4150"}}, hosts},
+		{"yaml nsq.hosts", sources{args: []string{"-config", "f"}, files: map[string]string{"f": "nsq:\n  hosts:\n    - n1:4150\n    - n2:4150\n"}}, hosts},
+		{"flag -config", sources{args: []string{"-config", "f"}, files: map[string]string{"f": "broker: other\n"}}, broker},
+		{"env MQTARGET_CONFIG", sources{env: map[string]string{"MQTARGET_CONFIG": "f"}, files: map[string]string{"f": "broker: other\n"}}, broker},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, _, err := tc.src.load(t)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if got := tc.f.get(cfg); !reflect.DeepEqual(got, tc.f.want) {
+				t.Errorf("%s = %#v, want %#v", tc.f.name, got, tc.f.want)
+			}
+		})
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		src     sources
+		want    []string // substrings of the error
+		notWant []string
+		is      error
+	}{
+		{name: "bad second host", src: sources{args: []string{"-nsq.hosts", "good:4150,nocolon"}},
+			want: []string{"nsq.hosts[1]: ", `"nocolon"`}, notWant: []string{"nsq.hosts[0]"}},
+		{name: "host without port number", src: sources{env: map[string]string{"MQTARGET_NSQ_HOSTS": "a:1,b:2,c:x"}},
+			want: []string{"nsq.hosts[2]: "}, notWant: []string{"nsq.hosts[0]", "nsq.hosts[1]"}},
+		{name: "host without host", src: sources{args: []string{"-nsq.hosts", ":4150"}}, want: []string{"nsq.hosts[0]: "}},
+		{name: "message.size zero", src: sources{args: []string{"-message.size", "0"}}, want: []string{"message.size: "}},
+		{name: "message.size over max_size", src: sources{args: []string{"-message.size", "2000", "-message.max_size", "1000"}},
+			want: []string{"message.size: ", "2000"}, notWant: []string{"message.max_size: "}},
+		{name: "message.max_size zero", src: sources{args: []string{"-message.max_size", "0"}}, want: []string{"message.max_size: "}},
+		{name: "message.max_size too large", src: sources{args: []string{"-message.max_size", "100000000"}}, want: []string{"message.max_size: "}},
+		{name: "unknown broker flag", src: sources{args: []string{"-broker", "kafka"}}, want: []string{"broker: ", `"kafka"`}},
+		{name: "unknown broker env", src: sources{env: map[string]string{"MQTARGET_BROKER": "kafka"}}, want: []string{"broker: ", `"kafka"`}},
+		{name: "unknown broker file", src: sources{args: []string{"-config", "f"}, files: map[string]string{"f": "broker: kafka\n"}}, want: []string{"broker: "}},
+		{name: "publish_timeout zero", src: sources{args: []string{"-publish_timeout", "0s"}}, want: []string{"publish_timeout: "}},
+		{name: "publish_timeout negative", src: sources{env: map[string]string{"MQTARGET_PUBLISH_TIMEOUT": "-1s"}}, want: []string{"publish_timeout: "}},
+		{name: "dial_timeout above publish_timeout", src: sources{args: []string{"-publish_timeout", "500ms"}},
+			want: []string{"nsq.dial_timeout: ", "publish_timeout"}},
+		{name: "dial_timeout zero", src: sources{args: []string{"-nsq.dial_timeout", "0s"}}, want: []string{"nsq.dial_timeout: "}},
+		{name: "log.level", src: sources{args: []string{"-log.level", "verbose"}}, want: []string{"log.level: ", `"verbose"`}},
+		{name: "log.format", src: sources{args: []string{"-log.format", "xml"}}, want: []string{"log.format: "}},
+		{name: "http.addr", src: sources{args: []string{"-http.addr", "8080"}}, want: []string{"http.addr: "}},
+		{name: "empty topic", src: sources{args: []string{"-topic", ""}}, want: []string{"topic: "}, notWant: []string{"topic2"}},
+		{name: "empty topic2", src: sources{args: []string{"-topic2", ""}}, want: []string{"topic2: "}},
+		{name: "async.max_in_flight", src: sources{args: []string{"-async.max_in_flight", "0"}}, want: []string{"async.max_in_flight: "}},
+		{name: "shutdown_grace negative", src: sources{args: []string{"-shutdown_grace", "-1s"}}, want: []string{"shutdown_grace: "}},
+		{name: "producers_per_host", src: sources{args: []string{"-nsq.producers_per_host", "0"}}, want: []string{"nsq.producers_per_host: "}},
+		{name: "embedded zero without hosts", src: sources{args: []string{"-nsq.embedded", "0"}}, want: []string{"nsq.embedded: "}},
+		{name: "several errors at once", src: sources{args: []string{"-log.level", "loud", "-message.size", "-5"}},
+			want: []string{"log.level: ", "message.size: "}},
+		{name: "bad env integer names key and variable", src: sources{env: map[string]string{"MQTARGET_MESSAGE_SIZE": "abc"}},
+			want: []string{"message.size", "MQTARGET_MESSAGE_SIZE", `"abc"`}},
+		{name: "bad env duration names key and variable", src: sources{env: map[string]string{"MQTARGET_PUBLISH_TIMEOUT": "5"}},
+			want: []string{"publish_timeout", "MQTARGET_PUBLISH_TIMEOUT"}},
+		{name: "bad flag integer names key and flag", src: sources{args: []string{"-async.max_in_flight", "many"}},
+			want: []string{"async.max_in_flight", "-async.max_in_flight", `"many"`}},
+		{name: "bad flag duration", src: sources{args: []string{"-nsq.dial_timeout", "soon"}}, want: []string{"nsq.dial_timeout", "-nsq.dial_timeout"}},
+		{name: "unknown top-level YAML key", src: sources{args: []string{"-config", "f"}, files: map[string]string{"f": "brokr: nsq\n"}},
+			want: []string{"brokr", "f"}},
+		{name: "unknown nested YAML key", src: sources{args: []string{"-config", "f"}, files: map[string]string{"f": "nsq:\n  hostz: [a:1]\n"}},
+			want: []string{"hostz"}},
+		{name: "YAML type mismatch", src: sources{args: []string{"-config", "f"}, files: map[string]string{"f": "message: {size: big}\n"}},
+			want: []string{"big"}},
+		{name: "YAML bad duration", src: sources{args: []string{"-config", "f"}, files: map[string]string{"f": "publish_timeout: later\n"}},
+			want: []string{"later"}},
+		{name: "invalid value in YAML is validated", src: sources{args: []string{"-config", "f"}, files: map[string]string{"f": "nsq: {hosts: [ok:1, bad]}\n"}},
+			want: []string{"nsq.hosts[1]: "}},
+		{name: "missing -config file", src: sources{args: []string{"-config", "nope.yaml"}}, want: []string{"nope.yaml"}, is: fs.ErrNotExist},
+		{name: "missing MQTARGET_CONFIG file", src: sources{env: map[string]string{"MQTARGET_CONFIG": "gone.yaml"}}, want: []string{"gone.yaml"}, is: fs.ErrNotExist},
+		{name: "stray positional argument", src: sources{args: []string{"-broker", "nsq", "extra"}}, want: []string{`"extra"`}},
+		{name: "unknown flag", src: sources{args: []string{"-nsq.hostz", "a:1"}}, want: []string{"nsq.hostz"}},
+		{name: "flag without value", src: sources{args: []string{"-nsq.hosts"}}, want: []string{"nsq.hosts"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := tc.src.load(t)
+			if err == nil {
+				t.Fatalf("Load succeeded, want an error containing %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(err.Error(), w) {
+					t.Errorf("error %q should not contain %q", err, w)
+				}
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("error %v is not %v", err, tc.is)
+			}
+		})
+	}
+}
+
+// TestValidateFieldNames checks Validate directly, one broken field at a time, so each message names
+// exactly its field.
+func TestValidateFieldNames(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		set   func(*config.Config)
+	}{
+		{"http.addr", func(c *config.Config) { c.HTTP.Addr = "no-port" }},
+		{"broker", func(c *config.Config) { c.Broker = "" }},
+		{"topic", func(c *config.Config) { c.Topic = "" }},
+		{"topic2", func(c *config.Config) { c.Topic2 = "" }},
+		{"message.max_size", func(c *config.Config) { c.Message.MaxSize = 64<<20 + 1 }},
+		{"message.size", func(c *config.Config) { c.Message.Size = c.Message.MaxSize + 1 }},
+		{"publish_timeout", func(c *config.Config) { c.PublishTimeout = 0 }},
+		{"async.max_in_flight", func(c *config.Config) { c.Async.MaxInFlight = -1 }},
+		{"shutdown_grace", func(c *config.Config) { c.ShutdownGrace = -time.Second }},
+		{"log.level", func(c *config.Config) { c.Log.Level = "INFO" }},
+		{"log.format", func(c *config.Config) { c.Log.Format = "" }},
+		{"nsq.hosts[1]", func(c *config.Config) { c.NSQ.Hosts = []string{"a:1", "b"} }},
+		{"nsq.producers_per_host", func(c *config.Config) { c.NSQ.ProducersPerHost = 65 }},
+		{"nsq.dial_timeout", func(c *config.Config) { c.NSQ.DialTimeout = c.PublishTimeout + time.Millisecond }},
+		{"nsq.embedded", func(c *config.Config) { c.NSQ.Embedded = 17 }},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			c := config.Default()
+			tc.set(&c)
+			err := c.Validate()
+			if err == nil {
+				t.Fatal("Validate() = nil")
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != 1 {
+				t.Errorf("want exactly one error, got %q", lines)
+			}
+			if !strings.HasPrefix(err.Error(), tc.field+": ") {
+				t.Errorf("error %q does not start with %q", err, tc.field+": ")
+			}
+		})
+	}
+	t.Run("limits are inclusive", func(t *testing.T) {
+		c := config.Default()
+		c.Message.MaxSize = 64 << 20
+		c.Message.Size = c.Message.MaxSize
+		c.NSQ.DialTimeout = c.PublishTimeout
+		c.NSQ.Hosts = []string{"a:1"}
+		c.NSQ.Embedded = 0 // ignored with hosts
+		c.ShutdownGrace = 0
+		if err := c.Validate(); err != nil {
+			t.Errorf("Validate() = %v", err)
+		}
+	})
+}
+
+func TestPrintConfigOption(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"-print-config"}, true},
+		{[]string{"--print-config", "-topic", "t"}, true},
+		{[]string{"-print-config=false"}, false},
+	} {
+		t.Run(fmt.Sprint(tc.args), func(t *testing.T) {
+			_, opts, err := sources{args: tc.args}.load(t)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if opts.PrintConfig != tc.want {
+				t.Errorf("PrintConfig = %v, want %v", opts.PrintConfig, tc.want)
+			}
+		})
+	}
+}
+
+func TestYAMLRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"defaults", nil},
+		{"everything changed", []string{
+			"-http.addr", "127.0.0.1:9999", "-topic", "a.b_c-d", "-topic2", "t2#ephemeral", "-message.size", "10",
+			"-message.max_size", "20", "-publish_timeout", "1m30s", "-async.max_in_flight", "3", "-shutdown_grace", "250ms",
+			"-log.level", "error", "-log.format", "json", "-nsq.hosts", "a:1,b:2,c:3", "-nsq.producers_per_host", "5",
+			"-nsq.dial_timeout", "1500ms", "-nsq.embedded", "4",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, _, err := sources{args: tc.args}.load(t)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			out, err := want.YAML()
+			if err != nil {
+				t.Fatalf("YAML: %v", err)
+			}
+			for _, key := range []string{"http:\n", "  addr: ", "broker: ", "nsq:\n", "  hosts:", "publish_timeout: ", "message:\n", "  max_size: "} {
+				if !bytes.Contains(out, []byte(key)) {
+					t.Errorf("YAML lacks %q:\n%s", key, out)
+				}
+			}
+			if !bytes.Contains(out, []byte("publish_timeout: "+want.PublishTimeout.String()+"\n")) {
+				t.Errorf("publish_timeout is not written as a duration string:\n%s", out)
+			}
+			got, _, err := sources{args: []string{"-config", "printed.yaml"}, files: map[string]string{"printed.yaml": string(out)}}.load(t)
+			if err != nil {
+				t.Fatalf("Load of printed YAML: %v\n%s", err, out)
+			}
+			if !reflect.DeepEqual(normalize(got), normalize(want)) {
+				t.Errorf("round trip:\n got %+v\nwant %+v\nYAML:\n%s", got, want, out)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var out bytes.Buffer
+	_, _, err := config.Load(config.Sources{Args: []string{"-h"}, Output: &out})
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("Load(-h) = %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{"-config", "MQTARGET_CONFIG", "-print-config", "-nsq.hosts", "MQTARGET_NSQ_HOSTS", "-http.addr", "MQTARGET_HTTP_ADDR", "(default :8080)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("usage lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestLoadNilLookupEnv(t *testing.T) {
+	cfg, _, err := config.Load(config.Sources{Args: []string{"-topic", "x"}, Output: io.Discard})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if cfg.Topic != "x" {
+		t.Errorf("Topic = %q", cfg.Topic)
+	}
+}
