@@ -22,14 +22,16 @@ import (
 
 // App is a running mqtarget.
 type App struct {
-	cfg      config.Config
-	log      *slog.Logger
-	nsqd     *embedded.NSQD // nil unless nsq.hosts was empty
-	raw      []publishers.Publisher
-	handlers *handlers.Server
-	http     *http.Server
-	ln       net.Listener
-	served   chan error // receives Serve's result once
+	cfg     config.Config
+	log     *slog.Logger
+	raw     []publishers.Publisher // un-instrumented, for Close
+	closers []func() error         // embedded brokers, closed after the publishers
+
+	embeddedNSQ *embedded.NSQD // nil unless nsq.hosts was empty
+	handlers    *handlers.Server
+	http        *http.Server
+	ln          net.Listener
+	served      chan error // receives Serve's result once
 }
 
 // Start starts the embedded brokers (when configured so), the publishers and the HTTP server.
@@ -48,24 +50,23 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := publishers.NewMetrics(reg)
 
-	nsqCfg := cfg.NSQ
+	pubs := map[string]publishers.Publisher{}
 	setup := map[string]any{}
-	if len(nsqCfg.Hosts) == 0 {
-		a.nsqd, err = embedded.StartNSQD(nsqCfg.Embedded, int64(cfg.Message.MaxSize), log)
+	for _, b := range brokers {
+		pub, info, err := b.start(a, cfg, log.With("broker", b.name))
 		if err != nil {
 			return nil, err
 		}
-		nsqCfg.Hosts = a.nsqd.TCPAddrs()
-		setup["nsq"] = map[string]any{"embedded": true, "hosts": nsqCfg.Hosts, "http": a.nsqd.HTTPAddrs()}
-	} else {
-		setup["nsq"] = map[string]any{"embedded": false, "hosts": nsqCfg.Hosts}
+		if pub == nil {
+			continue // not enabled by this configuration
+		}
+		a.raw = append(a.raw, pub)
+		pubs[b.name] = metrics.Instrument(b.name, pub)
+		setup[b.name] = info
 	}
-	nsqPub, err := publishers.NewNSQ(nsqCfg, log.With("broker", "nsq"))
-	if err != nil {
-		return nil, err
+	if pubs[cfg.Broker] == nil {
+		return nil, fmt.Errorf("broker: %q is not enabled by this configuration", cfg.Broker)
 	}
-	a.raw = append(a.raw, nsqPub)
-	pubs := map[string]publishers.Publisher{"nsq": metrics.Instrument("nsq", nsqPub)}
 
 	// Topics are validated by the broker that will get them, so the rules stay with the broker.
 	def := pubs[cfg.Broker]
@@ -100,20 +101,12 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	go func() { a.served <- a.http.Serve(a.ln) }()
-	log.Info("mqtarget listening", "addr", a.ln.Addr().String(), "broker", cfg.Broker, "nsq.hosts", nsqCfg.Hosts)
+	log.Info("mqtarget listening", "addr", a.ln.Addr().String(), "default_broker", cfg.Broker, "brokers", setup)
 	return a, nil
 }
 
 // Addr is the address the HTTP server listens on.
 func (a *App) Addr() string { return a.ln.Addr().String() }
-
-// EmbeddedNSQ returns the embedded nsqd TCP and HTTP addresses, or nils when nsqd is external.
-func (a *App) EmbeddedNSQ() (tcp, http []string) {
-	if a.nsqd == nil {
-		return nil, nil
-	}
-	return a.nsqd.TCPAddrs(), a.nsqd.HTTPAddrs()
-}
 
 // Run serves until ctx ends (a signal), then shuts down within the configured grace period.
 func (a *App) Run(ctx context.Context) error {
@@ -157,9 +150,9 @@ func (a *App) closeBrokers() {
 	for _, p := range a.raw {
 		_ = p.Close()
 	}
-	if a.nsqd != nil {
-		if err := a.nsqd.Close(); err != nil {
-			a.log.Warn("removing embedded nsqd data", "err", err)
+	for _, c := range a.closers {
+		if err := c(); err != nil {
+			a.log.Warn("closing embedded broker", "err", err)
 		}
 	}
 }
