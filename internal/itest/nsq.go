@@ -118,6 +118,7 @@ func NewNSQProcs(t testing.TB, bin string, n int) *NSQ {
 }
 
 func (h *NSQ) Broker() string                 { return "nsq" }
+func (h *NSQ) InvalidTopic() string           { return "bad%20topic" }
 func (h *NSQ) Hosts() []string                { return h.TCP }
 func (h *NSQ) Configure(cfg *config.Config)   { cfg.NSQ.Hosts = h.TCP }
 func (h *NSQ) StopHost(t testing.TB, i int)   { h.Procs[i].Stop(t) }
