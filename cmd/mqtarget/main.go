@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,6 +28,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ReadFile:  os.ReadFile,
 		Output:    stderr,
 	})
+	if errors.Is(err, flag.ErrHelp) {
+		return 0 // -h: usage was printed
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mqtarget: %v\n", err)
 		return 2

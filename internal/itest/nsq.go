@@ -23,14 +23,16 @@ type NSQDProc struct {
 	dir      string
 	TCPAddr  string
 	HTTPAddr string
+	args     []string // extra nsqd flags
 	cmd      *exec.Cmd
 	exited   chan struct{}
 }
 
-// StartNSQDProc starts nsqd from bin with its data in a test temp dir; it is stopped at test cleanup.
-func StartNSQDProc(t testing.TB, bin string) *NSQDProc {
+// StartNSQDProc starts nsqd from bin, with extra flags args and its data in a test temp dir; it is
+// stopped at test cleanup.
+func StartNSQDProc(t testing.TB, bin string, args ...string) *NSQDProc {
 	t.Helper()
-	p := &NSQDProc{bin: bin, dir: t.TempDir(), TCPAddr: freeAddr(t), HTTPAddr: freeAddr(t)}
+	p := &NSQDProc{bin: bin, dir: t.TempDir(), TCPAddr: freeAddr(t), HTTPAddr: freeAddr(t), args: args}
 	p.Start(t)
 	t.Cleanup(func() { p.Stop(t) })
 	return p
@@ -45,6 +47,7 @@ func (p *NSQDProc) Start(t testing.TB) {
 	}
 	p.cmd = exec.Command(p.bin, "-tcp-address", p.TCPAddr, "-http-address", p.HTTPAddr,
 		"-https-address", "", "-data-path", p.dir, "-broadcast-address", "127.0.0.1", "-log-level", "warn")
+	p.cmd.Args = append(p.cmd.Args, p.args...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting nsqd: %v", err)

@@ -1,8 +1,10 @@
 package itest
 
 import (
+	"fmt"
 	"os"
 	"testing"
+	"time"
 )
 
 // nsqdBin returns the nsqd binary scripts/test.sh built; with MQTARGET_INTEGRATION set it must exist.
@@ -36,4 +38,27 @@ func TestEmbeddedNSQ(t *testing.T) {
 	h := &NSQ{TCP: tcp, HTTP: http}
 	t.Run("delivery", func(t *testing.T) { RunDelivery(t, h) })
 	t.Run("bad input", func(t *testing.T) { RunBadInput(t, h) })
+}
+
+// TestNSQRejects checks that a message nsqd refuses answers 502, and that the connection nsqd closes
+// after such an error is replaced transparently: the next request succeeds.
+func TestNSQRejects(t *testing.T) {
+	p := StartNSQDProc(t, nsqdBin(t), "-max-msg-size", "1000")
+	h := &NSQ{TCP: []string{p.TCPAddr}, HTTP: []string{p.HTTPAddr}}
+	tg := StartTarget(t, h, nil)
+	topic := uniqueTopic("itreject")
+	for i := range 3 {
+		if r := tg.Get(t, "/send1?size=2000&topic="+topic); r.Status != 502 || r.Error == "" {
+			t.Fatalf("round %d: oversized for nsqd: %d %q, want 502", i, r.Status, r.Error)
+		}
+		Eventually(t, 5*time.Second, "a normal message after a rejected one", func() error {
+			if r := tg.Get(t, "/send1?size=1000&topic="+topic); r.Status != 200 {
+				return fmt.Errorf("%d %s", r.Status, r.Error)
+			}
+			return nil
+		})
+	}
+	if n := h.Stored(t, 0, topic); n != 3 {
+		t.Errorf("nsqd holds %d messages, want the 3 accepted ones", n)
+	}
 }
