@@ -166,7 +166,7 @@ func (p *NSQ) send(ctx context.Context, host int, enc func([]byte) []byte, done 
 	if err != nil {
 		return err
 	}
-	return conn.send(enc, done)
+	return conn.send(ctx, enc, done)
 }
 
 // Ping connects to host and identifies, within ctx and the dial timeout, on a connection of its own so
@@ -295,9 +295,20 @@ type nsqConn struct {
 	buf []byte     // frame buffer, reused under wmu
 
 	pmu     sync.Mutex // guards pending and dead; the read loop pops while writers push
-	pending []func(error)
+	pending []pendingCmd
 	dead    bool
 }
+
+// pendingCmd is a command awaiting nsqd's answer. by is when its caller stops caring: an answer still
+// missing well after that means nsqd stalled.
+type pendingCmd struct {
+	done func(error)
+	by   time.Time
+}
+
+// errStalled fails a connection on which nsqd left a command unanswered past its caller's deadline.
+// Without it a frozen nsqd would pile up callbacks until the read timeout, at the offered request rate.
+var errStalled = errors.New("nsqd stopped answering on this connection")
 
 func (c *nsqConn) isDead() bool {
 	c.pmu.Lock()
@@ -306,18 +317,29 @@ func (c *nsqConn) isDead() bool {
 }
 
 // send writes one command and queues done for its answer. If it returns an error, done is not called.
-func (c *nsqConn) send(enc func([]byte) []byte, done func(error)) error {
+// The write is bounded by ctx's deadline too: a write that cannot finish means the broker is stuck.
+func (c *nsqConn) send(ctx context.Context, enc func([]byte) []byte, done func(error)) error {
+	now := time.Now()
+	by := now.Add(nsqWriteTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(by) {
+		by = dl
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.buf = enc(c.buf[:0])
 	c.pmu.Lock()
 	if c.dead {
 		c.pmu.Unlock()
 		return wrap(ErrUnavailable, errors.New("connection closed"))
 	}
-	c.pending = append(c.pending, done)
+	if len(c.pending) > 0 && now.Sub(c.pending[0].by) > nsqStallGrace {
+		c.pmu.Unlock()
+		c.fail(errStalled)
+		return wrap(ErrUnavailable, errStalled)
+	}
+	c.pending = append(c.pending, pendingCmd{done: done, by: by})
 	c.pmu.Unlock()
-	_ = c.conn.SetWriteDeadline(time.Now().Add(nsqWriteTimeout))
+	c.buf = enc(c.buf[:0])
+	_ = c.conn.SetWriteDeadline(by)
 	_, err := c.conn.Write(c.buf)
 	if cap(c.buf) > 1<<20 {
 		c.buf = nil // don't pin a buffer sized for one huge message
@@ -337,7 +359,10 @@ func (c *nsqConn) send(enc func([]byte) []byte, done func(error)) error {
 	return wrap(ErrUnavailable, err)
 }
 
-const nsqWriteTimeout = 5 * time.Second
+const (
+	nsqWriteTimeout = 5 * time.Second // bounds writes without a context deadline (async publishes)
+	nsqStallGrace   = time.Second     // how far past its deadline the oldest command may go unanswered
+)
 
 // readLoop matches nsqd's answers to pending commands and answers heartbeats, until the connection ends.
 func (c *nsqConn) readLoop() {
@@ -378,8 +403,8 @@ func (c *nsqConn) pop(err error) {
 		c.log.Warn("nsqd answered a command that was not sent", "addr", c.conn.RemoteAddr().String())
 		return
 	}
-	done := c.pending[0]
-	c.pending[0] = nil
+	done := c.pending[0].done
+	c.pending[0] = pendingCmd{}
 	c.pending = c.pending[1:]
 	c.pmu.Unlock()
 	done(err)
@@ -404,8 +429,8 @@ func (c *nsqConn) fail(cause error) {
 	if len(pending) > 0 {
 		c.log.Warn("nsqd connection lost with commands pending", "addr", c.conn.RemoteAddr().String(), "pending", len(pending), "err", cause)
 	}
-	for _, done := range pending {
-		done(err)
+	for _, p := range pending {
+		p.done(err)
 	}
 }
 
