@@ -27,7 +27,10 @@ type Config struct {
 	ShutdownGrace  time.Duration `yaml:"shutdown_grace" help:"on SIGINT/SIGTERM, how long to wait for in-flight requests and async publishes"`
 	Log            Log           `yaml:"log"`
 
-	NSQ publishers.NSQConfig `yaml:"nsq"`
+	NSQ   publishers.NSQConfig   `yaml:"nsq"`
+	STOMP publishers.STOMPConfig `yaml:"stomp"`
+
+	RocketMQ publishers.RocketMQConfig `yaml:"rocketmq"`
 }
 
 // HTTP configures the server.
@@ -53,7 +56,7 @@ type Log struct {
 }
 
 // Brokers lists the broker names mqtarget knows.
-var Brokers = []string{"nsq"}
+var Brokers = []string{"nsq", "stomp", "rocketmq"}
 
 // Default returns the configuration with every default; it is the one place defaults are set.
 func Default() Config {
@@ -68,6 +71,8 @@ func Default() Config {
 		ShutdownGrace:  10 * time.Second,
 		Log:            Log{Level: "info", Format: "text"},
 		NSQ:            publishers.DefaultNSQConfig(),
+		STOMP:          publishers.DefaultSTOMPConfig(),
+		RocketMQ:       publishers.DefaultRocketMQConfig(),
 	}
 }
 
@@ -118,6 +123,15 @@ func (c Config) Validate() error {
 	}
 	if c.NSQ.DialTimeout > c.PublishTimeout && c.PublishTimeout > 0 {
 		add("nsq.dial_timeout", "%v exceeds publish_timeout %v", c.NSQ.DialTimeout, c.PublishTimeout)
+	}
+	if err := c.STOMP.Validate("stomp"); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.RocketMQ.Validate("rocketmq"); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Broker == "rocketmq" && len(c.RocketMQ.NameServers) == 0 {
+		add("rocketmq.name_servers", "required when broker is rocketmq (RocketMQ is enabled by its name servers)")
 	}
 	return errors.Join(errs...)
 }

@@ -46,6 +46,12 @@ func normalize(c config.Config) config.Config {
 	if len(c.NSQ.Hosts) == 0 {
 		c.NSQ.Hosts = nil
 	}
+	if len(c.STOMP.Hosts) == 0 {
+		c.STOMP.Hosts = nil
+	}
+	if len(c.RocketMQ.NameServers) == 0 {
+		c.RocketMQ.NameServers = nil
+	}
 	return c
 }
 

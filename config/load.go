@@ -59,7 +59,11 @@ func Load(src Sources) (Config, Options, error) {
 	raw := map[string]string{}
 	for _, s := range settings {
 		def := formatValue(s.value)
-		fs.Var(recorder{raw, s.key, def}, s.key, fmt.Sprintf("%s (env %s)", s.help, Env(s.key)))
+		var v flag.Value = recorder{raw, s.key, def}
+		if s.value.Kind() == reflect.Bool {
+			v = boolRecorder{v.(recorder)} // -stomp.persistent alone means true
+		}
+		fs.Var(v, s.key, fmt.Sprintf("%s (env %s)", s.help, Env(s.key)))
 	}
 	if err := fs.Parse(src.Args); err != nil {
 		return cfg, opts, err
@@ -231,3 +235,8 @@ type recorder struct {
 
 func (r recorder) String() string     { return r.def }
 func (r recorder) Set(s string) error { r.raw[r.key] = s; return nil }
+
+// boolRecorder is a recorder for bool settings, so the flag works without a value (-stomp.persistent).
+type boolRecorder struct{ recorder }
+
+func (boolRecorder) IsBoolFlag() bool { return true }

@@ -11,7 +11,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nsqio/go-nsq"
@@ -76,20 +75,14 @@ func validateHostPort(h string) error {
 // be used: it takes no context, and reconnecting one after nsqd restarts is a data race in v1.1.0
 // (its router logs the connection it no longer owns).
 type NSQ struct {
-	hosts []string
-	slots [][]*nsqSlot // [host][connection]
-	next  []atomic.Uint32
-	dial  time.Duration
-	log   *slog.Logger
-
-	closed atomic.Bool
-	loops  sync.WaitGroup // one read loop per live connection
+	pool *pool[*nsqConn]
+	dial time.Duration
+	log  *slog.Logger
 }
 
 // Timings of the connection handling.
 const (
-	nsqReadTimeout  = 65 * time.Second       // nsqd heartbeats every 30 s by default; two missed means dead
-	nsqRetryBackoff = 250 * time.Millisecond // after a failed dial, fail fast for this long instead of dialing again
+	nsqReadTimeout = 65 * time.Second // nsqd heartbeats every 30 s by default; two missed means dead
 )
 
 // NewNSQ creates the publisher. It does not connect: connections are made on first use and again after
@@ -101,23 +94,19 @@ func NewNSQ(c NSQConfig, log *slog.Logger) (*NSQ, error) {
 	if len(c.Hosts) == 0 {
 		return nil, errors.New("nsq.hosts: at least one host is required")
 	}
-	p := &NSQ{
-		hosts: append([]string(nil), c.Hosts...),
-		slots: make([][]*nsqSlot, len(c.Hosts)),
-		next:  make([]atomic.Uint32, len(c.Hosts)),
-		dial:  c.DialTimeout,
-		log:   log,
-	}
-	for h, addr := range c.Hosts {
-		for range c.ProducersPerHost {
-			p.slots[h] = append(p.slots[h], &nsqSlot{p: p, addr: addr})
+	p := &NSQ{dial: c.DialTimeout, log: log}
+	p.pool = newPool("nsq", c.Hosts, c.ProducersPerHost, func(ctx context.Context, addr string) (*nsqConn, error) {
+		netConn, err := p.handshake(ctx, addr)
+		if err != nil {
+			return nil, err
 		}
-	}
+		return &nsqConn{conn: netConn, log: log}, nil
+	})
 	return p, nil
 }
 
 // Hosts implements Publisher.
-func (p *NSQ) Hosts() []string { return p.hosts }
+func (p *NSQ) Hosts() []string { return p.pool.hosts }
 
 // ValidateTopic applies nsqd's rules: 1-64 characters of [.a-zA-Z0-9_-], optionally ending in #ephemeral.
 func (p *NSQ) ValidateTopic(name string) error {
@@ -144,25 +133,11 @@ func (p *NSQ) PublishAsync(host int, topic string, body []byte, done func(error)
 
 // wait sends a command and waits for nsqd's answer or the end of ctx.
 func (p *NSQ) wait(ctx context.Context, host int, enc func([]byte) []byte) error {
-	done := make(chan error, 1) // buffered: the read loop never blocks on a caller that gave up
-	if err := p.send(ctx, host, enc, func(err error) { done <- err }); err != nil {
-		return err
-	}
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctxErr(ctx)
-	}
+	return await(ctx, func(done func(error)) error { return p.send(ctx, host, enc, done) })
 }
 
 func (p *NSQ) send(ctx context.Context, host int, enc func([]byte) []byte, done func(error)) error {
-	if host < 0 || host >= len(p.slots) {
-		return fmt.Errorf("nsq: host %d out of range (%d hosts)", host, len(p.slots))
-	}
-	pool := p.slots[host]
-	slot := pool[int(p.next[host].Add(1))%len(pool)]
-	conn, err := slot.get(ctx)
+	conn, err := p.pool.get(ctx, host)
 	if err != nil {
 		return err
 	}
@@ -172,10 +147,10 @@ func (p *NSQ) send(ctx context.Context, host int, enc func([]byte) []byte, done 
 // Ping connects to host and identifies, within ctx and the dial timeout, on a connection of its own so
 // a check never queues behind publishes.
 func (p *NSQ) Ping(ctx context.Context, host int) error {
-	if host < 0 || host >= len(p.hosts) {
-		return fmt.Errorf("nsq: host %d out of range (%d hosts)", host, len(p.hosts))
+	if err := p.pool.checkHost(host); err != nil {
+		return err
 	}
-	conn, err := p.handshake(ctx, p.hosts[host])
+	conn, err := p.handshake(ctx, p.pool.hosts[host])
 	if err != nil {
 		return err
 	}
@@ -225,65 +200,8 @@ func (p *NSQ) handshake(ctx context.Context, addr string) (net.Conn, error) {
 // Close closes every connection, failing what is still pending so every callback runs, and waits for
 // the read loops. It is idempotent.
 func (p *NSQ) Close() error {
-	if p.closed.Swap(true) {
-		return nil
-	}
-	for _, pool := range p.slots {
-		for _, s := range pool {
-			s.mu.Lock() // after this no slot dials again: get checks closed under mu
-			if s.cur != nil {
-				s.cur.fail(ErrClosed)
-			}
-			s.mu.Unlock()
-		}
-	}
-	p.loops.Wait()
+	p.pool.close()
 	return nil
-}
-
-// nsqSlot holds one of a host's connections and redials it when it breaks.
-type nsqSlot struct {
-	p    *NSQ
-	addr string
-
-	mu       sync.Mutex
-	cur      *nsqConn
-	lastErr  error
-	failedAt time.Time
-}
-
-// get returns the slot's live connection, dialing if needed. Dials are serialised per slot, and for a
-// short while after a failed dial callers fail fast instead of queueing behind more dials.
-func (s *nsqSlot) get(ctx context.Context) (*nsqConn, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.p.closed.Load() {
-		return nil, ErrClosed
-	}
-	if s.cur != nil && !s.cur.isDead() {
-		return s.cur, nil
-	}
-	s.cur = nil
-	if s.lastErr != nil && time.Since(s.failedAt) < nsqRetryBackoff {
-		return nil, s.lastErr
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, ctxErr(ctx)
-	}
-	netConn, err := s.p.handshake(ctx, s.addr)
-	if err != nil {
-		s.lastErr, s.failedAt = err, time.Now()
-		return nil, err
-	}
-	s.lastErr = nil
-	c := &nsqConn{conn: netConn, log: s.p.log}
-	s.cur = c
-	s.p.loops.Add(1)
-	go func() {
-		defer s.p.loops.Done()
-		c.readLoop()
-	}()
-	return c, nil
 }
 
 // nsqConn is one producer connection. nsqd answers commands in order, so pending callbacks are a FIFO.
@@ -309,6 +227,8 @@ type pendingCmd struct {
 // errStalled fails a connection on which nsqd left a command unanswered past its caller's deadline.
 // Without it a frozen nsqd would pile up callbacks until the read timeout, at the offered request rate.
 var errStalled = errors.New("nsqd stopped answering on this connection")
+
+func (c *nsqConn) shutdown() { c.fail(ErrClosed) }
 
 func (c *nsqConn) isDead() bool {
 	c.pmu.Lock()

@@ -3,7 +3,7 @@
 # two master brokers (broker-a, broker-b) in one cluster, all on 127.0.0.1.
 #
 # Usage: scripts/rocketmq.sh start|stop|status|restart
-#        scripts/rocketmq.sh start-broker|stop-broker broker-a|broker-b
+#        scripts/rocketmq.sh start-broker|stop-broker|pid broker-a|broker-b|namesrv
 #        scripts/rocketmq.sh fetch | mqadmin ARGS... | classpath [bench]
 #
 # Environment (defaults in brackets):
@@ -508,6 +508,11 @@ main() {
             [[ $# -eq 1 ]] || usage
             broker_port "$1" >/dev/null
             stop_pids "$1"
+            ;;
+        pid) # pid of a running component (for SIGSTOP/SIGCONT in tests); exit 1 when not running
+            [[ $# -eq 1 ]] || usage
+            [[ "$1" == namesrv ]] || broker_port "$1" >/dev/null
+            running_pid "$1" || die "$1 is not running"
             ;;
         fetch) fetch; echo "$RMQ_HOME" ;;
         mqadmin) fetch; init_java; mqadmin "$@" ;;

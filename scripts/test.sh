@@ -4,6 +4,11 @@
 #
 # NSQ: a real nsqd is built from the Go module proxy (scripts/nsqd.sh); the integration tests start and
 # stop nsqd processes themselves, on free loopback ports.
+# STOMP: Artemis and ActiveMQ Classic are fetched and started by scripts/artemis.sh and
+# scripts/activemq.sh (in the background, while gofmt and go vet run) and stopped on exit; their
+# integration tests stop, freeze and restart them through the same scripts.
+# RocketMQ: scripts/rocketmq.sh fetches RocketMQ (Maven) and starts a name server and two brokers on
+# 127.0.0.1 (in the background too); TestRocketMQ stops, freezes and restarts broker-a through it.
 #
 # Environment: MQTARGET_CACHE [$HOME/.cache/mqtarget] where brokers are built and fetched;
 #              GO_TEST_FLAGS extra flags for go test (e.g. "-run TestNSQ -v").
@@ -25,8 +30,12 @@ export MQTARGET_NSQD_BIN MQTARGET_INTEGRATION=1
 
 # Brokers started by scripts are stopped on exit, whatever happens.
 started=()
+declare -A starting=() # broker -> PID of its start command running in the background
 cleanup() {
     local b
+    for b in "${!starting[@]}"; do
+        wait "${starting[$b]}" 2>/dev/null || true # let a start finish (it is bounded) so stop finds its PID
+    done
     for b in "${started[@]}"; do
         scripts/"$b".sh stop || echo "test.sh: stopping $b failed" >&2
     done
@@ -36,6 +45,46 @@ start_broker() {
     started+=("$1")
     scripts/"$1".sh start
 }
+# start_broker_bg NAME [restart]: start a broker in the background (output in
+# $MQTARGET_CACHE/NAME-start.log); with restart, one already running is stopped first, so it runs with
+# the settings exported here. wait_broker NAME waits for it and fails when it failed.
+start_broker_bg() {
+    started+=("$1")
+    {
+        if [[ ${2:-} == restart ]]; then scripts/"$1".sh stop; fi
+        scripts/"$1".sh start
+    } >"$MQTARGET_CACHE/$1-start.log" 2>&1 &
+    starting[$1]=$!
+}
+wait_broker() {
+    local rc=0
+    wait "${starting[$1]}" || rc=$?
+    unset "starting[$1]"
+    cat "$MQTARGET_CACHE/$1-start.log"
+    if ((rc != 0)); then
+        echo "test.sh: starting $1 failed" >&2
+        exit 1
+    fi
+}
+
+# STOMP: Apache Artemis (scripts/artemis.sh) and ActiveMQ Classic (scripts/activemq.sh), started while
+# the checks below run. Both get one login, so TestSTOMPMixed can point mqtarget at both at once.
+export ARTEMIS_LOGIN="${ARTEMIS_LOGIN:-mqtarget}" ARTEMIS_PASSCODE="${ARTEMIS_PASSCODE:-mqtarget}"
+export ACTIVEMQ_LOGIN="$ARTEMIS_LOGIN" ACTIVEMQ_PASSCODE="$ARTEMIS_PASSCODE"
+start_broker_bg artemis restart # a running instance may have another login
+start_broker_bg activemq restart
+export MQTARGET_ARTEMIS_STOMP="127.0.0.1:${ARTEMIS_STOMP_PORT:-61613}" \
+    MQTARGET_ARTEMIS_LOGIN="$ARTEMIS_LOGIN" MQTARGET_ARTEMIS_PASSCODE="$ARTEMIS_PASSCODE" \
+    MQTARGET_ARTEMIS_PIDFILE="$(realpath -m -- "${ARTEMIS_DATA:-$MQTARGET_CACHE/artemis-instance}")/mqtarget-broker.pid"
+export MQTARGET_ACTIVEMQ_STOMP="127.0.0.1:${ACTIVEMQ_STOMP_PORT:-61614}" \
+    MQTARGET_ACTIVEMQ_LOGIN="$ACTIVEMQ_LOGIN" MQTARGET_ACTIVEMQ_PASSCODE="$ACTIVEMQ_PASSCODE" \
+    MQTARGET_ACTIVEMQ_PIDFILE="$(realpath -m -- "${ACTIVEMQ_DATA:-$MQTARGET_CACHE/activemq-instance}")/mqtarget-broker.pid"
+
+# RocketMQ: name server 127.0.0.1:9876 with broker-a and broker-b (scripts/rocketmq.sh).
+# Its JVMs start next to the STOMP brokers' on small CI machines: allow more than the 120 s default.
+export ROCKETMQ_START_TIMEOUT="${ROCKETMQ_START_TIMEOUT:-240}"
+start_broker_bg rocketmq
+export MQTARGET_ROCKETMQ_NAMESRV="127.0.0.1:${ROCKETMQ_NAMESRV_PORT:-9876}"
 
 step "gofmt"
 unformatted="$(gofmt -l cmd config handlers internal publishers)"
@@ -47,6 +96,13 @@ fi
 
 step "go vet"
 go vet ./...
+
+step "STOMP brokers"
+wait_broker artemis
+wait_broker activemq
+
+step "RocketMQ"
+wait_broker rocketmq
 
 step "go test -race"
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags

@@ -27,11 +27,12 @@ type App struct {
 	raw     []publishers.Publisher // un-instrumented, for Close
 	closers []func() error         // embedded brokers, closed after the publishers
 
-	embeddedNSQ *embedded.NSQD // nil unless nsq.hosts was empty
-	handlers    *handlers.Server
-	http        *http.Server
-	ln          net.Listener
-	served      chan error // receives Serve's result once
+	embeddedNSQ   *embedded.NSQD  // nil unless nsq.hosts was empty
+	embeddedSTOMP *embedded.STOMP // nil unless stomp.hosts was empty
+	handlers      *handlers.Server
+	http          *http.Server
+	ln            net.Listener
+	served        chan error // receives Serve's result once
 }
 
 // Start starts the embedded brokers (when configured so), the publishers and the HTTP server.

@@ -18,4 +18,6 @@ type broker struct {
 // brokers are started in this order; each has its file in this package.
 var brokers = []broker{
 	{"nsq", startNSQ},
+	{"stomp", startSTOMP},
+	{"rocketmq", startRocketMQ},
 }

@@ -283,8 +283,8 @@ func RunDelivery(t *testing.T, h Harness) {
 		topic := uniqueTopic("itbody")
 		body := []byte(`{"order":42,"note":"verbatim payload"}`)
 		r := tg.Do(t, http.MethodPost, "/send1?topic="+topic, body)
-		if r.Status != 200 || r.Messages[0].Size != len(body) {
-			t.Fatalf("status %d size %d: %s", r.Status, r.Messages[0].Size, r.Error)
+		if r.Status != 200 || len(r.Messages) != 1 || r.Messages[0].Size != len(body) {
+			t.Fatalf("status %d messages %+v: %s", r.Status, r.Messages, r.Error)
 		}
 		got := h.Consume(t, 0, topic, 1, 20*time.Second)
 		if len(got) != 1 || !bytes.Equal(got[0], body) {

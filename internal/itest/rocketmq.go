@@ -1,0 +1,179 @@
+package itest
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/internal/rmqadmin"
+)
+
+// RocketMQ is the Harness for the local RocketMQ cluster of scripts/rocketmq.sh: one name server and
+// brokers broker-a and broker-b. Hosts are the brokers as mqtarget names them (name@address, sorted).
+type RocketMQ struct {
+	NameSrv string
+	Brokers []rmqadmin.Broker
+	admin   rmqadmin.Client
+}
+
+// rocketmqQueues is the queue count of the topics the tests create (fewer queues: faster read-back).
+const rocketmqQueues = 4
+
+// NewRocketMQ discovers the brokers registered in the name server at namesrv.
+func NewRocketMQ(t testing.TB, namesrv string) *RocketMQ {
+	t.Helper()
+	h := &RocketMQ{NameSrv: namesrv}
+	Eventually(t, 30*time.Second, "RocketMQ brokers registered in "+namesrv, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		b, err := h.admin.Brokers(ctx, namesrv)
+		if err != nil {
+			return err
+		}
+		if len(b) < 2 {
+			return fmt.Errorf("%d brokers registered (%v), want at least 2", len(b), b)
+		}
+		h.Brokers = b
+		return nil
+	})
+	return h
+}
+
+func (h *RocketMQ) Broker() string       { return "rocketmq" }
+func (h *RocketMQ) InvalidTopic() string { return "bad%20topic" }
+func (h *RocketMQ) CanStop() bool        { return true }
+
+func (h *RocketMQ) Hosts() []string {
+	out := make([]string, len(h.Brokers))
+	for i, b := range h.Brokers {
+		out[i] = b.String()
+	}
+	return out
+}
+
+func (h *RocketMQ) Configure(cfg *config.Config) {
+	cfg.RocketMQ.NameServers = []string{h.NameSrv}
+	cfg.RocketMQ.CreateTopics = true // the suite's fresh topics then exist on every broker
+	cfg.RocketMQ.Queues = rocketmqQueues
+}
+
+// queues returns how many queues topic has on host's broker, by the name server's route (0: none).
+func (h *RocketMQ) queues(t testing.TB, host int, topic string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	route, err := h.admin.Route(ctx, h.NameSrv, topic)
+	if err != nil {
+		t.Fatalf("route of %s: %v", topic, err)
+	}
+	return route[h.Brokers[host].Name]
+}
+
+// Stored returns how many messages host's broker ever stored on topic: the sum of its queues' max offsets.
+func (h *RocketMQ) Stored(t testing.TB, host int, topic string) int {
+	t.Helper()
+	n := h.queues(t, host, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	total := 0
+	for q := range n {
+		off, err := h.admin.MaxOffset(ctx, h.Brokers[host].Addr, topic, q)
+		if err != nil {
+			t.Fatalf("max offset of %s queue %d on %s: %v", topic, q, h.Brokers[host], err)
+		}
+		total += int(off)
+	}
+	return total
+}
+
+// Consume reads topic's messages from every queue of host's broker, from the start, until want have
+// arrived or the deadline passes. Reading does not commit offsets, so it can be repeated.
+func (h *RocketMQ) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	b := h.Brokers[host]
+	var got [][]byte
+	offsets := map[int]int64{}
+	for {
+		n := h.queues(t, host, topic)
+		for q := range n {
+			for {
+				msgs, next, err := h.admin.Pull(ctx, b.Addr, "mqtarget-itest", topic, q, offsets[q], 64)
+				if err != nil {
+					if ctx.Err() != nil {
+						return got
+					}
+					t.Fatalf("pull %s queue %d from %s: %v", topic, q, b, err)
+				}
+				for _, m := range msgs {
+					if m.Queue != nil && m.Queue.BrokerName != "" && m.Queue.BrokerName != b.Name {
+						t.Errorf("message from broker %s in a pull from %s", m.Queue.BrokerName, b.Name)
+					}
+					got = append(got, m.Body)
+				}
+				if len(msgs) == 0 || next <= offsets[q] {
+					break
+				}
+				offsets[q] = next
+			}
+		}
+		if len(got) >= want {
+			return got
+		}
+		select {
+		case <-ctx.Done():
+			return got
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// rocketmqScript runs scripts/rocketmq.sh with args, bounded by timeout, and returns its stdout.
+func rocketmqScript(t testing.TB, timeout time.Duration, args ...string) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "rocketmq.sh")
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd.Args = append(cmd.Args, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("scripts/rocketmq.sh %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
+func (h *RocketMQ) StopHost(t testing.TB, host int) {
+	t.Helper()
+	rocketmqScript(t, 2*time.Minute, "stop-broker", h.Brokers[host].Name)
+}
+
+func (h *RocketMQ) StartHost(t testing.TB, host int) {
+	t.Helper()
+	rocketmqScript(t, 4*time.Minute, "start-broker", h.Brokers[host].Name)
+}
+
+func (h *RocketMQ) signal(t testing.TB, host int, sig syscall.Signal) {
+	t.Helper()
+	pid, err := strconv.Atoi(strings.TrimSpace(rocketmqScript(t, 30*time.Second, "pid", h.Brokers[host].Name)))
+	if err != nil {
+		t.Fatalf("pid of %s: %v", h.Brokers[host].Name, err)
+	}
+	must(t, syscall.Kill(pid, sig))
+}
+
+// FreezeHost stops the broker's JVM with SIGSTOP: connections stay open and nothing is answered.
+func (h *RocketMQ) FreezeHost(t testing.TB, host int) { h.signal(t, host, syscall.SIGSTOP) }
+func (h *RocketMQ) ThawHost(t testing.TB, host int)   { h.signal(t, host, syscall.SIGCONT) }

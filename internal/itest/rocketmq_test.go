@@ -1,0 +1,126 @@
+package itest
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mqtarget/mqtarget/config"
+)
+
+// rocketmqNamesrv returns the name server of the local RocketMQ that scripts/test.sh started
+// (scripts/rocketmq.sh start); with MQTARGET_INTEGRATION set it must be given.
+func rocketmqNamesrv(t *testing.T) string {
+	Integration(t)
+	ns := os.Getenv("MQTARGET_ROCKETMQ_NAMESRV")
+	if ns == "" {
+		t.Fatal("MQTARGET_ROCKETMQ_NAMESRV is not set (scripts/test.sh starts RocketMQ with scripts/rocketmq.sh and sets it)")
+	}
+	return ns
+}
+
+func TestRocketMQ(t *testing.T) {
+	h := NewRocketMQ(t, rocketmqNamesrv(t))
+	t.Run("delivery", func(t *testing.T) { RunDelivery(t, h) })
+	t.Run("bad input", func(t *testing.T) { RunBadInput(t, h) })
+	t.Run("more hosts than brokers", func(t *testing.T) {
+		if len(h.Brokers) >= 3 {
+			t.Skip("the cluster has 3 brokers")
+		}
+		tg := StartTarget(t, h, nil)
+		r := tg.Get(t, "/send3Host?topic="+uniqueTopic("it3"))
+		if r.Status != http.StatusServiceUnavailable || r.Field != "rocketmq.hosts" || !strings.Contains(r.Error, "needs 3") {
+			t.Fatalf("/send3Host with %d brokers: %d field %q %q, want 503 naming rocketmq.hosts", len(h.Brokers), r.Status, r.Field, r.Error)
+		}
+	})
+	t.Run("invalid topics", func(t *testing.T) {
+		tg := StartTarget(t, h, nil)
+		for _, topic := range []string{"TBW102", "RMQ_SYS_TRACE_TOPIC", strings.Repeat("a", 128), "a.b"} {
+			if r := tg.Get(t, "/send1?topic="+topic); r.Status != http.StatusBadRequest || r.Field != "topic" {
+				t.Errorf("topic %q: %d field %q, want 400 topic", topic, r.Status, r.Field)
+			}
+		}
+	})
+	t.Run("shutdown drains async", func(t *testing.T) { RunShutdownDrains(t, h) })
+	t.Run("async to a frozen broker", func(t *testing.T) { asyncFrozen(t, h) })
+	t.Run("broker down", func(t *testing.T) { RunBrokerDown(t, h) })
+}
+
+// asyncFrozen: async publishes to a hung broker fail by the send timeout (the callback runs once, with
+// an error; in rocketmq-client-go v2.1.2 it ran twice, then panicked unrecovered), and the service keeps serving.
+func asyncFrozen(t *testing.T, h *RocketMQ) {
+	tg := StartTarget(t, h, func(c *config.Config) { c.RocketMQ.SendTimeout = time.Second })
+	topic := uniqueTopic("itfrozen")
+	if r := tg.Get(t, "/send1?topic="+topic); r.Status != http.StatusOK {
+		t.Fatalf("before the fault: %d %s", r.Status, r.Error)
+	}
+	h.FreezeHost(t, 0)
+	thawed := false
+	defer func() {
+		if !thawed {
+			h.ThawHost(t, 0)
+		}
+	}()
+	const n = 5
+	for range n {
+		if r := tg.Get(t, "/sendAsync?topic="+topic); r.Status != http.StatusAccepted {
+			t.Fatalf("sendAsync: %d %s", r.Status, r.Error)
+		}
+	}
+	Eventually(t, 10*time.Second, "async publishes to the frozen broker fail", func() error {
+		if f := asyncFailed(t, tg); f < n {
+			return fmt.Errorf("%v failed", f)
+		}
+		return nil
+	})
+	if r := tg.Get(t, "/sendAsyncWait?topic="+topic); r.Status != http.StatusGatewayTimeout {
+		t.Errorf("sendAsyncWait to a frozen broker: %d %s, want 504", r.Status, r.Error)
+	}
+	h.ThawHost(t, 0)
+	thawed = true
+	Eventually(t, 20*time.Second, "/send1 succeeds after the thaw", func() error {
+		if r := tg.Get(t, "/send1?topic="+topic); r.Status != http.StatusOK {
+			return fmt.Errorf("%d %s", r.Status, r.Error)
+		}
+		return nil
+	})
+	if f := asyncFailed(t, tg); f > n+1 {
+		t.Errorf("%v async publishes failed, want at most %d (a callback ran twice?)", f, n+1)
+	}
+}
+
+// asyncFailed reads mqtarget_async_messages_total{result="failed"} from /metrics.
+func asyncFailed(t *testing.T, tg *Target) float64 {
+	t.Helper()
+	resp, err := client.Get(tg.Base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, `mqtarget_async_messages_total{result="failed"} `); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("metric %q: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// TestRocketMQStartErrors: a RocketMQ default broker without name servers, or with an unreachable one,
+// fails at start naming the setting.
+func TestRocketMQStartErrors(t *testing.T) {
+	cfg := config.Default()
+	cfg.Broker = "rocketmq"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "rocketmq.name_servers") {
+		t.Fatalf("broker rocketmq without name servers: %v", err)
+	}
+}

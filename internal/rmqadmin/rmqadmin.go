@@ -1,0 +1,337 @@
+// Package rmqadmin speaks the few RocketMQ remoting commands that rocketmq-client-go v2 does not offer
+// publicly: cluster info from the name server, topic routes, topic creation with the broker's answer
+// checked, queue offsets and raw pulls. The publisher uses it to discover the cluster's brokers and to
+// create topics; the integration harness uses it to count and read back what a broker stored.
+//
+// Each call opens its own TCP connection, sends one JSON-serialised command and reads one answer,
+// bounded by ctx. That is slow compared with the client's pooled connections, and fine for start-up,
+// topic creation, health checks and tests.
+package rmqadmin
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+)
+
+// Request codes (org.apache.rocketmq.remoting.protocol.RequestCode).
+const (
+	codePullMessage          = 11
+	codeCreateTopic          = 17
+	codeGetMaxOffset         = 30
+	codeGetBrokerRuntimeInfo = 28
+	codeGetRouteInfoByTopic  = 105
+	codeGetBrokerClusterInfo = 106
+)
+
+// Response codes (ResponseCode).
+const (
+	resSuccess        = 0
+	resTopicNotExist  = 17
+	resPullNotFound   = 19
+	resPullRetry      = 20
+	resPullOffsetMove = 21
+)
+
+// Credentials sign requests for brokers with ACL enabled (RocketMQ ACL 1.0, HMAC-SHA1); zero means none.
+type Credentials struct {
+	AccessKey, SecretKey string
+}
+
+// Client calls name servers and brokers.
+type Client struct {
+	Creds Credentials
+}
+
+// Command is a remoting command: the header's fields and the body.
+type Command struct {
+	Code      int               `json:"code"`
+	Language  string            `json:"language"`
+	Version   int               `json:"version"`
+	Opaque    int32             `json:"opaque"`
+	Flag      int               `json:"flag"`
+	Remark    string            `json:"remark,omitempty"`
+	ExtFields map[string]string `json:"extFields,omitempty"`
+	Body      []byte            `json:"-"`
+}
+
+// CodeError is a broker or name server answer other than success.
+type CodeError struct {
+	Code   int
+	Remark string
+}
+
+func (e *CodeError) Error() string { return fmt.Sprintf("CODE: %d, DESC: %s", e.Code, e.Remark) }
+
+var opaque atomic.Int32
+
+// Call sends one command to addr and returns the answer; answers with a non-success code are returned
+// too (callers decide), transport failures are errors.
+func (c *Client) Call(ctx context.Context, addr string, code int, ext map[string]string, body []byte) (*Command, error) {
+	if ext == nil {
+		ext = map[string]string{}
+	}
+	if c.Creds.AccessKey != "" {
+		sign(ext, body, c.Creds)
+	}
+	req := Command{Code: code, Language: "GO", Version: 317, Opaque: opaque.Add(1), ExtFields: ext}
+	header, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	frame := make([]byte, 8, 8+len(header)+len(body))
+	binary.BigEndian.PutUint32(frame[0:4], uint32(4+len(header)+len(body)))
+	binary.BigEndian.PutUint32(frame[4:8], uint32(len(header))) // serialize type 0: JSON
+	frame = append(append(frame, header...), body...)
+	if _, err := conn.Write(frame); err != nil {
+		return nil, ctxOr(ctx, err)
+	}
+	for {
+		resp, err := readCommand(conn)
+		if err != nil {
+			return nil, ctxOr(ctx, err)
+		}
+		if resp.Opaque == req.Opaque && resp.Flag&1 == 1 {
+			return resp, nil
+		}
+	}
+}
+
+func ctxOr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return err
+}
+
+func readCommand(r io.Reader) (*Command, error) {
+	var head [8]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return nil, err
+	}
+	total := binary.BigEndian.Uint32(head[0:4])
+	hl := binary.BigEndian.Uint32(head[4:8])
+	if hl>>24 != 0 {
+		return nil, fmt.Errorf("unsupported serialize type %d", hl>>24)
+	}
+	hl &= 0xFFFFFF
+	if total < 4+hl || total > 64<<20 {
+		return nil, fmt.Errorf("bad frame: length %d, header %d", total, hl)
+	}
+	buf := make([]byte, total-4)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, err
+	}
+	var cmd Command
+	if err := json.Unmarshal(buf[:hl], &cmd); err != nil {
+		return nil, fmt.Errorf("bad header: %v", err)
+	}
+	cmd.Body = buf[hl:]
+	return &cmd, nil
+}
+
+// sign adds AccessKey and Signature as rocketmq-client-go's ACL interceptor does.
+func sign(ext map[string]string, body []byte, cr Credentials) {
+	ext["AccessKey"] = cr.AccessKey
+	keys := make([]string, 0, len(ext))
+	for k := range ext {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var content []byte
+	for _, k := range keys {
+		content = append(content, ext[k]...)
+	}
+	content = append(content, body...)
+	mac := hmac.New(sha1.New, []byte(cr.SecretKey))
+	mac.Write(content)
+	ext["Signature"] = base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// fastjson writes maps with integer keys unquoted ({0:"127.0.0.1:10911"}); quote them for encoding/json.
+var bareIntKey = regexp.MustCompile(`([{,])(-?[0-9]+):`)
+
+func decodeFastJSON(body []byte, v any) error {
+	return json.Unmarshal(bareIntKey.ReplaceAll(body, []byte(`$1"$2":`)), v)
+}
+
+// Broker is one broker group's master.
+type Broker struct {
+	Cluster string
+	Name    string
+	Addr    string // master address host:port
+}
+
+// String is how mqtarget names a broker in replies: name@address.
+func (b Broker) String() string { return b.Name + "@" + b.Addr }
+
+type brokerData struct {
+	Cluster     string            `json:"cluster"`
+	BrokerName  string            `json:"brokerName"`
+	BrokerAddrs map[string]string `json:"brokerAddrs"`
+}
+
+// Brokers returns the brokers with a master registered in the name server, sorted by name.
+func (c *Client) Brokers(ctx context.Context, namesrv string) ([]Broker, error) {
+	resp, err := c.Call(ctx, namesrv, codeGetBrokerClusterInfo, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Code != resSuccess {
+		return nil, &CodeError{resp.Code, resp.Remark}
+	}
+	var info struct {
+		BrokerAddrTable map[string]brokerData `json:"brokerAddrTable"`
+	}
+	if err := decodeFastJSON(resp.Body, &info); err != nil {
+		return nil, fmt.Errorf("cluster info: %v", err)
+	}
+	var out []Broker
+	for name, bd := range info.BrokerAddrTable {
+		if addr := bd.BrokerAddrs["0"]; addr != "" {
+			out = append(out, Broker{Cluster: bd.Cluster, Name: name, Addr: addr})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Route returns, per broker name, the number of read queues the topic has there; nil when the name
+// server knows no such topic.
+func (c *Client) Route(ctx context.Context, namesrv, topic string) (map[string]int, error) {
+	resp, err := c.Call(ctx, namesrv, codeGetRouteInfoByTopic, map[string]string{"topic": topic}, nil)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.Code {
+	case resSuccess:
+	case resTopicNotExist:
+		return nil, nil
+	default:
+		return nil, &CodeError{resp.Code, resp.Remark}
+	}
+	var route struct {
+		QueueDatas []struct {
+			BrokerName    string `json:"brokerName"`
+			ReadQueueNums int    `json:"readQueueNums"`
+		} `json:"queueDatas"`
+	}
+	if err := decodeFastJSON(resp.Body, &route); err != nil {
+		return nil, fmt.Errorf("topic route: %v", err)
+	}
+	out := map[string]int{}
+	for _, q := range route.QueueDatas {
+		out[q.BrokerName] = q.ReadQueueNums
+	}
+	return out, nil
+}
+
+// CreateTopic creates (or updates) topic on the broker at addr with queues read and write queues.
+func (c *Client) CreateTopic(ctx context.Context, addr, topic string, queues int) error {
+	q := strconv.Itoa(queues)
+	resp, err := c.Call(ctx, addr, codeCreateTopic, map[string]string{
+		"topic": topic, "defaultTopic": "TBW102", "readQueueNums": q, "writeQueueNums": q,
+		"perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if resp.Code != resSuccess {
+		return &CodeError{resp.Code, resp.Remark}
+	}
+	return nil
+}
+
+// Ping asks the broker at addr for its runtime info, which any live broker answers.
+func (c *Client) Ping(ctx context.Context, addr string) error {
+	resp, err := c.Call(ctx, addr, codeGetBrokerRuntimeInfo, nil, nil)
+	if err != nil {
+		return err
+	}
+	if resp.Code != resSuccess {
+		return &CodeError{resp.Code, resp.Remark}
+	}
+	return nil
+}
+
+// MaxOffset returns the number of messages ever written to one queue (its max logical offset).
+func (c *Client) MaxOffset(ctx context.Context, addr, topic string, queue int) (int64, error) {
+	resp, err := c.Call(ctx, addr, codeGetMaxOffset, map[string]string{"topic": topic, "queueId": strconv.Itoa(queue)}, nil)
+	if err != nil {
+		return 0, err
+	}
+	if resp.Code != resSuccess {
+		return 0, &CodeError{resp.Code, resp.Remark}
+	}
+	return strconv.ParseInt(resp.ExtFields["offset"], 10, 64)
+}
+
+// Pull reads up to max messages of one queue from offset, without committing anything, and returns
+// them with the offset to continue from; none (and no error) when the queue has nothing at offset.
+func (c *Client) Pull(ctx context.Context, addr, group, topic string, queue int, offset int64, max int) (msgs []*primitive.MessageExt, next int64, err error) {
+	resp, err := c.Call(ctx, addr, codePullMessage, map[string]string{
+		"consumerGroup": group, "topic": topic, "queueId": strconv.Itoa(queue),
+		"queueOffset": strconv.FormatInt(offset, 10), "maxMsgNums": strconv.Itoa(max),
+		"sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0",
+		"subscription": "*", "subVersion": "0", "expressionType": "TAG",
+	}, nil)
+	if err != nil {
+		return nil, offset, err
+	}
+	next = offset
+	if s := resp.ExtFields["nextBeginOffset"]; s != "" {
+		next, _ = strconv.ParseInt(s, 10, 64)
+	}
+	switch resp.Code {
+	case resSuccess:
+		return primitive.DecodeMessage(resp.Body), next, nil
+	case resPullNotFound, resPullRetry, resPullOffsetMove:
+		return nil, next, nil
+	default:
+		return nil, offset, &CodeError{resp.Code, resp.Remark}
+	}
+}
+
+// ValidateAddr checks a host:port address.
+func ValidateAddr(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %v", a, err)
+	}
+	if host == "" {
+		return fmt.Errorf("%q has no host", a)
+	}
+	if port == "" || strings.Trim(port, "0123456789") != "" {
+		return fmt.Errorf("%q has no numeric port", a)
+	}
+	return nil
+}
+
+// ErrNoBrokers: the name server knows no broker with a master.
+var ErrNoBrokers = errors.New("the name server knows no broker")

@@ -1,0 +1,108 @@
+package rmqadmin
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"net"
+	"testing"
+	"time"
+)
+
+// fakeServer answers one command per connection with answer(request).
+func fakeServer(t *testing.T, answer func(req *Command) *Command) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				req, err := readCommand(conn)
+				if err != nil {
+					return
+				}
+				resp := answer(req)
+				if resp == nil {
+					time.Sleep(time.Second) // never answers in time
+					return
+				}
+				resp.Opaque, resp.Flag = req.Opaque, 1
+				header, _ := json.Marshal(resp)
+				frame := binary.BigEndian.AppendUint32(nil, uint32(4+len(header)+len(resp.Body)))
+				frame = binary.BigEndian.AppendUint32(frame, uint32(len(header)))
+				_, _ = conn.Write(append(append(frame, header...), resp.Body...))
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func TestBrokersFromFastJSON(t *testing.T) {
+	// as a RocketMQ 5 name server writes it: integer map keys unquoted
+	body := `{"brokerAddrTable":{"broker-b":{"brokerAddrs":{0:"127.0.0.1:10921",1:"127.0.0.1:10931"},"brokerName":"broker-b","cluster":"C"},` +
+		`"broker-a":{"brokerAddrs":{0:"127.0.0.1:10911"},"brokerName":"broker-a","cluster":"C"},` +
+		`"slave-only":{"brokerAddrs":{1:"127.0.0.1:10941"},"brokerName":"slave-only","cluster":"C"}},` +
+		`"clusterAddrTable":{"C":["broker-a","broker-b","slave-only"]}}`
+	addr := fakeServer(t, func(req *Command) *Command {
+		if req.Code != codeGetBrokerClusterInfo {
+			return &Command{Code: 1, Remark: "unexpected"}
+		}
+		return &Command{Code: 0, Body: []byte(body)}
+	})
+	got, err := (&Client{}).Brokers(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Broker{{"C", "broker-a", "127.0.0.1:10911"}, {"C", "broker-b", "127.0.0.1:10921"}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if got[0].String() != "broker-a@127.0.0.1:10911" {
+		t.Errorf("String() = %q", got[0].String())
+	}
+}
+
+func TestCreateTopicChecksTheAnswer(t *testing.T) {
+	var seen map[string]string
+	addr := fakeServer(t, func(req *Command) *Command {
+		seen = req.ExtFields
+		return &Command{Code: 16, Remark: "no permission"}
+	})
+	c := &Client{Creds: Credentials{AccessKey: "ak", SecretKey: "sk"}}
+	err := c.CreateTopic(context.Background(), addr, "t1", 4)
+	if ce, ok := err.(*CodeError); !ok || ce.Code != 16 {
+		t.Fatalf("err = %v, want CodeError 16", err)
+	}
+	if seen["topic"] != "t1" || seen["readQueueNums"] != "4" || seen["AccessKey"] != "ak" || seen["Signature"] == "" {
+		t.Errorf("request fields %v", seen)
+	}
+}
+
+func TestCallHonoursContext(t *testing.T) {
+	addr := fakeServer(t, func(*Command) *Command { return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := (&Client{}).Ping(ctx, addr); err == nil {
+		t.Fatal("no error from a server that never answers")
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("returned after %v, want about 100ms", d)
+	}
+}
+
+func TestRouteOfMissingTopic(t *testing.T) {
+	addr := fakeServer(t, func(*Command) *Command { return &Command{Code: resTopicNotExist, Remark: "No topic route info"} })
+	route, err := (&Client{}).Route(context.Background(), addr, "nope")
+	if err != nil || route != nil {
+		t.Fatalf("route %v err %v, want nil, nil", route, err)
+	}
+}

@@ -1,0 +1,149 @@
+package publishers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// link is one live broker connection managed by a pool: it pipelines requests, and its read loop runs
+// their callbacks.
+type link interface {
+	isDead() bool
+	readLoop() // runs until the connection ends; the pool owns the goroutine
+	shutdown() // says goodbye if the protocol has a way, then fails what is pending with ErrClosed
+}
+
+// pool holds a broker's connections: a fixed number of slots per host, used round-robin, each redialed
+// when its connection breaks. It is what the connection-oriented publishers (NSQ, STOMP) share.
+type pool[L link] struct {
+	name  string // broker, for errors
+	hosts []string
+	slots [][]*slot[L] // [host][connection]
+	next  []atomic.Uint32
+	dial  func(ctx context.Context, addr string) (L, error)
+
+	closed atomic.Bool
+	loops  sync.WaitGroup // one read loop per live connection
+}
+
+// Redial backoff: after a failed dial a slot fails fast with that error for poolBackoffMin, doubling
+// per consecutive failure up to poolBackoffMax, instead of queueing every request behind another dial.
+const (
+	poolBackoffMin = 100 * time.Millisecond
+	poolBackoffMax = 2 * time.Second
+)
+
+func newPool[L link](name string, hosts []string, perHost int, dial func(context.Context, string) (L, error)) *pool[L] {
+	p := &pool[L]{
+		name:  name,
+		hosts: append([]string(nil), hosts...),
+		slots: make([][]*slot[L], len(hosts)),
+		next:  make([]atomic.Uint32, len(hosts)),
+		dial:  dial,
+	}
+	for h, addr := range hosts {
+		for range perHost {
+			p.slots[h] = append(p.slots[h], &slot[L]{addr: addr})
+		}
+	}
+	return p
+}
+
+// checkHost reports an out-of-range host index.
+func (p *pool[L]) checkHost(host int) error {
+	if host < 0 || host >= len(p.hosts) {
+		return fmt.Errorf("%s: host %d out of range (%d hosts)", p.name, host, len(p.hosts))
+	}
+	return nil
+}
+
+// get returns a live connection to host, the next slot in turn, dialing if needed.
+func (p *pool[L]) get(ctx context.Context, host int) (L, error) {
+	if err := p.checkHost(host); err != nil {
+		var zero L
+		return zero, err
+	}
+	slots := p.slots[host]
+	return slots[int(p.next[host].Add(1))%len(slots)].get(ctx, p)
+}
+
+// close shuts every connection down and waits for the read loops. It is idempotent.
+func (p *pool[L]) close() {
+	if p.closed.Swap(true) {
+		return
+	}
+	for _, slots := range p.slots {
+		for _, s := range slots {
+			s.mu.Lock() // after this the slot never dials again: get checks closed under mu
+			if s.live {
+				s.cur.shutdown()
+			}
+			s.mu.Unlock()
+		}
+	}
+	p.loops.Wait()
+}
+
+// slot holds one of a host's connections.
+type slot[L link] struct {
+	addr string
+
+	mu       sync.Mutex
+	cur      L
+	live     bool // cur is set
+	lastErr  error
+	failures int
+	retryAt  time.Time
+}
+
+// get returns the slot's connection, dialing if there is none or it died. Dials are serialised per slot.
+func (s *slot[L]) get(ctx context.Context, p *pool[L]) (L, error) {
+	var zero L
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.closed.Load() {
+		return zero, ErrClosed
+	}
+	if s.live && !s.cur.isDead() {
+		return s.cur, nil
+	}
+	s.cur, s.live = zero, false
+	if s.lastErr != nil && time.Now().Before(s.retryAt) {
+		return zero, s.lastErr
+	}
+	if ctx.Err() != nil {
+		return zero, ctxErr(ctx)
+	}
+	c, err := p.dial(ctx, s.addr)
+	if err != nil {
+		s.failures++
+		s.lastErr = err
+		s.retryAt = time.Now().Add(min(poolBackoffMin<<min(s.failures-1, 10), poolBackoffMax))
+		return zero, err
+	}
+	s.lastErr, s.failures = nil, 0
+	s.cur, s.live = c, true
+	p.loops.Add(1)
+	go func() {
+		defer p.loops.Done()
+		c.readLoop()
+	}()
+	return c, nil
+}
+
+// await starts a request with a one-shot callback and waits for the callback or the end of ctx.
+func await(ctx context.Context, start func(done func(error)) error) error {
+	done := make(chan error, 1) // buffered: a read loop never blocks on a caller that gave up
+	if err := start(func(err error) { done <- err }); err != nil {
+		return err
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctxErr(ctx)
+	}
+}

@@ -1,0 +1,622 @@
+package publishers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	rmqerrors "github.com/apache/rocketmq-client-go/v2/errors"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+
+	"github.com/mqtarget/mqtarget/internal/rmqadmin"
+)
+
+// RocketMQConfig configures the RocketMQ publisher. RocketMQ is enabled when NameServers is non-empty.
+type RocketMQConfig struct {
+	NameServers []string      `yaml:"name_servers" help:"RocketMQ name server addresses host:port, comma-separated; empty disables RocketMQ"`
+	Group       string        `yaml:"group" help:"RocketMQ producer group"`
+	SendTimeout time.Duration `yaml:"send_timeout" help:"RocketMQ send timeout per request, retries included (capped by publish_timeout)"`
+	Retries     int           `yaml:"retries" help:"RocketMQ sync send retries, always to the same broker (0..16)"`
+	AccessKey   string        `yaml:"access_key" help:"RocketMQ ACL access key (optional)"`
+	SecretKey   Secret        `yaml:"secret_key" help:"RocketMQ ACL secret key (optional, never printed)"`
+	// CreateTopics makes mqtarget create every topic it publishes to on every broker before the first
+	// message (topic and topic2 at start), so brokers with autoCreateTopicEnable=false work too.
+	CreateTopics bool `yaml:"create_topics" help:"create topics on every broker of the cluster (admin API) before publishing to them"`
+	Queues       int  `yaml:"queues" help:"read/write queues per broker of the topics mqtarget creates"`
+	Producers    int  `yaml:"producers" help:"RocketMQ producer instances (each with its own broker connections), used round-robin"`
+}
+
+// DefaultRocketMQConfig returns the RocketMQ defaults.
+func DefaultRocketMQConfig() RocketMQConfig {
+	return RocketMQConfig{Group: "mqtarget", SendTimeout: 3 * time.Second, Retries: 2, Queues: 8, Producers: 2}
+}
+
+// rocketmq's name rules (TopicValidator / group names): these characters, at most 127 (topic) and 255
+// (group) of them.
+var rmqName = regexp.MustCompile(`^[%|a-zA-Z0-9_-]+$`)
+
+// Validate checks c; errors name the field under prefix (e.g. "rocketmq").
+func (c RocketMQConfig) Validate(prefix string) error {
+	var errs []error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s.%s: "+format, append([]any{prefix, field}, args...)...))
+	}
+	for i, a := range c.NameServers {
+		if err := rmqadmin.ValidateAddr(a); err != nil {
+			add(fmt.Sprintf("name_servers[%d]", i), "%v", err)
+		}
+	}
+	if c.Group == "" || len(c.Group) > 255 || !rmqName.MatchString(c.Group) {
+		add("group", "%q must be 1..255 characters of [%%|a-zA-Z0-9_-]", c.Group)
+	}
+	if c.SendTimeout <= 0 {
+		add("send_timeout", "must be positive, got %v", c.SendTimeout)
+	}
+	if c.Retries < 0 || c.Retries > 16 {
+		add("retries", "must be 0..16, got %d", c.Retries)
+	}
+	if (c.AccessKey == "") != (c.SecretKey == "") {
+		add("access_key", "access_key and secret_key must be set together")
+	}
+	if c.Queues < 1 || c.Queues > 1024 {
+		add("queues", "must be 1..1024, got %d", c.Queues)
+	}
+	if c.Producers < 1 || c.Producers > 64 {
+		add("producers", "must be 1..64, got %d", c.Producers)
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateRocketMQTopic applies RocketMQ's topic rules (TopicValidator): 1..127 characters of
+// [%|a-zA-Z0-9_-], not the default topic TBW102 and not a system topic.
+func ValidateRocketMQTopic(name string) error {
+	if name == "" || len(name) > 127 || !rmqName.MatchString(name) {
+		return fmt.Errorf("%q is not a valid RocketMQ topic (1-127 of [%%|a-zA-Z0-9_-])", name)
+	}
+	upper := strings.ToUpper(name)
+	if name == "TBW102" || strings.HasPrefix(upper, "RMQ_SYS_") || strings.HasPrefix(name, "%RETRY%") ||
+		strings.HasPrefix(name, "%DLQ%") || name == "SCHEDULE_TOPIC_XXXX" || name == "OFFSET_MOVED_EVENT" {
+		return fmt.Errorf("%q is a RocketMQ system topic", name)
+	}
+	return nil
+}
+
+// RocketMQ publishes with rocketmq-client-go producers. Hosts are the cluster's broker groups (their
+// masters), discovered from the name server at start and sorted by broker name; every publish targets
+// one of them through a queue selector that picks a queue of that broker.
+type RocketMQ struct {
+	cfg     RocketMQConfig
+	brokers []rmqadmin.Broker
+	hosts   []string
+	admin   *rmqadmin.Client
+	log     *slog.Logger
+
+	slots  []*rmqSlot
+	next   atomic.Uint32
+	queues []atomic.Uint32 // per host: round-robin over that broker's queues
+
+	topics sync.Map // topic -> *rmqTopic, when CreateTopics
+
+	mu      sync.Mutex
+	retired []rmqRetired // producers replaced by a refresh, shut down a little later
+	rlog    *slog.Logger // what this publisher routed the client's log to
+	closed  atomic.Bool
+	bg      sync.WaitGroup // route refreshes in flight
+}
+
+// rmqSlot is one producer; it is replaced by a fresh one when its route lost a broker we publish to.
+type rmqSlot struct {
+	cur         atomic.Pointer[rmqProducer]
+	mu          sync.Mutex
+	refreshedAt time.Time
+}
+
+type rmqProducer struct {
+	p    rocketmq.Producer
+	miss atomic.Pointer[rmqMiss] // the last route that lacked the intended broker
+}
+
+// rmqMiss is a topic whose route, in a producer, lacked a broker a request targeted.
+type rmqMiss struct{ topic, broker string }
+
+type rmqRetired struct {
+	timer *time.Timer
+	pr    *rmqProducer
+	at    time.Time
+}
+
+type rmqTopic struct {
+	done chan struct{}
+	err  error
+}
+
+// Timings.
+const (
+	rmqDiscoverTimeout = 10 * time.Second
+	// The client refreshes topic routes only every 30 s; when a route lacks the broker a request
+	// targets (it was down) and the name server routes the topic there again, the producer is replaced,
+	// at most this often per producer, so recovery is quick.
+	rmqRefreshEvery = time.Second
+	rmqRetireAfter  = 10 * time.Second // a replaced producer's in-flight sends finish within its 3 s timeout
+	rmqRouteWait    = 5 * time.Second  // after creating a topic, until the name server routes it to every broker
+)
+
+var rmqInstance atomic.Uint64
+
+// NewRocketMQ discovers the brokers from the name servers, creates topics (when configured) and starts
+// the producers.
+func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *RocketMQ, err error) {
+	if err := c.Validate("rocketmq"); err != nil {
+		return nil, err
+	}
+	if len(c.NameServers) == 0 {
+		return nil, errors.New("rocketmq.name_servers: at least one name server is required")
+	}
+	p := &RocketMQ{
+		rlog:  routeRlog(log),
+		cfg:   c,
+		admin: &rmqadmin.Client{Creds: rmqadmin.Credentials{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey)}},
+		log:   log,
+	}
+	defer func() {
+		if err != nil { // stop routing the client's log to a logger nobody owns
+			rlogTarget.CompareAndSwap(p.rlog, nil)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), rmqDiscoverTimeout)
+	defer cancel()
+	var errs []error
+	for _, ns := range c.NameServers {
+		b, err := p.admin.Brokers(ctx, ns)
+		if err == nil && len(b) > 0 {
+			p.brokers = b
+			break
+		}
+		if err == nil {
+			err = rmqadmin.ErrNoBrokers
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", ns, err))
+	}
+	if p.brokers == nil {
+		return nil, fmt.Errorf("rocketmq.name_servers: no brokers found: %w", errors.Join(errs...))
+	}
+	for _, b := range p.brokers {
+		p.hosts = append(p.hosts, b.String())
+	}
+	p.queues = make([]atomic.Uint32, len(p.brokers))
+	for _, t := range topics {
+		if err := p.ensureTopic(ctx, t); err != nil {
+			return nil, fmt.Errorf("rocketmq.create_topics: topic %s: %w", t, err)
+		}
+	}
+	for range c.Producers {
+		s := &rmqSlot{}
+		pr, err := p.newProducer()
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		s.cur.Store(pr)
+		p.slots = append(p.slots, s)
+	}
+	return p, nil
+}
+
+func (p *RocketMQ) newProducer() (*rmqProducer, error) {
+	pr := &rmqProducer{}
+	opts := []producer.Option{
+		producer.WithNsResolver(primitive.NewPassthroughResolver(p.cfg.NameServers)),
+		producer.WithGroupName(p.cfg.Group),
+		// unique per producer: the client library shares one client per instance name in a process
+		producer.WithInstanceName(fmt.Sprintf("mqtarget-%d-%d", os.Getpid(), rmqInstance.Add(1))),
+		producer.WithRetry(p.cfg.Retries),
+		producer.WithSendMsgTimeout(p.cfg.SendTimeout),
+		producer.WithQueueSelector(&brokerSelector{p: p, pr: pr}),
+		producer.WithCompressMsgBodyOverHowmuch(math.MaxInt32), // publish payloads verbatim
+	}
+	if p.cfg.AccessKey != "" {
+		opts = append(opts, producer.WithCredentials(primitive.Credentials{AccessKey: p.cfg.AccessKey, SecretKey: string(p.cfg.SecretKey)}))
+	}
+	prod, err := rocketmq.NewProducer(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("rocketmq producer: %w", err)
+	}
+	if err := prod.Start(); err != nil {
+		return nil, fmt.Errorf("rocketmq producer start: %w", err)
+	}
+	pr.p = prod
+	return pr, nil
+}
+
+// brokerSelector picks a queue of the broker named by the message's Queue field (set by the publisher
+// only to carry the target; the client ignores it otherwise), round-robin over that broker's queues.
+type brokerSelector struct {
+	p  *RocketMQ
+	pr *rmqProducer
+}
+
+func (s *brokerSelector) Select(msg *primitive.Message, mqs []*primitive.MessageQueue, _ string) *primitive.MessageQueue {
+	if msg.Queue == nil || msg.Queue.QueueId < 0 || msg.Queue.QueueId >= len(s.p.queues) {
+		return nil
+	}
+	host := msg.Queue.QueueId
+	name := s.p.brokers[host].Name
+	n := 0
+	for _, mq := range mqs {
+		if mq.BrokerName == name {
+			n++
+		}
+	}
+	if n == 0 {
+		// The route lacks this broker (it was down when the client last asked). Returning nil fails the
+		// send with "route info not found"; the publisher then replaces this producer.
+		s.pr.miss.Store(&rmqMiss{msg.Topic, name})
+		return nil
+	}
+	k := int(s.p.queues[host].Add(1) % uint32(n))
+	for _, mq := range mqs {
+		if mq.BrokerName == name {
+			if k == 0 {
+				return mq
+			}
+			k--
+		}
+	}
+	return nil
+}
+
+// Hosts implements Publisher: "broker-name@master-address", sorted by broker name.
+func (p *RocketMQ) Hosts() []string { return p.hosts }
+
+// ValidateTopic implements Publisher.
+func (p *RocketMQ) ValidateTopic(name string) error { return ValidateRocketMQTopic(name) }
+
+// Brokers returns the discovered brokers, in Hosts order.
+func (p *RocketMQ) Brokers() []rmqadmin.Broker { return p.brokers }
+
+func (p *RocketMQ) message(host int, topic string, body []byte) *primitive.Message {
+	m := primitive.NewMessage(topic, body)
+	// Queue carries the target host to brokerSelector (QueueId = host index).
+	m.Queue = &primitive.MessageQueue{Topic: topic, BrokerName: p.brokers[host].Name, QueueId: host}
+	return m
+}
+
+func (p *RocketMQ) pick(host int) (*rmqSlot, *rmqProducer, error) {
+	if p.closed.Load() {
+		return nil, nil, ErrClosed
+	}
+	if host < 0 || host >= len(p.brokers) {
+		return nil, nil, fmt.Errorf("rocketmq: host %d out of range (%d brokers)", host, len(p.brokers))
+	}
+	s := p.slots[int(p.next.Add(1))%len(p.slots)]
+	return s, s.cur.Load(), nil
+}
+
+// Publish implements Publisher with SendSync.
+func (p *RocketMQ) Publish(ctx context.Context, host int, topic string, body []byte) error {
+	return p.sendSync(ctx, host, topic, [][]byte{body})
+}
+
+// PublishBatch implements Publisher with one SendSync of all bodies (a RocketMQ batch).
+func (p *RocketMQ) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
+	return p.sendSync(ctx, host, topic, bodies)
+}
+
+func (p *RocketMQ) sendSync(ctx context.Context, host int, topic string, bodies [][]byte) error {
+	s, pr, err := p.pick(host)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
+	defer cancel()
+	if err := p.ensureTopic(ctx, topic); err != nil {
+		return err
+	}
+	msgs := make([]*primitive.Message, len(bodies))
+	for i, b := range bodies {
+		msgs[i] = p.message(host, topic, b)
+	}
+	res, err := pr.p.SendSync(ctx, msgs...)
+	p.refreshIfStale(s, pr)
+	return p.result(ctx, res, err)
+}
+
+// PublishAsync implements Publisher with SendAsync; done runs on the client's goroutine.
+func (p *RocketMQ) PublishAsync(host int, topic string, body []byte, done func(error)) error {
+	s, pr, err := p.pick(host)
+	if err != nil {
+		return err
+	}
+	if p.cfg.CreateTopics {
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.SendTimeout)
+		err := p.ensureTopic(ctx, topic)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	var once sync.Once
+	err = pr.p.SendAsync(context.Background(), func(_ context.Context, res *primitive.SendResult, err error) {
+		// v2.1.2 called back twice on a transport error; the pinned commit fixed it: the once stays as a guard
+		once.Do(func() { done(p.result(context.Background(), res, err)) })
+	}, p.message(host, topic, body))
+	p.refreshIfStale(s, pr)
+	if err != nil {
+		return p.result(context.Background(), nil, err)
+	}
+	return nil
+}
+
+// result maps the client's outcome onto the error kinds.
+func (p *RocketMQ) result(ctx context.Context, res *primitive.SendResult, err error) error {
+	if err == nil {
+		if res == nil || res.Status == primitive.SendOK {
+			return nil
+		}
+		return wrap(ErrRejected, fmt.Errorf("send status %d", res.Status))
+	}
+	if ctx.Err() != nil {
+		return ctxErr(ctx)
+	}
+	switch {
+	case errors.Is(err, rmqerrors.ErrRequestTimeout), errors.Is(err, context.DeadlineExceeded):
+		return wrap(ErrTimeout, err)
+	case errors.Is(err, rmqerrors.ErrNotRunning):
+		return wrap(ErrClosed, err)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return wrap(ErrUnavailable, err)
+	}
+	if code, ok := strings.CutPrefix(err.Error(), "CODE: "); ok {
+		n, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(code, ",", 2)[0]))
+		switch n {
+		case 1, 2, 14: // SYSTEM_ERROR, SYSTEM_BUSY (flow control), SERVICE_NOT_AVAILABLE
+			return wrap(ErrUnavailable, err)
+		}
+		return wrap(ErrRejected, err)
+	}
+	return wrap(ErrUnavailable, err)
+}
+
+// refreshIfStale replaces pr when its route lacked a broker a request targeted, at most once per
+// rmqRefreshEvery per slot; the new producer asks the name server for fresh routes on first use.
+func (p *RocketMQ) refreshIfStale(s *rmqSlot, pr *rmqProducer) {
+	if pr.miss.Load() == nil || !s.mu.TryLock() {
+		return
+	}
+	if s.cur.Load() != pr || p.closed.Load() || time.Since(s.refreshedAt) < rmqRefreshEvery {
+		s.mu.Unlock()
+		return
+	}
+	s.refreshedAt = time.Now()
+	p.mu.Lock() // orders Add before Close's Wait
+	if p.closed.Load() {
+		p.mu.Unlock()
+		s.mu.Unlock()
+		return
+	}
+	p.bg.Add(1)
+	p.mu.Unlock()
+	go func() { // off the request path: it asks the name server first
+		defer p.bg.Done()
+		defer s.mu.Unlock()
+		p.refresh(s, pr)
+	}()
+}
+
+// refresh replaces pr when the name server now routes the missed topic to the missed broker (a new
+// producer would not see it either otherwise, and replacing would only churn).
+func (p *RocketMQ) refresh(s *rmqSlot, pr *rmqProducer) {
+	miss := pr.miss.Swap(nil)
+	if miss == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.SendTimeout)
+	routed := false
+	for _, ns := range p.cfg.NameServers {
+		if route, err := p.admin.Route(ctx, ns, miss.topic); err == nil {
+			routed = route[miss.broker] > 0
+			break
+		}
+	}
+	cancel()
+	if !routed {
+		return
+	}
+	np, err := p.newProducer()
+	if err != nil {
+		p.log.Warn("rocketmq: replacing a producer with a stale route failed", "err", err)
+		return
+	}
+	s.cur.Store(np)
+	p.log.Warn("rocketmq: replaced a producer whose route lacked a broker that is back", "rocketmq_broker", miss.broker, "topic", miss.topic)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed.Load() {
+		_ = np.p.Shutdown()
+		_ = pr.p.Shutdown()
+		return
+	}
+	live := p.retired[:0]
+	for _, r := range p.retired {
+		if time.Since(r.at) < 2*rmqRetireAfter { // older ones were shut down by their timer
+			live = append(live, r)
+		}
+	}
+	p.retired = append(live, rmqRetired{time.AfterFunc(rmqRetireAfter, func() { _ = pr.p.Shutdown() }), pr, time.Now()})
+}
+
+// ensureTopic creates topic on every broker once, when CreateTopics is set, and waits until the name
+// server routes it to all of them. Concurrent callers for one topic share the work; failures are retried
+// by the next caller.
+func (p *RocketMQ) ensureTopic(ctx context.Context, topic string) error {
+	if !p.cfg.CreateTopics {
+		return nil
+	}
+	v, loaded := p.topics.LoadOrStore(topic, &rmqTopic{done: make(chan struct{})})
+	t := v.(*rmqTopic)
+	if !loaded {
+		t.err = p.createTopic(ctx, topic)
+		if t.err != nil {
+			p.topics.Delete(topic)
+		}
+		close(t.done)
+	}
+	select {
+	case <-t.done:
+		return t.err
+	case <-ctx.Done():
+		return ctxErr(ctx)
+	}
+}
+
+func (p *RocketMQ) createTopic(ctx context.Context, topic string) error {
+	for _, b := range p.brokers {
+		if err := p.admin.CreateTopic(ctx, b.Addr, topic, p.cfg.Queues); err != nil {
+			if ctx.Err() != nil {
+				return ctxErr(ctx)
+			}
+			var ce *rmqadmin.CodeError
+			if errors.As(err, &ce) {
+				return wrap(ErrRejected, fmt.Errorf("creating topic on %s: %w", b, err))
+			}
+			return wrap(ErrUnavailable, fmt.Errorf("creating topic on %s: %w", b, err))
+		}
+	}
+	// The brokers register the topic with the name server right away; wait for it so the producer's
+	// first route lookup sees every broker.
+	wait, cancel := context.WithTimeout(ctx, rmqRouteWait)
+	defer cancel()
+	var last error
+	for {
+		for _, ns := range p.cfg.NameServers {
+			route, err := p.admin.Route(wait, ns, topic)
+			if err != nil {
+				last = err
+				continue
+			}
+			missing := 0
+			for _, b := range p.brokers {
+				if route[b.Name] == 0 {
+					missing++
+				}
+			}
+			if missing == 0 {
+				return nil
+			}
+			last = fmt.Errorf("name server %s routes topic to %d of %d brokers", ns, len(p.brokers)-missing, len(p.brokers))
+		}
+		select {
+		case <-wait.Done():
+			if ctx.Err() != nil {
+				return ctxErr(ctx)
+			}
+			return wrap(ErrUnavailable, fmt.Errorf("topic %s not routed after creation: %v", topic, last))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Ping asks host's master for its runtime info on a connection of its own.
+func (p *RocketMQ) Ping(ctx context.Context, host int) error {
+	if host < 0 || host >= len(p.brokers) {
+		return fmt.Errorf("rocketmq: host %d out of range (%d brokers)", host, len(p.brokers))
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
+	defer cancel()
+	if err := p.admin.Ping(ctx, p.brokers[host].Addr); err != nil {
+		if ctx.Err() != nil {
+			return ctxErr(ctx)
+		}
+		return wrap(ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Close shuts every producer down; it is idempotent.
+func (p *RocketMQ) Close() error {
+	p.mu.Lock()
+	if p.closed.Swap(true) {
+		p.mu.Unlock()
+		return nil
+	}
+	p.mu.Unlock()
+	p.bg.Wait()
+	for _, s := range p.slots {
+		s.mu.Lock()
+		if pr := s.cur.Load(); pr != nil {
+			_ = pr.p.Shutdown()
+		}
+		s.mu.Unlock()
+	}
+	p.mu.Lock()
+	retired := p.retired
+	p.retired = nil
+	p.mu.Unlock()
+	for _, r := range retired {
+		r.timer.Stop()
+		_ = r.pr.p.Shutdown() // idempotent, also when the timer already ran
+	}
+	rlogTarget.CompareAndSwap(p.rlog, nil)
+	return nil
+}
+
+// ---------------------------------------------------------------- client logging
+
+// rocketmq-client-go logs through one package-global logger (rlog.SetLogger), shared by every client in
+// the process; it is replaced once with an adapter that forwards to the logger of the most recently
+// started publisher, at warn level or quieter: the client's errors are mostly the failures that
+// publishers already return, and under load they would flood the log.
+var (
+	rlogOnce   sync.Once
+	rlogTarget atomic.Pointer[slog.Logger]
+)
+
+func routeRlog(log *slog.Logger) *slog.Logger {
+	l := log.With("component", "rocketmq-client")
+	rlogTarget.Store(l)
+	rlogOnce.Do(func() {
+		rlog.SetLogger(rlogAdapter{})
+		// the client recovers panics in its goroutines; log them instead of dropping them silently
+		primitive.DefaultPanicHandler = func(v interface{}) {
+			rlogEmit(slog.LevelWarn, "rocketmq client: recovered panic", map[string]interface{}{"panic": fmt.Sprint(v)})
+		}
+	})
+	return l
+}
+
+type rlogAdapter struct{}
+
+func (rlogAdapter) Debug(msg string, f map[string]interface{})   { rlogEmit(slog.LevelDebug, msg, f) }
+func (rlogAdapter) Info(msg string, f map[string]interface{})    { rlogEmit(slog.LevelDebug, msg, f) }
+func (rlogAdapter) Warning(msg string, f map[string]interface{}) { rlogEmit(slog.LevelInfo, msg, f) }
+func (rlogAdapter) Error(msg string, f map[string]interface{})   { rlogEmit(slog.LevelWarn, msg, f) }
+func (rlogAdapter) Fatal(msg string, f map[string]interface{})   { rlogEmit(slog.LevelWarn, msg, f) }
+func (rlogAdapter) Level(string)                                 {}
+func (rlogAdapter) OutputPath(string) error                      { return nil }
+
+func rlogEmit(level slog.Level, msg string, fields map[string]interface{}) {
+	log := rlogTarget.Load()
+	if log == nil || !log.Enabled(context.Background(), level) {
+		return
+	}
+	attrs := make([]any, 0, 2*len(fields))
+	for k, v := range fields {
+		attrs = append(attrs, k, v)
+	}
+	log.Log(context.Background(), level, msg, attrs...)
+}

@@ -1,0 +1,137 @@
+package publishers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	rmqerrors "github.com/apache/rocketmq-client-go/v2/errors"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+)
+
+func TestRocketMQConfigValidate(t *testing.T) {
+	if err := DefaultRocketMQConfig().Validate("rocketmq"); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	c := DefaultRocketMQConfig()
+	c.NameServers = []string{"127.0.0.1:9876", "namesrv"}
+	c.Group = "bad group"
+	c.SendTimeout = 0
+	c.Retries = -1
+	c.AccessKey = "ak"
+	c.Queues = 0
+	c.Producers = 65
+	err := c.Validate("rocketmq")
+	for _, field := range []string{"rocketmq.name_servers[1]", "rocketmq.group", "rocketmq.send_timeout", "rocketmq.retries",
+		"rocketmq.access_key", "rocketmq.queues", "rocketmq.producers"} {
+		if err == nil || !strings.Contains(err.Error(), field+":") {
+			t.Errorf("error does not name %s: %v", field, err)
+		}
+	}
+	if strings.Contains(fmt.Sprint(err), "rocketmq.name_servers[0]") {
+		t.Errorf("valid name server reported: %v", err)
+	}
+}
+
+func TestValidateRocketMQTopic(t *testing.T) {
+	for _, ok := range []string{"a", "mqtarget", "it-0a1b_C", "%ns%topic", strings.Repeat("t", 127)} {
+		if err := ValidateRocketMQTopic(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "a b", "a.b", "a/b", "ä", strings.Repeat("t", 128), "TBW102", "RMQ_SYS_TRACE_TOPIC",
+		"rmq_sys_x", "%RETRY%g", "%DLQ%g", "SCHEDULE_TOPIC_XXXX"} {
+		if err := ValidateRocketMQTopic(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestRocketMQResult checks how the client's outcomes map onto the error kinds (and so status codes).
+func TestRocketMQResult(t *testing.T) {
+	p := &RocketMQ{}
+	bg := context.Background()
+	expired, cancel := context.WithDeadline(bg, time.Now().Add(-time.Second))
+	defer cancel()
+	canceled, cancel2 := context.WithCancel(bg)
+	cancel2()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		res  *primitive.SendResult
+		err  error
+		want error
+	}{
+		{"ok", bg, &primitive.SendResult{Status: primitive.SendOK}, nil, nil},
+		{"flush timeout", bg, &primitive.SendResult{Status: primitive.SendFlushDiskTimeout}, nil, ErrRejected},
+		{"request timeout", bg, nil, rmqerrors.ErrRequestTimeout, ErrTimeout},
+		{"deadline passed", expired, nil, errors.New("anything"), ErrTimeout},
+		{"canceled", canceled, nil, errors.New("anything"), context.Canceled},
+		{"not running", bg, nil, rmqerrors.ErrNotRunning, ErrClosed},
+		{"connection refused", bg, nil, &net.OpError{Op: "dial", Err: errors.New("connection refused")}, ErrUnavailable},
+		{"no route", bg, nil, errors.New("the topic=x route info not found"), ErrUnavailable},
+		{"system busy", bg, nil, errors.New("CODE: 2, DESC: [PCBUSY_CLEAN_QUEUE]broker busy"), ErrUnavailable},
+		{"no permission", bg, nil, errors.New("CODE: 16, DESC: no permission"), ErrRejected},
+		{"topic not exist", bg, nil, errors.New("CODE: 17, DESC: topic not exist"), ErrRejected},
+	} {
+		got := p.result(c.ctx, c.res, c.err)
+		if (c.want == nil) != (got == nil) || (c.want != nil && !errors.Is(got, c.want)) {
+			t.Errorf("%s: got %v, want kind %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestRocketMQLogAdapter(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	l := routeRlog(log)
+	defer rlogTarget.CompareAndSwap(l, nil)
+	a := rlogAdapter{}
+	a.Error("conn error", map[string]interface{}{"addr": "127.0.0.1:10911"})
+	a.Fatal("fatal", nil)
+	a.Warning("retrying", nil)
+	a.Info("route changed", nil)
+	out := buf.String()
+	for _, want := range []string{`level=WARN msg="conn error"`, "addr=127.0.0.1:10911", `level=WARN msg=fatal`,
+		`level=INFO msg=retrying`, `level=DEBUG msg="route changed"`, "component=rocketmq-client"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "level=ERROR") {
+		t.Errorf("client log above warn:\n%s", out)
+	}
+}
+
+// TestNewRocketMQNameServerDown: no name server answering fails the start at once, naming the setting.
+func TestNewRocketMQNameServerDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	c := DefaultRocketMQConfig()
+	c.NameServers = []string{addr}
+	start := time.Now()
+	p, err := NewRocketMQ(c, nil, slog.New(slog.DiscardHandler))
+	if err == nil {
+		p.Close()
+		t.Fatal("started without a name server")
+	}
+	if !strings.Contains(err.Error(), "rocketmq.name_servers") || !strings.Contains(err.Error(), addr) {
+		t.Errorf("error does not name rocketmq.name_servers and %s: %v", addr, err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("took %v", d)
+	}
+	if rlogTarget.Load() != nil {
+		t.Error("the client's log is still routed to the failed publisher's logger")
+	}
+}
