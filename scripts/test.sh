@@ -22,6 +22,16 @@ step() { printf '\n== %s\n' "$*"; }
 step "tools"
 command -v go >/dev/null || { echo "test.sh: Go 1.26 is required (https://go.dev/dl/)" >&2; exit 1; }
 go version
+# RocketMQ and Artemis are fetched with Maven and run on Java; install both from Debian when missing.
+missing=()
+command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || missing+=(maven)
+if ((${#missing[@]})); then
+    [[ $(id -u) == 0 ]] || { echo "test.sh: install ${missing[*]} (apt-get)" >&2; exit 1; }
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+fi
+java -version 2>&1 | sed -n 1p # sed, not head: it reads everything, so no SIGPIPE under pipefail
+mvn -v 2>/dev/null | sed -n 1p
 
 step "brokers"
 MQTARGET_NSQD_BIN="$(scripts/nsqd.sh build)"
@@ -73,12 +83,14 @@ export ARTEMIS_LOGIN="${ARTEMIS_LOGIN:-mqtarget}" ARTEMIS_PASSCODE="${ARTEMIS_PA
 export ACTIVEMQ_LOGIN="$ARTEMIS_LOGIN" ACTIVEMQ_PASSCODE="$ARTEMIS_PASSCODE"
 start_broker_bg artemis restart # a running instance may have another login
 start_broker_bg activemq restart
+artemis_dir="$(realpath -m -- "${ARTEMIS_DATA:-$MQTARGET_CACHE/artemis-instance}")"
+activemq_dir="$(realpath -m -- "${ACTIVEMQ_DATA:-$MQTARGET_CACHE/activemq-instance}")"
 export MQTARGET_ARTEMIS_STOMP="127.0.0.1:${ARTEMIS_STOMP_PORT:-61613}" \
     MQTARGET_ARTEMIS_LOGIN="$ARTEMIS_LOGIN" MQTARGET_ARTEMIS_PASSCODE="$ARTEMIS_PASSCODE" \
-    MQTARGET_ARTEMIS_PIDFILE="$(realpath -m -- "${ARTEMIS_DATA:-$MQTARGET_CACHE/artemis-instance}")/mqtarget-broker.pid"
+    MQTARGET_ARTEMIS_PIDFILE="$artemis_dir/mqtarget-broker.pid"
 export MQTARGET_ACTIVEMQ_STOMP="127.0.0.1:${ACTIVEMQ_STOMP_PORT:-61614}" \
     MQTARGET_ACTIVEMQ_LOGIN="$ACTIVEMQ_LOGIN" MQTARGET_ACTIVEMQ_PASSCODE="$ACTIVEMQ_PASSCODE" \
-    MQTARGET_ACTIVEMQ_PIDFILE="$(realpath -m -- "${ACTIVEMQ_DATA:-$MQTARGET_CACHE/activemq-instance}")/mqtarget-broker.pid"
+    MQTARGET_ACTIVEMQ_PIDFILE="$activemq_dir/mqtarget-broker.pid"
 
 # RocketMQ: name server 127.0.0.1:9876 with broker-a and broker-b (scripts/rocketmq.sh).
 # Its JVMs start next to the STOMP brokers' on small CI machines: allow more than the 120 s default.

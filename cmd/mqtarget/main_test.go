@@ -76,7 +76,11 @@ func TestOutOfTheBox(t *testing.T) {
 		status int
 	}{
 		{"/send1", 200}, {"/send2", 200}, {"/send2Topic", 200}, {"/sendAsync", 202},
-		{"/sendAsyncWait", 200}, {"/send2Host", 200}, {"/send3Host", 200}, {"/readyz", 200}, {"/", 200},
+		{"/sendAsyncWait", 200}, {"/send2Host", 200}, {"/send3Host", 200},
+		{"/send1?broker=stomp", 200}, {"/send2?broker=stomp", 200}, {"/send2Topic?broker=stomp", 200},
+		{"/sendAsync?broker=stomp", 202}, {"/sendAsyncWait?broker=stomp", 200},
+		{"/send2Host?broker=stomp", 200}, {"/send3Host?broker=stomp", 200},
+		{"/readyz", 200}, {"/", 200},
 	} {
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
 			if c.path == "/readyz" || c.path == "/" {
@@ -101,7 +105,8 @@ func TestOutOfTheBox(t *testing.T) {
 		`mqtarget_http_request_duration_seconds_bucket{code="200",method="get",route="/send1"`,
 		`mqtarget_publish_duration_seconds_bucket{broker="nsq"`,
 		`mqtarget_publish_messages_total{broker="nsq"`,
-		`mqtarget_async_messages_total{result="accepted"} 4`,
+		`mqtarget_publish_messages_total{broker="stomp"`,
+		`mqtarget_async_messages_total{result="accepted"} 8`,
 		`mqtarget_async_in_flight 0`,
 	} {
 		if !strings.Contains(metrics, name) {
@@ -121,7 +126,7 @@ func TestOutOfTheBox(t *testing.T) {
 		t.Fatalf("still running 15s after SIGTERM\n%s", stderr)
 	}
 	log := stderr.String()
-	for _, want := range []string{"embedded nsqd listening", "async publishes drained", "accepted=4 acked=4 failed=0", "abandoned=0", "shutdown complete"} {
+	for _, want := range []string{"embedded nsqd listening", "async publishes drained", "accepted=8 acked=8 failed=0", "abandoned=0", "shutdown complete"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}
