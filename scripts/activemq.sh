@@ -47,34 +47,10 @@ CONF=$ACTIVEMQ_DATA/conf
 PIDFILE=$ACTIVEMQ_DATA/mqtarget-broker.pid
 RUNLOG=$ACTIVEMQ_DATA/log/mqtarget-run.log
 
-log() { printf 'activemq: %s\n' "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
-# --- process helpers --------------------------------------------------------
-
-pid_alive() {
-  local state
-  [[ -r /proc/$1/stat ]] || return 1
-  state=$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$1/stat" 2>/dev/null) || return 1
-  [[ -n $state && $state != Z && $state != X ]]
-}
-
-broker_pid() {
-  local pid
-  [[ -f $PIDFILE ]] || return 1
-  pid=$(<"$PIDFILE")
-  [[ $pid =~ ^[0-9]+$ ]] || return 1
-  pid_alive "$pid" || return 1
-  # Guard against PID reuse: the JVM command line names our data dir.
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "-Dactivemq.base=$ACTIVEMQ_DATA " || return 1
-  echo "$pid"
-}
-
-rss_of() { awk '/^VmRSS:/ {printf "%.0f MiB", $2/1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
-
-port_in_use() { (exec 3<>"/dev/tcp/$STOMP_HOST/$STOMP_PORT") 2>/dev/null; }
-
-probe() { python3 "$PROBE" "$STOMP_HOST:$STOMP_PORT" --login "$LOGIN" --passcode "$PASSCODE" "$@"; }
+BROKER_NAME=activemq
+PID_MARK="-Dactivemq.base=$ACTIVEMQ_DATA " # the JVM command line names our data dir
+# shellcheck source=scripts/lib/stomp-broker.sh
+. "$SCRIPT_DIR/lib/stomp-broker.sh"
 
 xml_escape() {
   local s=$1
@@ -194,64 +170,11 @@ cmd_start() {
     log "already running (pid $pid) on $STOMP_HOST:$STOMP_PORT"
     return 0
   fi
-  command -v python3 >/dev/null || die "python3 not found (needed for the STOMP probe)"
-  if port_in_use; then
-    die "$STOMP_HOST:$STOMP_PORT is already in use by another process (not this broker)"
-  fi
+  check_can_start
   ensure_package
   write_config
   java_cmd
-  rm -f "$PIDFILE"
-  printf '\n==== %s mqtarget start ====\n' "$(date -u +%FT%TZ)" >>"$RUNLOG"
-  local t0=$SECONDS
-  # setsid detaches the JVM from our process group; it does not fork when we
-  # are not a group leader, so $! is the JVM's PID.
-  (cd "$ACTIVEMQ_DATA" && exec setsid "${JAVA_CMD[@]}") >>"$RUNLOG" 2>&1 </dev/null &
-  pid=$!
-  echo "$pid" >"$PIDFILE"
-  log "started pid $pid, waiting up to ${START_TIMEOUT}s for STOMP on $STOMP_HOST:$STOMP_PORT"
-
-  local deadline=$((SECONDS + START_TIMEOUT)) out=""
-  while :; do
-    if ! pid_alive "$pid"; then
-      tail -n 40 "$RUNLOG" >&2 || true
-      rm -f "$PIDFILE"
-      die "broker exited during startup (log: $RUNLOG)"
-    fi
-    if out=$(probe --timeout 5 2>&1); then
-      log "ready in $((SECONDS - t0))s: $out"
-      return 0
-    fi
-    if ((SECONDS >= deadline)); then
-      log "last probe: $out"
-      tail -n 40 "$RUNLOG" >&2 || true
-      cmd_stop || true
-      die "not ready within ${START_TIMEOUT}s (log: $RUNLOG)"
-    fi
-    sleep 1
-  done
-}
-
-cmd_stop() {
-  local pid
-  if ! pid=$(broker_pid); then
-    rm -f "$PIDFILE"
-    log "not running"
-    return 0
-  fi
-  log "stopping pid $pid (SIGTERM, up to ${STOP_TIMEOUT}s)"
-  kill -TERM "$pid" 2>/dev/null || true
-  local deadline=$((SECONDS + STOP_TIMEOUT))
-  while pid_alive "$pid" && ((SECONDS < deadline)); do sleep 0.5; done
-  if pid_alive "$pid"; then
-    log "still alive after ${STOP_TIMEOUT}s; SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    deadline=$((SECONDS + 10))
-    while pid_alive "$pid" && ((SECONDS < deadline)); do sleep 0.2; done
-    pid_alive "$pid" && die "pid $pid survived SIGKILL"
-  fi
-  rm -f "$PIDFILE"
-  log "stopped"
+  launch "$ACTIVEMQ_DATA" "${JAVA_CMD[@]}"
 }
 
 cmd_status() {
@@ -263,8 +186,7 @@ cmd_status() {
     echo "  rss:      $(rss_of "$pid")"
     echo "  stomp:    $STOMP_HOST:$STOMP_PORT (login=$LOGIN passcode=$PASSCODE; /queue/NAME, /topic/NAME)"
     echo "  data:     $ACTIVEMQ_DATA (log: $RUNLOG)"
-    local out
-    if out=$(probe --timeout 5 2>&1); then echo "  probe:    $out"; else echo "  probe:    $out"; fi
+    print_probe
     return 0
   fi
   echo "activemq ${version:-not installed}: not running"
