@@ -43,17 +43,22 @@ func (s *Server) publishCtx(r *http.Request) (context.Context, context.CancelFun
 	return context.WithTimeout(r.Context(), s.publishTimeout)
 }
 
-// send1 publishes one message and answers once the broker acknowledged it.
+// send1 publishes one message to the first host and answers once the broker acknowledged it.
 func (s *Server) send1(w http.ResponseWriter, r *http.Request) error {
 	req, err := s.parseSend(w, r)
 	if err != nil {
 		return err
 	}
+	return s.publishOne(w, r, req, 0)
+}
+
+// publishOne publishes one message to host and replies once the broker acknowledged it.
+func (s *Server) publishOne(w http.ResponseWriter, r *http.Request, req *sendRequest, host int) error {
 	topic := topicAt(req.topic, s.spread(req))
-	body, m := s.payload(req, topic, req.pub.Hosts()[0])
+	body, m := s.payload(req, topic, req.pub.Hosts()[host])
 	ctx, cancel := s.publishCtx(r)
 	defer cancel()
-	if err := req.pub.Publish(ctx, 0, topic, body); err != nil {
+	if err := req.pub.Publish(ctx, host, topic, body); err != nil {
 		return err
 	}
 	writeReply(w, http.StatusOK, req.broker, topic, "published", []sent{m})
@@ -193,15 +198,6 @@ func (s *Server) sendNHost(n int) handlerFunc {
 			return &Error{Status: http.StatusServiceUnavailable, Field: req.broker + ".hosts",
 				Msg: fmt.Sprintf("%s needs %d %s hosts, %s.hosts has %d", r.URL.Path, n, req.broker, req.broker, len(hosts))}
 		}
-		host := seq.next(n)
-		topic := topicAt(req.topic, s.spread(req))
-		body, m := s.payload(req, topic, hosts[host])
-		ctx, cancel := s.publishCtx(r)
-		defer cancel()
-		if err := req.pub.Publish(ctx, host, topic, body); err != nil {
-			return err
-		}
-		writeReply(w, http.StatusOK, req.broker, topic, "published", []sent{m})
-		return nil
+		return s.publishOne(w, r, req, seq.next(n))
 	}
 }
