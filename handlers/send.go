@@ -65,7 +65,7 @@ func (s *Server) publishOne(w http.ResponseWriter, r *http.Request, req *sendReq
 	return nil
 }
 
-// send2 publishes two messages to one topic: one batch (NSQ MPUB) by default, two publishes one after
+// send2 publishes two messages to one topic: one batch (the broker's PublishBatch) by default, two publishes one after
 // the other with ?mode=sequential.
 func (s *Server) send2(w http.ResponseWriter, r *http.Request) error {
 	req, err := s.parseSend(w, r)

@@ -59,7 +59,7 @@ type Endpoint struct {
 // Endpoints lists the send endpoints in the order of the index.
 var Endpoints = []Endpoint{
 	{"/send1", "1 message to topic; 200 after the broker acknowledged it"},
-	{"/send2", "2 messages to topic as one batch (NSQ MPUB); ?mode=sequential for two publishes in a row"},
+	{"/send2", "2 messages to topic as one batch (NSQ MPUB, RocketMQ batch, STOMP transaction); ?mode=sequential for two publishes in a row"},
 	{"/send2Topic", "1 message to topic and 1 to topic2, both in flight at once"},
 	{"/sendAsync", "1 message handed to the bounded async publisher; 202 at once, 429 when the in-flight limit is reached"},
 	{"/sendAsyncWait", "1 message published asynchronously; 200 when the broker's completion arrives"},
