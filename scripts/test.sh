@@ -4,9 +4,10 @@
 #
 # NSQ: a real nsqd is built from the Go module proxy (scripts/nsqd.sh); the integration tests start and
 # stop nsqd processes themselves, on free loopback ports.
-# STOMP: Artemis and ActiveMQ Classic are fetched and started by scripts/artemis.sh and
-# scripts/activemq.sh (in the background, while gofmt and go vet run) and stopped on exit; their
-# integration tests stop, freeze and restart them through the same scripts.
+# STOMP: Artemis, ActiveMQ Classic and RabbitMQ (STOMP plugin) are fetched and started by
+# scripts/artemis.sh, scripts/activemq.sh and scripts/rabbitmq.sh (in the background, while gofmt and
+# go vet run) and stopped on exit; their integration tests stop, freeze and restart them through the
+# same scripts.
 # RocketMQ: scripts/rocketmq.sh fetches RocketMQ (Maven) and starts a name server and two brokers on
 # 127.0.0.1 (in the background too); TestRocketMQ stops, freezes and restarts broker-a through it.
 #
@@ -77,20 +78,27 @@ wait_broker() {
     fi
 }
 
-# STOMP: Apache Artemis (scripts/artemis.sh) and ActiveMQ Classic (scripts/activemq.sh), started while
-# the checks below run. Both get one login, so TestSTOMPMixed can point mqtarget at both at once.
+# STOMP: Apache Artemis (scripts/artemis.sh), ActiveMQ Classic (scripts/activemq.sh) and RabbitMQ
+# (scripts/rabbitmq.sh), started while the checks below run. All get one login, so TestSTOMPMixed can
+# point mqtarget at Artemis and ActiveMQ at once.
 export ARTEMIS_LOGIN="${ARTEMIS_LOGIN:-mqtarget}" ARTEMIS_PASSCODE="${ARTEMIS_PASSCODE:-mqtarget}"
 export ACTIVEMQ_LOGIN="$ARTEMIS_LOGIN" ACTIVEMQ_PASSCODE="$ARTEMIS_PASSCODE"
+export RABBITMQ_LOGIN="$ARTEMIS_LOGIN" RABBITMQ_PASSCODE="$ARTEMIS_PASSCODE"
 start_broker_bg artemis restart # a running instance may have another login
 start_broker_bg activemq restart
+start_broker_bg rabbitmq restart
 artemis_dir="$(realpath -m -- "${ARTEMIS_DATA:-$MQTARGET_CACHE/artemis-instance}")"
 activemq_dir="$(realpath -m -- "${ACTIVEMQ_DATA:-$MQTARGET_CACHE/activemq-instance}")"
+rabbitmq_dir="$(realpath -m -- "${RABBITMQ_DATA:-$MQTARGET_CACHE/rabbitmq-instance}")"
 export MQTARGET_ARTEMIS_STOMP="127.0.0.1:${ARTEMIS_STOMP_PORT:-61613}" \
     MQTARGET_ARTEMIS_LOGIN="$ARTEMIS_LOGIN" MQTARGET_ARTEMIS_PASSCODE="$ARTEMIS_PASSCODE" \
     MQTARGET_ARTEMIS_PIDFILE="$artemis_dir/mqtarget-broker.pid"
 export MQTARGET_ACTIVEMQ_STOMP="127.0.0.1:${ACTIVEMQ_STOMP_PORT:-61614}" \
     MQTARGET_ACTIVEMQ_LOGIN="$ACTIVEMQ_LOGIN" MQTARGET_ACTIVEMQ_PASSCODE="$ACTIVEMQ_PASSCODE" \
     MQTARGET_ACTIVEMQ_PIDFILE="$activemq_dir/mqtarget-broker.pid"
+export MQTARGET_RABBITMQ_STOMP="127.0.0.1:${RABBITMQ_STOMP_PORT:-61615}" \
+    MQTARGET_RABBITMQ_LOGIN="$RABBITMQ_LOGIN" MQTARGET_RABBITMQ_PASSCODE="$RABBITMQ_PASSCODE" \
+    MQTARGET_RABBITMQ_PIDFILE="$rabbitmq_dir/mqtarget-broker.pid"
 
 # RocketMQ: name server 127.0.0.1:9876 with broker-a and broker-b (scripts/rocketmq.sh).
 # Its JVMs start next to the STOMP brokers' on small CI machines: allow more than the 120 s default.
@@ -112,6 +120,7 @@ go vet ./...
 step "STOMP brokers"
 wait_broker artemis
 wait_broker activemq
+wait_broker rabbitmq
 
 step "RocketMQ"
 wait_broker rocketmq

@@ -22,13 +22,14 @@ import (
 )
 
 // STOMP is the Harness for a set of STOMP brokers sharing one login: embedded go-stomp servers, ActiveMQ
-// Artemis, ActiveMQ Classic, or a mix. Every host must be a distinct broker, so that what a consumer
-// finds on host i's queue landed there through host i.
+// Artemis, ActiveMQ Classic, RabbitMQ, or a mix. Every host must be a distinct broker, so that what a
+// consumer finds on host i's queue landed there through host i.
 type STOMP struct {
 	Addrs      []string
 	Login      string
 	Passcode   string
 	Persistent bool            // configure mqtarget with stomp.persistent
+	VHost      string          // CONNECT host header (stomp.vhost; RabbitMQ: "/"); empty: 127.0.0.1
 	Ctl        []BrokerControl // per host; nil (or a nil entry) when the broker cannot be stopped
 
 	mu       sync.Mutex
@@ -56,6 +57,7 @@ func (h *STOMP) Configure(cfg *config.Config) {
 	cfg.STOMP.Passcode = publishers.Secret(h.Passcode)
 	cfg.STOMP.Prefix = stompPrefix
 	cfg.STOMP.Persistent = h.Persistent
+	cfg.STOMP.VHost = h.VHost
 }
 func (h *STOMP) CanStop() bool                  { return len(h.Ctl) > 0 && h.Ctl[0] != nil }
 func (h *STOMP) StopHost(t testing.TB, i int)   { h.Ctl[i].Stop(t) }
@@ -164,7 +166,11 @@ func (h *STOMP) dial(t testing.TB, host int, end time.Time) *stompClient {
 	}
 	_ = conn.SetDeadline(end)
 	c := &stompClient{addr: addr, conn: conn, r: frame.NewReader(conn), w: frame.NewWriter(conn)}
-	f := frame.New(frame.CONNECT, frame.AcceptVersion, "1.2", frame.Host, "127.0.0.1", frame.HeartBeat, "0,0")
+	vhost := h.VHost
+	if vhost == "" {
+		vhost = "127.0.0.1"
+	}
+	f := frame.New(frame.CONNECT, frame.AcceptVersion, "1.2", frame.Host, vhost, frame.HeartBeat, "0,0")
 	if h.Login != "" {
 		f.Header.Add(frame.Login, h.Login)
 		f.Header.Add(frame.Passcode, h.Passcode)

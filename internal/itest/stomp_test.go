@@ -72,6 +72,19 @@ func TestActiveMQ(t *testing.T) {
 	t.Run("broker down", func(t *testing.T) { RunBrokerDown(t, h) })
 }
 
+// TestRabbitMQ runs the suite against RabbitMQ's STOMP plugin (scripts/rabbitmq.sh). RabbitMQ takes
+// CONNECT's host header as the virtual host, so mqtarget and the harness send "/"; a SEND to /queue/NAME
+// declares the durable queue NAME, and persistent:true stores the messages on disk.
+func TestRabbitMQ(t *testing.T) {
+	addr, login, pass, ctl := realBroker(t, "rabbitmq", "RABBITMQ")
+	h := &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass, Persistent: true, VHost: "/",
+		Ctl: []BrokerControl{ctl}}
+	t.Run("delivery", func(t *testing.T) { RunDelivery(t, h) })
+	t.Run("bad input", func(t *testing.T) { RunBadInput(t, h) })
+	t.Run("shutdown drains async", func(t *testing.T) { RunShutdownDrains(t, h) })
+	t.Run("broker down", func(t *testing.T) { RunBrokerDown(t, h) })
+}
+
 // TestSTOMPMixed points mqtarget at three distinct brokers, [Artemis, ActiveMQ Classic, go-stomp], so
 // the round-robin endpoints are checked per host against real brokers. mqtarget has one STOMP login,
 // so scripts/test.sh starts both brokers with the same credentials; the go-stomp server takes any.
