@@ -22,10 +22,7 @@ func nsqdBin(t *testing.T) string {
 
 func TestNSQ(t *testing.T) {
 	h := NewNSQProcs(t, nsqdBin(t), 3)
-	t.Run("delivery", func(t *testing.T) { RunDelivery(t, h) })
-	t.Run("bad input", func(t *testing.T) { RunBadInput(t, h) })
-	t.Run("shutdown drains async", func(t *testing.T) { RunShutdownDrains(t, h) })
-	t.Run("broker down", func(t *testing.T) { RunBrokerDown(t, h) })
+	RunSuite(t, h)
 }
 
 // TestEmbeddedNSQ runs the suite against the embedded default: mqtarget with no nsq.hosts.

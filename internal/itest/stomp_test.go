@@ -57,19 +57,13 @@ func realBroker(t *testing.T, name, env string) (addr, login, passcode string, c
 func TestArtemis(t *testing.T) {
 	addr, login, pass, ctl := realBroker(t, "artemis", "ARTEMIS")
 	h := &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass, Persistent: true, Ctl: []BrokerControl{ctl}}
-	t.Run("delivery", func(t *testing.T) { RunDelivery(t, h) })
-	t.Run("bad input", func(t *testing.T) { RunBadInput(t, h) })
-	t.Run("shutdown drains async", func(t *testing.T) { RunShutdownDrains(t, h) })
-	t.Run("broker down", func(t *testing.T) { RunBrokerDown(t, h) })
+	RunSuite(t, h)
 }
 
 func TestActiveMQ(t *testing.T) {
 	addr, login, pass, ctl := realBroker(t, "activemq", "ACTIVEMQ")
 	h := &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass, Ctl: []BrokerControl{ctl}}
-	t.Run("delivery", func(t *testing.T) { RunDelivery(t, h) })
-	t.Run("bad input", func(t *testing.T) { RunBadInput(t, h) })
-	t.Run("shutdown drains async", func(t *testing.T) { RunShutdownDrains(t, h) })
-	t.Run("broker down", func(t *testing.T) { RunBrokerDown(t, h) })
+	RunSuite(t, h)
 }
 
 // TestRabbitMQ runs the suite against RabbitMQ's STOMP plugin (scripts/rabbitmq.sh). RabbitMQ takes
@@ -79,10 +73,7 @@ func TestRabbitMQ(t *testing.T) {
 	addr, login, pass, ctl := realBroker(t, "rabbitmq", "RABBITMQ")
 	h := &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass, Persistent: true, VHost: "/",
 		Ctl: []BrokerControl{ctl}}
-	t.Run("delivery", func(t *testing.T) { RunDelivery(t, h) })
-	t.Run("bad input", func(t *testing.T) { RunBadInput(t, h) })
-	t.Run("shutdown drains async", func(t *testing.T) { RunShutdownDrains(t, h) })
-	t.Run("broker down", func(t *testing.T) { RunBrokerDown(t, h) })
+	RunSuite(t, h)
 }
 
 // TestSTOMPMixed points mqtarget at three distinct brokers, [Artemis, ActiveMQ Classic, go-stomp], so

@@ -209,6 +209,14 @@ func (l *ledger) verify(t *testing.T, h Harness) {
 // Requests per endpoint in the delivery test; a multiple of 6 so /send2Host and /send3Host spread evenly.
 const perEndpoint = 12
 
+// RunSuite runs every part of the suite against h, as subtests.
+func RunSuite(t *testing.T, h Harness) {
+	t.Run("delivery", func(t *testing.T) { RunDelivery(t, h) })
+	t.Run("bad input", func(t *testing.T) { RunBadInput(t, h) })
+	t.Run("shutdown drains async", func(t *testing.T) { RunShutdownDrains(t, h) })
+	t.Run("broker down", func(t *testing.T) { RunBrokerDown(t, h) })
+}
+
 // RunDelivery drives every send endpoint and checks the broker holds exactly the acknowledged messages,
 // on the right hosts and topics.
 func RunDelivery(t *testing.T, h Harness) {
