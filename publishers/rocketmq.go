@@ -284,9 +284,6 @@ func (p *RocketMQ) Hosts() []string { return p.hosts }
 // ValidateTopic implements Publisher.
 func (p *RocketMQ) ValidateTopic(name string) error { return ValidateRocketMQTopic(name) }
 
-// Brokers returns the discovered brokers, in Hosts order.
-func (p *RocketMQ) Brokers() []rmqadmin.Broker { return p.brokers }
-
 func (p *RocketMQ) message(host int, topic string, body []byte) *primitive.Message {
 	m := primitive.NewMessage(topic, body)
 	// Queue carries the target host to brokerSelector (QueueId = host index).

@@ -475,7 +475,7 @@ func (c *stompConn) send(ctx context.Context, enc encoder, done func(error)) err
 	}
 	if len(c.pending) == 0 {
 		// Nothing was outstanding, so the read deadline was the idle one; now the receipt bounds it.
-		_ = c.conn.SetReadDeadline(time.Now().Add(c.receiptWindow()))
+		_ = c.conn.SetReadDeadline(time.Now().Add(stompReceiptTimeout))
 	}
 	c.pending[receipt] = stompPending{done: done}
 	c.pmu.Unlock()
@@ -528,9 +528,6 @@ func (c *stompConn) heartBeat() {
 	}
 	c.hbTimer.Reset(c.hb.send)
 }
-
-// receiptWindow is how long the read loop waits for the next frame while receipts are outstanding.
-func (c *stompConn) receiptWindow() time.Duration { return stompReceiptTimeout }
 
 // idleDeadline is the read deadline with nothing outstanding: the broker's heart-beats bound it.
 func (c *stompConn) idleDeadline() time.Time {
@@ -590,7 +587,7 @@ func (c *stompConn) rearm() {
 	c.pmu.Lock()
 	defer c.pmu.Unlock()
 	if len(c.pending) > 0 {
-		_ = c.conn.SetReadDeadline(time.Now().Add(c.receiptWindow()))
+		_ = c.conn.SetReadDeadline(time.Now().Add(stompReceiptTimeout))
 	} else {
 		_ = c.conn.SetReadDeadline(c.idleDeadline())
 	}

@@ -52,10 +52,6 @@ cleanup() {
     done
 }
 trap cleanup EXIT
-start_broker() {
-    started+=("$1")
-    scripts/"$1".sh start
-}
 # start_broker_bg NAME [restart]: start a broker in the background (output in
 # $MQTARGET_CACHE/NAME-start.log); with restart, one already running is stopped first, so it runs with
 # the settings exported here. wait_broker NAME waits for it and fails when it failed.
