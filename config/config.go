@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mqtarget/mqtarget/publishers"
@@ -27,10 +29,8 @@ type Config struct {
 	ShutdownGrace  time.Duration `yaml:"shutdown_grace" help:"on SIGINT/SIGTERM, how long to wait for in-flight requests and async publishes"`
 	Log            Log           `yaml:"log"`
 
-	NSQ   publishers.NSQConfig   `yaml:"nsq"`
-	STOMP publishers.STOMPConfig `yaml:"stomp"`
-
-	RocketMQ publishers.RocketMQConfig `yaml:"rocketmq"`
+	// The brokers' sections (nsq, stomp, rocketmq, …), one per entry of publishers.Brokers.
+	publishers.Sections `yaml:",inline"`
 }
 
 // HTTP configures the server.
@@ -55,9 +55,6 @@ type Log struct {
 	Format string `yaml:"format" help:"text or json"`
 }
 
-// Brokers lists the broker names mqtarget knows.
-var Brokers = []string{"nsq", "stomp", "rocketmq"}
-
 // Default returns the configuration with every default; it is the one place defaults are set.
 func Default() Config {
 	return Config{
@@ -70,9 +67,11 @@ func Default() Config {
 		Async:          Async{MaxInFlight: 10000},
 		ShutdownGrace:  10 * time.Second,
 		Log:            Log{Level: "info", Format: "text"},
-		NSQ:            publishers.DefaultNSQConfig(),
-		STOMP:          publishers.DefaultSTOMPConfig(),
-		RocketMQ:       publishers.DefaultRocketMQConfig(),
+		Sections: publishers.Sections{
+			NSQ:      publishers.DefaultNSQConfig(),
+			STOMP:    publishers.DefaultSTOMPConfig(),
+			RocketMQ: publishers.DefaultRocketMQConfig(),
+		},
 	}
 }
 
@@ -82,11 +81,8 @@ func (c Config) Validate() error {
 	add := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{field}, args...)...))
 	}
-	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
-		add("http.addr", "%q is not host:port or :port: %v", c.HTTP.Addr, err)
-	}
-	if !known(c.Broker) {
-		add("broker", "unknown broker %q (known: %v)", c.Broker, Brokers)
+	if err := validateListenAddr(c.HTTP.Addr); err != nil {
+		add("http.addr", "%v", err)
 	}
 	if c.Topic == "" {
 		add("topic", "must not be empty")
@@ -118,29 +114,45 @@ func (c Config) Validate() error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		add("log.format", "must be text or json, got %q", c.Log.Format)
 	}
-	if err := c.NSQ.Validate("nsq"); err != nil {
+	errs = append(errs, c.validateBrokers())
+	return errors.Join(errs...)
+}
+
+// Common returns the settings outside the broker sections that brokers use.
+func (c Config) Common() publishers.Common {
+	return publishers.Common{
+		Topics:         []string{c.Topic, c.Topic2},
+		MaxMessageSize: c.Message.MaxSize,
+		PublishTimeout: c.PublishTimeout,
+	}
+}
+
+// validateBrokers checks, from the broker registry, every broker's section and that the broker setting
+// names a broker this configuration enables.
+func (c Config) validateBrokers() error {
+	var errs []error
+	for _, b := range publishers.Brokers {
+		err := b.Validate(&c.Sections, c.Common())
 		errs = append(errs, err)
+		if b.Name == c.Broker && err == nil && !b.Enabled(&c.Sections) {
+			errs = append(errs, fmt.Errorf("%s: must be set: broker %q is not enabled by this configuration",
+				b.AddrsSetting(), b.Name))
+		}
 	}
-	if c.NSQ.DialTimeout > c.PublishTimeout && c.PublishTimeout > 0 {
-		add("nsq.dial_timeout", "%v exceeds publish_timeout %v", c.NSQ.DialTimeout, c.PublishTimeout)
-	}
-	if err := c.STOMP.Validate("stomp"); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.RocketMQ.Validate("rocketmq"); err != nil {
-		errs = append(errs, err)
-	}
-	if c.Broker == "rocketmq" && len(c.RocketMQ.NameServers) == 0 {
-		add("rocketmq.name_servers", "required when broker is rocketmq (RocketMQ is enabled by its name servers)")
+	if publishers.LookupBroker(c.Broker) == nil {
+		errs = append(errs, fmt.Errorf("broker: unknown broker %q (known: %s)", c.Broker, strings.Join(publishers.BrokerNames(), ", ")))
 	}
 	return errors.Join(errs...)
 }
 
-func known(broker string) bool {
-	for _, b := range Brokers {
-		if b == broker {
-			return true
-		}
+// validateListenAddr accepts host:port and :port with a numeric port.
+func validateListenAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port or :port: %v", addr, err)
 	}
-	return false
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q has no port number 0..65535", addr)
+	}
+	return nil
 }

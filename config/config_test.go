@@ -294,17 +294,13 @@ func TestLoadPrecedence(t *testing.T) {
 
 // TestUserFacingNames pins the exact flag, environment and YAML names users type.
 func TestUserFacingNames(t *testing.T) {
-	saved := config.Brokers
-	config.Brokers = append([]string{"other"}, saved...)
-	t.Cleanup(func() { config.Brokers = saved })
-
 	type field struct {
 		name string
 		get  func(config.Config) any
 		want any
 	}
 	addr := field{"http.addr", func(c config.Config) any { return c.HTTP.Addr }, "10.0.0.1:8181"}
-	broker := field{"broker", func(c config.Config) any { return c.Broker }, "other"}
+	broker := field{"broker", func(c config.Config) any { return c.Broker }, "stomp"}
 	hosts := field{"nsq.hosts", func(c config.Config) any { return c.NSQ.Hosts }, []string{"n1:4150", "n2:4150"}}
 	for _, tc := range []struct {
 		name string
@@ -314,14 +310,14 @@ func TestUserFacingNames(t *testing.T) {
 		{"flag -http.addr", sources{args: []string{"-http.addr", "10.0.0.1:8181"}}, addr},
 		{"env MQTARGET_HTTP_ADDR", sources{env: map[string]string{"MQTARGET_HTTP_ADDR": "10.0.0.1:8181"}}, addr},
 		{"yaml http.addr", sources{args: []string{"-config", "f"}, files: map[string]string{"f": "http:\n  addr: 10.0.0.1:8181\n"}}, addr},
-		{"flag -broker", sources{args: []string{"-broker", "other"}}, broker},
-		{"env MQTARGET_BROKER", sources{env: map[string]string{"MQTARGET_BROKER": "other"}}, broker},
-		{"yaml broker", sources{args: []string{"-config", "f"}, files: map[string]string{"f": "broker: other\n"}}, broker},
+		{"flag -broker", sources{args: []string{"-broker", "stomp"}}, broker},
+		{"env MQTARGET_BROKER", sources{env: map[string]string{"MQTARGET_BROKER": "stomp"}}, broker},
+		{"yaml broker", sources{args: []string{"-config", "f"}, files: map[string]string{"f": "broker: stomp\n"}}, broker},
 		{"flag -nsq.hosts", sources{args: []string{"-nsq.hosts", "n1:4150,n2:4150"}}, hosts},
 		{"env MQTARGET_NSQ_HOSTS", sources{env: map[string]string{"MQTARGET_NSQ_HOSTS": "n1:4150,n2:4150"}}, hosts},
 		{"yaml nsq.hosts", sources{args: []string{"-config", "f"}, files: map[string]string{"f": "nsq:\n  hosts:\n    - n1:4150\n    - n2:4150\n"}}, hosts},
-		{"flag -config", sources{args: []string{"-config", "f"}, files: map[string]string{"f": "broker: other\n"}}, broker},
-		{"env MQTARGET_CONFIG", sources{env: map[string]string{"MQTARGET_CONFIG": "f"}, files: map[string]string{"f": "broker: other\n"}}, broker},
+		{"flag -config", sources{args: []string{"-config", "f"}, files: map[string]string{"f": "broker: stomp\n"}}, broker},
+		{"env MQTARGET_CONFIG", sources{env: map[string]string{"MQTARGET_CONFIG": "f"}, files: map[string]string{"f": "broker: stomp\n"}}, broker},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, _, err := tc.src.load(t)

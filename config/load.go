@@ -156,12 +156,16 @@ func settingsOf(cfg *Config) []setting {
 		t := v.Type()
 		for i := range t.NumField() {
 			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			fv := v.Field(i)
+			if opts == "inline" {
+				walk(fv, prefix) // its fields are keys at this level, as in YAML
+				continue
+			}
 			if name == "" || name == "-" {
 				continue
 			}
 			key := prefix + name
-			fv := v.Field(i)
 			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
 				walk(fv, key+".")
 				continue

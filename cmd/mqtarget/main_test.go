@@ -165,6 +165,8 @@ func TestCommandLine(t *testing.T) {
 		{"bad host names the field", []string{"-nsq.hosts", "127.0.0.1:4150,nope"}, nil, 2,
 			nil, []string{"nsq.hosts[1]:"}},
 		{"bad broker", []string{"-broker", "kafka"}, nil, 2, nil, []string{"broker:", "kafka"}},
+		{"rocketmq without name servers", []string{"-broker", "rocketmq"}, nil, 2, nil,
+			[]string{"rocketmq.name_servers:", "not enabled by this configuration"}},
 		{"bad size from env names the variable", nil, []string{"MQTARGET_MESSAGE_SIZE=big"}, 2,
 			nil, []string{"message.size", "MQTARGET_MESSAGE_SIZE"}},
 		{"unknown flag", []string{"-nope"}, nil, 2, nil, []string{"flag provided but not defined: -nope"}},

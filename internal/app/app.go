@@ -35,7 +35,8 @@ type App struct {
 	served        chan error // receives Serve's result once
 }
 
-// Start starts the embedded brokers (when configured so), the publishers and the HTTP server.
+// Start starts the brokers' publishers in registry order (with embedded brokers where the configuration
+// gives no addresses) and the HTTP server.
 func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -43,6 +44,9 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	a := &App{cfg: cfg, log: log, served: make(chan error, 1)}
 	defer func() {
 		if err != nil {
+			if a.ln != nil {
+				_ = a.ln.Close()
+			}
 			a.closeBrokers()
 		}
 	}()
@@ -53,8 +57,8 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 
 	pubs := map[string]publishers.Publisher{}
 	setup := map[string]any{}
-	for _, b := range brokers {
-		pub, info, err := b.start(a, cfg, log.With("broker", b.name))
+	for _, b := range publishers.Brokers {
+		pub, info, err := a.startBroker(b, cfg, log.With("broker", b.Name))
 		if err != nil {
 			return nil, err
 		}
@@ -62,10 +66,10 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 			continue // not enabled by this configuration
 		}
 		a.raw = append(a.raw, pub)
-		pubs[b.name] = metrics.Instrument(b.name, pub)
-		setup[b.name] = info
+		pubs[b.Name] = metrics.Instrument(b.Name, pub)
+		setup[b.Name] = info
 	}
-	if pubs[cfg.Broker] == nil {
+	if pubs[cfg.Broker] == nil { // Validate refuses such a configuration; this guards the wiring
 		return nil, fmt.Errorf("broker: %q is not enabled by this configuration", cfg.Broker)
 	}
 

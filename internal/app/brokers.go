@@ -1,23 +1,92 @@
 package app
 
 import (
+	"fmt"
 	"log/slog"
+	"maps"
 
 	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/internal/embedded"
 	"github.com/mqtarget/mqtarget/publishers"
 )
 
-// broker starts one broker family's publisher (and embedded brokers, registering their closers on the
-// App). It returns a nil publisher when the configuration does not enable that broker, and info to show
-// on / as its effective setup.
-type broker struct {
-	name  string
-	start func(a *App, cfg config.Config, log *slog.Logger) (pub publishers.Publisher, info any, err error)
+// embedder starts n in-process servers of one broker, registering their closers on the App, and returns
+// the addresses to publish to and what / shows of them.
+type embedder func(a *App, cfg config.Config, n int, log *slog.Logger) (addrs []string, setup map[string]any, err error)
+
+// embedders serve the registry entries that have an embedded mode. They stay here rather than in the
+// registry because publishers must not import internal/embedded; keying them by entry keeps the broker
+// named once, and TestEveryEmbeddedModeHasAServer keeps the two in step.
+var embedders = map[*publishers.Broker]embedder{
+	publishers.NSQBroker:   startEmbeddedNSQ,
+	publishers.STOMPBroker: startEmbeddedSTOMP,
 }
 
-// brokers are started in this order; each has its file in this package.
-var brokers = []broker{
-	{"nsq", startNSQ},
-	{"stomp", startSTOMP},
-	{"rocketmq", startRocketMQ},
+// startBroker starts one registry entry's publisher, and its embedded servers when the configuration
+// gives it no addresses. It returns a nil publisher when the configuration does not enable the broker,
+// and the effective setup to show on /.
+func (a *App) startBroker(b *publishers.Broker, cfg config.Config, log *slog.Logger) (publishers.Publisher, map[string]any, error) {
+	s := &cfg.Sections
+	if !b.Enabled(s) {
+		return nil, nil, nil
+	}
+	info := map[string]any{}
+	maps.Copy(info, b.Setup(s))
+	addrs := b.Addrs(s)
+	n := b.Embedded(s)
+	info["embedded"] = n > 0
+	if n > 0 {
+		start := embedders[b]
+		if start == nil {
+			return nil, nil, fmt.Errorf("%s: empty, and mqtarget has no embedded %s server", b.AddrsSetting(), b.Name)
+		}
+		var extra map[string]any
+		var err error
+		if addrs, extra, err = start(a, cfg, n, log); err != nil {
+			return nil, nil, err
+		}
+		maps.Copy(info, extra)
+	}
+	pub, err := b.Open(s, addrs, cfg.Common(), log)
+	if err != nil {
+		return nil, nil, err
+	}
+	info["hosts"] = pub.Hosts()
+	return pub, info, nil
+}
+
+func startEmbeddedNSQ(a *App, cfg config.Config, n int, log *slog.Logger) ([]string, map[string]any, error) {
+	nsqd, err := embedded.StartNSQD(n, int64(cfg.Message.MaxSize), log)
+	if err != nil {
+		return nil, nil, err
+	}
+	a.closers = append(a.closers, nsqd.Close)
+	a.embeddedNSQ = nsqd
+	return nsqd.TCPAddrs(), map[string]any{"http": nsqd.HTTPAddrs()}, nil
+}
+
+func startEmbeddedSTOMP(a *App, cfg config.Config, n int, log *slog.Logger) ([]string, map[string]any, error) {
+	srv, err := embedded.StartSTOMP(n, cfg.STOMP.EmbeddedMaxBytes, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	a.closers = append(a.closers, srv.Close)
+	a.embeddedSTOMP = srv
+	return srv.Addrs(), nil, nil
+}
+
+// EmbeddedNSQ returns the embedded nsqd TCP and HTTP addresses, or nils when nsqd is external.
+func (a *App) EmbeddedNSQ() (tcp, http []string) {
+	if a.embeddedNSQ == nil {
+		return nil, nil
+	}
+	return a.embeddedNSQ.TCPAddrs(), a.embeddedNSQ.HTTPAddrs()
+}
+
+// EmbeddedSTOMP returns the embedded STOMP server addresses, or nil when the STOMP brokers are external.
+func (a *App) EmbeddedSTOMP() []string {
+	if a.embeddedSTOMP == nil {
+		return nil
+	}
+	return a.embeddedSTOMP.Addrs()
 }
