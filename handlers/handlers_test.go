@@ -454,7 +454,7 @@ func TestBadInput(t *testing.T) {
 		{"oversized body with params", "POST", "?topic=t", strings.Repeat("x", 3*defMaxSize), 413, "body"},
 		{"size with body", "POST", "?size=10", "payload", 400, "size"},
 	}
-	for _, e := range handlers.Endpoints {
+	for _, e := range sendEndpoints() {
 		t.Run(e.Path, func(t *testing.T) {
 			ts := newServer(t, newFake(3))
 			for _, tc := range cases {
@@ -907,6 +907,80 @@ func TestHealthAndReadiness(t *testing.T) {
 	}
 }
 
+// sendEndpoints are the table's send endpoints.
+func sendEndpoints() []handlers.Endpoint {
+	var out []handlers.Endpoint
+	for _, e := range handlers.Endpoints() {
+		if e.Send {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestRouteTable checks the router against the endpoint table: every row answers on its methods and
+// only on them, under its own metrics route label, and the table has the rows the docs promise.
+func TestRouteTable(t *testing.T) {
+	all := handlers.Endpoints()
+	seen := map[string]bool{}
+	var sends []string
+	for i, e := range all {
+		if seen[e.Path] {
+			t.Errorf("%s listed twice", e.Path)
+		}
+		seen[e.Path] = true
+		if e.Summary == "" || len(e.Methods) == 0 {
+			t.Errorf("%s: summary %q, methods %v", e.Path, e.Summary, e.Methods)
+		}
+		if e.Send {
+			sends = append(sends, e.Path)
+			if i > 0 && !all[i-1].Send {
+				t.Errorf("send endpoint %s after the other routes", e.Path)
+			}
+			if !reflect.DeepEqual(e.Methods, []string{http.MethodGet, http.MethodPost}) {
+				t.Errorf("send endpoint %s methods %v, want GET and POST", e.Path, e.Methods)
+			}
+		}
+	}
+	if want := []string{"/send1", "/send2", "/send2Topic", "/sendAsync", "/sendAsyncWait", "/send2Host", "/send3Host"}; !reflect.DeepEqual(sends, want) {
+		t.Errorf("send endpoints %v, want %v", sends, want)
+	}
+	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/"} {
+		if !seen[p] {
+			t.Errorf("table lacks %s", p)
+		}
+	}
+
+	ts := newServer(t, newFake(3))
+	for _, e := range all {
+		allowed := map[string]bool{}
+		for _, m := range e.Methods {
+			allowed[m] = true
+		}
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete} {
+			t.Run(m+" "+e.Path, func(t *testing.T) {
+				w := ts.do(m, e.Path, "")
+				switch {
+				case allowed[m] && (w.Code == http.StatusNotFound || w.Code == http.StatusMethodNotAllowed):
+					t.Errorf("status %d: %s", w.Code, w.Body)
+				case !allowed[m] && w.Code != http.StatusMethodNotAllowed:
+					t.Errorf("status %d, want 405", w.Code)
+				}
+			})
+		}
+	}
+	// Every row is instrumented under its own pattern.
+	routes := map[string]bool{}
+	for _, m := range gather(t, ts.reg, "mqtarget_http_request_duration_seconds").GetMetric() {
+		routes[labels(m)["route"]] = true
+	}
+	for _, e := range all {
+		if !routes[e.Path] {
+			t.Errorf("no request duration recorded for route %s (got %v)", e.Path, routes)
+		}
+	}
+}
+
 func TestIndex(t *testing.T) {
 	ts := newServer(t, newFake(2))
 	w := ts.do(http.MethodGet, "/", "")
@@ -925,16 +999,22 @@ func TestIndex(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &idx); err != nil {
 		t.Fatalf("index %q: %v", w.Body, err)
 	}
-	var paths []string
-	for _, e := range idx.Endpoints {
-		paths = append(paths, e.Path)
-		if e.Summary == "" {
-			t.Errorf("%s has no summary", e.Path)
+	// The index lists exactly the table: its send endpoints with summaries and methods, then the rest.
+	want := sendEndpoints()
+	for i := range want {
+		want[i].Send = false // not in the JSON
+	}
+	if !reflect.DeepEqual(idx.Endpoints, want) {
+		t.Errorf("endpoints %+v, want %+v", idx.Endpoints, want)
+	}
+	var other []string
+	for _, e := range handlers.Endpoints() {
+		if !e.Send {
+			other = append(other, e.Path)
 		}
 	}
-	want := []string{"/send1", "/send2", "/send2Topic", "/sendAsync", "/sendAsyncWait", "/send2Host", "/send3Host"}
-	if !reflect.DeepEqual(paths, want) {
-		t.Errorf("endpoints %v, want %v", paths, want)
+	if !reflect.DeepEqual(idx.Other, other) || !reflect.DeepEqual(other, []string{"/healthz", "/readyz", "/metrics", "/"}) {
+		t.Errorf("other %v, want %v (the table's non-send routes)", idx.Other, other)
 	}
 	for _, p := range []string{"broker", "topic", "topic2", "size", "topics", "mode", "body"} {
 		if idx.Parameters[p] == "" {
@@ -946,9 +1026,6 @@ func TestIndex(t *testing.T) {
 	}
 	if idx.Setup["nsq"] == nil {
 		t.Errorf("setup missing: %s", w.Body)
-	}
-	if !reflect.DeepEqual(idx.Other, []string{"/healthz", "/readyz", "/metrics"}) {
-		t.Errorf("other %v", idx.Other)
 	}
 }
 

@@ -47,24 +47,75 @@ type Server struct {
 	async          *asyncLimiter
 	log            *slog.Logger
 	setup          any
+	reg            *prometheus.Registry
+	sends          []Endpoint // the index's "endpoints"
+	other          []string   // the index's "other"
 	handler        http.Handler
 }
 
-// Endpoint describes one send endpoint, for the index and the docs.
+// Endpoint describes one route, for the index and the docs.
 type Endpoint struct {
-	Path    string `json:"path"`
-	Summary string `json:"summary"`
+	Path    string   `json:"path"`
+	Summary string   `json:"summary"`
+	Methods []string `json:"methods"`
+	// Send marks the send endpoints (listed under "endpoints" on /); the others are listed under "other".
+	Send bool `json:"-"`
 }
 
-// Endpoints lists the send endpoints in the order of the index.
-var Endpoints = []Endpoint{
-	{"/send1", "1 message to topic; 200 after the broker acknowledged it"},
-	{"/send2", "2 messages to topic as one batch (NSQ MPUB, RocketMQ batch, STOMP transaction); ?mode=sequential for two publishes in a row"},
-	{"/send2Topic", "1 message to topic and 1 to topic2, both in flight at once"},
-	{"/sendAsync", "1 message handed to the bounded async publisher; 202 at once, 429 when the in-flight limit is reached"},
-	{"/sendAsyncWait", "1 message published asynchronously; 200 when the broker's completion arrives"},
-	{"/send2Host", "1 message, round-robin over the first 2 hosts"},
-	{"/send3Host", "1 message, round-robin over the first 3 hosts"},
+// route is one row of the endpoint table: what the index and the docs show, and the handler. The
+// handler is part of the row, so a route cannot be listed without one.
+type route struct {
+	Endpoint
+	handler func(s *Server) http.Handler
+}
+
+var (
+	sendMethods = []string{http.MethodGet, http.MethodPost}
+	getHead     = []string{http.MethodGet, http.MethodHead}
+)
+
+// send is a send endpoint's row; h builds its handler once per Server, so per-route state such as
+// /send3Host's round-robin lives as long as the Server.
+func send(path, summary string, h func(s *Server) handlerFunc) route {
+	return route{Endpoint{path, summary, sendMethods, true}, func(s *Server) http.Handler { return s.adapt(h(s)) }}
+}
+
+// routeTable is the one list of routes: the router, the index (GET /) and the README check in
+// cmd/mqtarget are derived from it. Send endpoints come first, in the index's order.
+var routeTable = []route{
+	send("/send1", "1 message to topic; 200 after the broker acknowledged it",
+		func(s *Server) handlerFunc { return s.send1 }),
+	send("/send2", "2 messages to topic as one batch (NSQ MPUB, RocketMQ batch, STOMP transaction); ?mode=sequential for two publishes in a row",
+		func(s *Server) handlerFunc { return s.send2 }),
+	send("/send2Topic", "1 message to topic and 1 to topic2, both in flight at once",
+		func(s *Server) handlerFunc { return s.send2Topic }),
+	send("/sendAsync", "1 message handed to the bounded async publisher; 202 at once, 429 when the in-flight limit is reached",
+		func(s *Server) handlerFunc { return s.sendAsync }),
+	send("/sendAsyncWait", "1 message published asynchronously; 200 when the broker's completion arrives",
+		func(s *Server) handlerFunc { return s.sendAsyncWait }),
+	send("/send2Host", "1 message, round-robin over the first 2 hosts",
+		func(s *Server) handlerFunc { return s.sendNHost(2) }),
+	send("/send3Host", "1 message, round-robin over the first 3 hosts",
+		func(s *Server) handlerFunc { return s.sendNHost(3) }),
+	{Endpoint{"/healthz", "200 while the process serves", getHead, false},
+		func(*Server) http.Handler { return http.HandlerFunc(healthz) }},
+	{Endpoint{"/readyz", "200 when every host of every broker answers a ping, else 503 with the failures", getHead, false},
+		func(s *Server) http.Handler { return http.HandlerFunc(s.readyz) }},
+	{Endpoint{"/metrics", "Prometheus metrics (OpenMetrics and native histograms negotiated)", []string{http.MethodGet}, false},
+		func(s *Server) http.Handler {
+			return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg, EnableOpenMetrics: true})
+		}},
+	{Endpoint{"/", "this index: endpoints, parameters and the effective broker setup", []string{http.MethodGet}, false},
+		func(s *Server) http.Handler { return http.HandlerFunc(s.index) }},
+}
+
+// Endpoints lists every route in the table's order: the send endpoints, then the others.
+func Endpoints() []Endpoint {
+	out := make([]Endpoint, len(routeTable))
+	for i, r := range routeTable {
+		out[i] = r.Endpoint
+	}
+	return out
 }
 
 // New builds the Server and its routes.
@@ -81,12 +132,20 @@ func New(o Options) *Server {
 		async:          &asyncLimiter{limit: int64(o.AsyncLimit)},
 		log:            o.Log,
 		setup:          o.Setup,
+		reg:            o.Registry,
+	}
+	for _, e := range Endpoints() {
+		if e.Send {
+			s.sends = append(s.sends, e)
+		} else {
+			s.other = append(s.other, e.Path)
+		}
 	}
 	for name := range o.Publishers {
 		s.brokerNames = append(s.brokerNames, name)
 	}
 	sort.Strings(s.brokerNames)
-	s.handler = s.routes(o.Registry)
+	s.handler = s.routes()
 	return s
 }
 
@@ -96,7 +155,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // DrainAsync refuses new async publishes and waits for those in flight until ctx ends.
 func (s *Server) DrainAsync(ctx context.Context) AsyncStats { return s.async.drain(ctx) }
 
-func (s *Server) routes(reg *prometheus.Registry) http.Handler {
+func (s *Server) routes() http.Handler {
+	reg := s.reg
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:                            "mqtarget_http_request_duration_seconds",
 		Help:                            "HTTP request latency by route pattern, method and status code.",
@@ -143,32 +203,18 @@ func (s *Server) routes(reg *prometheus.Registry) http.Handler {
 		return &Error{Status: http.StatusMethodNotAllowed, Msg: r.Method + " is not allowed on " + r.URL.Path}
 	}))
 	// Each route is instrumented with its pattern as the label, so paths never become labels.
-	route := func(pattern string, h http.Handler, methods ...string) {
-		h = promhttp.InstrumentHandlerInFlight(inFlight,
-			promhttp.InstrumentHandlerDuration(duration.MustCurryWith(prometheus.Labels{"route": pattern}), h))
-		for _, m := range methods {
-			r.Method(m, pattern, h)
+	for _, rt := range routeTable {
+		h := promhttp.InstrumentHandlerInFlight(inFlight,
+			promhttp.InstrumentHandlerDuration(duration.MustCurryWith(prometheus.Labels{"route": rt.Path}), rt.handler(s)))
+		for _, m := range rt.Methods {
+			r.Method(m, rt.Path, h)
 		}
 	}
-	sends := map[string]handlerFunc{
-		"/send1":         s.send1,
-		"/send2":         s.send2,
-		"/send2Topic":    s.send2Topic,
-		"/sendAsync":     s.sendAsync,
-		"/sendAsyncWait": s.sendAsyncWait,
-		"/send2Host":     s.sendNHost(2),
-		"/send3Host":     s.sendNHost(3),
-	}
-	for _, e := range Endpoints {
-		route(e.Path, s.adapt(sends[e.Path]), http.MethodGet, http.MethodPost)
-	}
-	route("/healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
-	}), http.MethodGet, http.MethodHead)
-	route("/readyz", http.HandlerFunc(s.readyz), http.MethodGet, http.MethodHead)
-	route("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}), http.MethodGet)
-	route("/", http.HandlerFunc(s.index), http.MethodGet)
 	return r
+}
+
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
 }
 
 // readyz answers 200 when every host of every publisher answers a ping, else 503 with the failures.
@@ -226,7 +272,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		brokers[name] = map[string]any{"hosts": p.Hosts()}
 	}
 	body, _ := json.MarshalIndent(map[string]any{
-		"endpoints": Endpoints,
+		"endpoints": s.sends,
 		"parameters": map[string]string{
 			"broker": "broker name (default " + s.defaultBroker + ")",
 			"topic":  "topic (default " + s.topic + ")",
@@ -243,7 +289,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		"max_size":        s.maxSize,
 		"publish_timeout": s.publishTimeout.String(),
 		"async_limit":     s.async.limit,
-		"other":           []string{"/healthz", "/readyz", "/metrics"},
+		"other":           s.other,
 	}, "", "  ")
 	writeJSON(w, http.StatusOK, append(body, '\n'))
 }

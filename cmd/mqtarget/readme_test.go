@@ -1,0 +1,46 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mqtarget/mqtarget/handlers"
+)
+
+// TestREADMEListsEveryEndpoint keeps README's endpoint tables and the handlers' endpoint table the same
+// set: a route users cannot find is as bad as a documented one that does not exist.
+func TestREADMEListsEveryEndpoint(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(readme)
+	start := strings.Index(section, "\n## Endpoints\n")
+	if start < 0 {
+		t.Fatal(`README.md has no "## Endpoints" section`)
+	}
+	section = section[start+1:]
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	row := regexp.MustCompile("(?m)^\\| `(/[^`]*)` \\|")
+	var documented []string
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
+		documented = append(documented, m[1])
+	}
+	var served []string
+	for _, e := range handlers.Endpoints() {
+		served = append(served, e.Path)
+		if !slices.Contains(documented, e.Path) {
+			t.Errorf("README.md's Endpoints section has no table row for %s", e.Path)
+		}
+	}
+	for _, p := range documented {
+		if !slices.Contains(served, p) {
+			t.Errorf("README.md documents %s, which handlers.Endpoints() does not serve", p)
+		}
+	}
+}
