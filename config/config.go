@@ -28,6 +28,7 @@ type Config struct {
 	Async          Async         `yaml:"async"`
 	ShutdownGrace  time.Duration `yaml:"shutdown_grace" help:"on SIGINT/SIGTERM, how long to wait for in-flight requests and async publishes"`
 	Log            Log           `yaml:"log"`
+	PProf          PProf         `yaml:"pprof"`
 
 	// The brokers' sections (nsq, stomp, rocketmq, …), one per entry of publishers.Brokers.
 	publishers.Sections `yaml:",inline"`
@@ -47,6 +48,11 @@ type Message struct {
 // Async configures /sendAsync and /sendAsyncWait.
 type Async struct {
 	MaxInFlight int `yaml:"max_in_flight" help:"async publishes awaiting the broker at once; beyond it requests get 429"`
+}
+
+// PProf configures the profiling listener.
+type PProf struct {
+	Addr string `yaml:"addr" help:"serve net/http/pprof on this host:port, a listener of its own (empty: off)"`
 }
 
 // Log configures the slog logger.
@@ -83,6 +89,13 @@ func (c Config) Validate() error {
 	}
 	if err := validateListenAddr(c.HTTP.Addr); err != nil {
 		add("http.addr", "%v", err)
+	}
+	if c.PProf.Addr != "" {
+		if err := validateListenAddr(c.PProf.Addr); err != nil {
+			add("pprof.addr", "%v", err)
+		} else if _, port, _ := net.SplitHostPort(c.PProf.Addr); c.PProf.Addr == c.HTTP.Addr && port != "0" {
+			add("pprof.addr", "%q is http.addr too; pprof needs a listener of its own", c.PProf.Addr)
+		}
 	}
 	if c.Topic == "" {
 		add("topic", "must not be empty")

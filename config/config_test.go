@@ -302,6 +302,7 @@ func TestUserFacingNames(t *testing.T) {
 	addr := field{"http.addr", func(c config.Config) any { return c.HTTP.Addr }, "10.0.0.1:8181"}
 	broker := field{"broker", func(c config.Config) any { return c.Broker }, "stomp"}
 	hosts := field{"nsq.hosts", func(c config.Config) any { return c.NSQ.Hosts }, []string{"n1:4150", "n2:4150"}}
+	pprof := field{"pprof.addr", func(c config.Config) any { return c.PProf.Addr }, "127.0.0.1:6060"}
 	for _, tc := range []struct {
 		name string
 		src  sources
@@ -316,6 +317,9 @@ func TestUserFacingNames(t *testing.T) {
 		{"flag -nsq.hosts", sources{args: []string{"-nsq.hosts", "n1:4150,n2:4150"}}, hosts},
 		{"env MQTARGET_NSQ_HOSTS", sources{env: map[string]string{"MQTARGET_NSQ_HOSTS": "n1:4150,n2:4150"}}, hosts},
 		{"yaml nsq.hosts", sources{args: []string{"-config", "f"}, files: map[string]string{"f": "nsq:\n  hosts:\n    - n1:4150\n    - n2:4150\n"}}, hosts},
+		{"flag -pprof.addr", sources{args: []string{"-pprof.addr", "127.0.0.1:6060"}}, pprof},
+		{"env MQTARGET_PPROF_ADDR", sources{env: map[string]string{"MQTARGET_PPROF_ADDR": "127.0.0.1:6060"}}, pprof},
+		{"yaml pprof.addr", sources{args: []string{"-config", "f"}, files: map[string]string{"f": "pprof:\n  addr: 127.0.0.1:6060\n"}}, pprof},
 		{"flag -config", sources{args: []string{"-config", "f"}, files: map[string]string{"f": "broker: stomp\n"}}, broker},
 		{"env MQTARGET_CONFIG", sources{env: map[string]string{"MQTARGET_CONFIG": "f"}, files: map[string]string{"f": "broker: stomp\n"}}, broker},
 	} {
@@ -360,6 +364,10 @@ func TestLoadErrors(t *testing.T) {
 		{name: "log.level", src: sources{args: []string{"-log.level", "verbose"}}, want: []string{"log.level: ", `"verbose"`}},
 		{name: "log.format", src: sources{args: []string{"-log.format", "xml"}}, want: []string{"log.format: "}},
 		{name: "http.addr", src: sources{args: []string{"-http.addr", "8080"}}, want: []string{"http.addr: "}},
+		{name: "pprof.addr without port", src: sources{args: []string{"-pprof.addr", "localhost"}}, want: []string{"pprof.addr: ", `"localhost"`}},
+		{name: "pprof.addr port not a number", src: sources{env: map[string]string{"MQTARGET_PPROF_ADDR": "127.0.0.1:pprof"}}, want: []string{"pprof.addr: "}},
+		{name: "pprof.addr port out of range", src: sources{args: []string{"-pprof.addr", ":70000"}}, want: []string{"pprof.addr: "}},
+		{name: "pprof.addr same as http.addr", src: sources{args: []string{"-pprof.addr", ":8080"}}, want: []string{"pprof.addr: ", "http.addr"}},
 		{name: "empty topic", src: sources{args: []string{"-topic", ""}}, want: []string{"topic: "}, notWant: []string{"topic2"}},
 		{name: "empty topic2", src: sources{args: []string{"-topic2", ""}}, want: []string{"topic2: "}},
 		{name: "async.max_in_flight", src: sources{args: []string{"-async.max_in_flight", "0"}}, want: []string{"async.max_in_flight: "}},
@@ -421,6 +429,7 @@ func TestValidateFieldNames(t *testing.T) {
 		set   func(*config.Config)
 	}{
 		{"http.addr", func(c *config.Config) { c.HTTP.Addr = "no-port" }},
+		{"pprof.addr", func(c *config.Config) { c.PProf.Addr = "127.0.0.1" }},
 		{"broker", func(c *config.Config) { c.Broker = "" }},
 		{"topic", func(c *config.Config) { c.Topic = "" }},
 		{"topic2", func(c *config.Config) { c.Topic2 = "" }},
@@ -460,6 +469,7 @@ func TestValidateFieldNames(t *testing.T) {
 		c.NSQ.Hosts = []string{"a:1"}
 		c.NSQ.Embedded = 0 // ignored with hosts
 		c.ShutdownGrace = 0
+		c.HTTP.Addr, c.PProf.Addr = "127.0.0.1:0", "127.0.0.1:0" // two ephemeral ports, not one
 		if err := c.Validate(); err != nil {
 			t.Errorf("Validate() = %v", err)
 		}

@@ -162,6 +162,13 @@ func TestCommandLine(t *testing.T) {
 		{"bad broker", []string{"-broker", "kafka"}, nil, 2, nil, []string{"broker:", "kafka"}},
 		{"rocketmq without name servers", []string{"-broker", "rocketmq"}, nil, 2, nil,
 			[]string{"rocketmq.name_servers:", "not enabled by this configuration"}},
+		{"pprof addr printed", []string{"-print-config", "-pprof.addr", "127.0.0.1:6060"}, nil, 0,
+			[]string{"pprof:\n  addr: 127.0.0.1:6060\n"}, nil},
+		{"pprof addr from env", []string{"-print-config"}, []string{"MQTARGET_PPROF_ADDR=127.0.0.1:6061"}, 0,
+			[]string{"pprof:\n  addr: 127.0.0.1:6061\n"}, nil},
+		{"bad pprof addr", []string{"-pprof.addr", "6060"}, nil, 2, nil, []string{"pprof.addr:", `"6060"`}},
+		{"bad size from env names the variable", nil, []string{"MQTARGET_MESSAGE_SIZE=big"}, 2,
+			nil, []string{"message.size", "MQTARGET_MESSAGE_SIZE"}},
 		{"unknown flag", []string{"-nope"}, nil, 2, nil, []string{"flag provided but not defined: -nope"}},
 		{"missing config file", []string{"-config", "/nonexistent/mqtarget.yaml"}, nil, 2, nil, []string{"/nonexistent/mqtarget.yaml"}},
 	}

@@ -33,10 +33,11 @@ type App struct {
 	http          *http.Server
 	ln            net.Listener
 	served        chan error // receives Serve's result once
+	pprof         *profiler  // nil unless pprof.addr is set
 }
 
 // Start starts the brokers' publishers in registry order (with embedded brokers where the configuration
-// gives no addresses) and the HTTP server.
+// gives no addresses), the HTTP server and, when pprof.addr is set, the pprof server.
 func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -99,6 +100,13 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("http.addr: %w", err)
 	}
+	if cfg.PProf.Addr != "" {
+		if a.pprof, err = listenPprof(cfg.PProf.Addr, log); err != nil {
+			return nil, err
+		}
+		a.pprof.serve()
+		log.Info("pprof listening", "addr", a.pprof.ln.Addr().String())
+	}
 	a.http = &http.Server{
 		Handler:           a.handlers,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -112,6 +120,14 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 
 // Addr is the address the HTTP server listens on.
 func (a *App) Addr() string { return a.ln.Addr().String() }
+
+// PprofAddr is the address net/http/pprof is served on, or "" when pprof.addr is not set.
+func (a *App) PprofAddr() string {
+	if a.pprof == nil {
+		return ""
+	}
+	return a.pprof.ln.Addr().String()
+}
 
 // Run serves until ctx ends (a signal), then shuts down within the configured grace period.
 func (a *App) Run(ctx context.Context) error {
@@ -127,7 +143,7 @@ func (a *App) Run(ctx context.Context) error {
 }
 
 // Shutdown stops accepting connections, lets in-flight requests finish, waits for async publishes,
-// then closes the publishers and the embedded brokers; all within ctx.
+// then closes the publishers, the embedded brokers and the pprof server; all within ctx.
 func (a *App) Shutdown(ctx context.Context) error {
 	start := time.Now()
 	a.log.Info("shutting down: no new connections, finishing in-flight requests")
@@ -143,6 +159,12 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.log.Info("async publishes drained", "accepted", st.Accepted, "acked", st.Acked, "failed", st.Failed,
 		"abandoned", st.Abandoned, "rejected_429", st.Rejected)
 	a.closeBrokers()
+	// pprof goes last, so a slow shutdown can still be profiled.
+	if a.pprof != nil {
+		if err := a.pprof.shutdown(ctx); err != nil {
+			httpErr = errors.Join(httpErr, err)
+		}
+	}
 	a.log.Info("shutdown complete", "took", time.Since(start).Round(time.Millisecond))
 	if st.Abandoned > 0 {
 		httpErr = errors.Join(httpErr, fmt.Errorf("%d async publishes abandoned after the grace period", st.Abandoned))
