@@ -7,17 +7,36 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/handlers"
 )
+
+// The README checks live here, at the top of the import graph, where both the configuration keys and
+// the endpoint table are in reach: users' scripts depend on these names.
+
+func readme(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestREADMEDocumentsEveryKey keeps the configuration reference in README.md complete.
+func TestREADMEDocumentsEveryKey(t *testing.T) {
+	doc := readme(t)
+	for _, k := range config.Keys() {
+		if !strings.Contains(doc, "`"+k[0]+"`") {
+			t.Errorf("README.md does not document the setting `%s`", k[0])
+		}
+	}
+}
 
 // TestREADMEListsEveryEndpoint keeps README's endpoint tables and the handlers' endpoint table the same
 // set: a route users cannot find is as bad as a documented one that does not exist.
 func TestREADMEListsEveryEndpoint(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	section := string(readme)
+	section := readme(t)
 	start := strings.Index(section, "\n## Endpoints\n")
 	if start < 0 {
 		t.Fatal(`README.md has no "## Endpoints" section`)
