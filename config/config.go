@@ -65,7 +65,7 @@ type Log struct {
 func Default() Config {
 	return Config{
 		HTTP:           HTTP{Addr: ":8080"},
-		Broker:         "nsq",
+		Broker:         publishers.Brokers[0].Name,
 		Topic:          "mqtarget",
 		Topic2:         "mqtarget2",
 		Message:        Message{Size: 100, MaxSize: 1 << 20},
@@ -73,11 +73,7 @@ func Default() Config {
 		Async:          Async{MaxInFlight: 10000},
 		ShutdownGrace:  10 * time.Second,
 		Log:            Log{Level: "info", Format: "text"},
-		Sections: publishers.Sections{
-			NSQ:      publishers.DefaultNSQConfig(),
-			STOMP:    publishers.DefaultSTOMPConfig(),
-			RocketMQ: publishers.DefaultRocketMQConfig(),
-		},
+		Sections:       publishers.DefaultSections(),
 	}
 }
 

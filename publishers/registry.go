@@ -7,6 +7,11 @@ import (
 	"time"
 )
 
+// The broker registry: the one place that names the brokers. Config validation (config.Validate) and
+// start-up (internal/app) loop over Brokers. Adding a broker touches its own file (config section with
+// Validate(prefix), defaults, constructor), a field in Sections and a line in DefaultSections, its entry
+// below; an embedded mode also needs its server in internal/app's embedders.
+
 // Sections are the brokers' sections of the configuration, one field per registry entry. config.Config
 // inlines it, so each section stays owned by its broker's file while config and the registry reach all
 // of them through one type.
@@ -14,6 +19,11 @@ type Sections struct {
 	NSQ      NSQConfig      `yaml:"nsq"`
 	STOMP    STOMPConfig    `yaml:"stomp"`
 	RocketMQ RocketMQConfig `yaml:"rocketmq"`
+}
+
+// DefaultSections returns every broker's defaults.
+func DefaultSections() Sections {
+	return Sections{NSQ: DefaultNSQConfig(), STOMP: DefaultSTOMPConfig(), RocketMQ: DefaultRocketMQConfig()}
 }
 
 // Common are the settings outside the broker sections that brokers use.
@@ -39,7 +49,7 @@ type Broker struct {
 	open     func(s *Sections, addrs []string, c Common, log *slog.Logger) (Publisher, error)
 }
 
-// Brokers is the registry, in start order; the first is the default broker.
+// Brokers is the registry, in start order; the first is the default of the broker setting.
 var Brokers = []*Broker{NSQBroker, STOMPBroker, RocketMQBroker}
 
 // NSQBroker publishes to nsq.hosts, or to embedded nsqd instances when there are none.

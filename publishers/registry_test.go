@@ -9,7 +9,8 @@ import (
 
 func TestRegistry(t *testing.T) {
 	defaults := func() *Sections {
-		return &Sections{NSQ: DefaultNSQConfig(), STOMP: DefaultSTOMPConfig(), RocketMQ: DefaultRocketMQConfig()}
+		s := DefaultSections()
+		return &s
 	}
 	names := map[string]bool{}
 	for _, b := range Brokers {
