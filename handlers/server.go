@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -114,6 +115,7 @@ func Endpoints() []Endpoint {
 	out := make([]Endpoint, len(routeTable))
 	for i, r := range routeTable {
 		out[i] = r.Endpoint
+		out[i].Methods = slices.Clone(r.Methods) // callers cannot change the table
 	}
 	return out
 }

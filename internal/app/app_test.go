@@ -37,9 +37,22 @@ func TestEveryEmbeddedModeHasAServer(t *testing.T) {
 	}
 }
 
-// listeningPorts returns the TCP ports this process's network namespace listens on, from /proc.
+// listeningPorts returns the TCP ports this process listens on: /proc/net/tcp{,6} lists the whole
+// network namespace (other test binaries, other users of the machine), so only sockets whose inode is
+// one of this process's file descriptors count.
 func listeningPorts(t *testing.T) map[int]bool {
 	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	ours := map[string]bool{}
+	for _, fd := range fds {
+		target, err := os.Readlink("/proc/self/fd/" + fd.Name())
+		if inode, ok := strings.CutPrefix(target, "socket:["); err == nil && ok {
+			ours[strings.TrimSuffix(inode, "]")] = true
+		}
+	}
 	ports := map[int]bool{}
 	for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		f, err := os.Open(name)
@@ -49,8 +62,9 @@ func listeningPorts(t *testing.T) map[int]bool {
 		sc := bufio.NewScanner(f)
 		sc.Scan() // header
 		for sc.Scan() {
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode …
 			fields := strings.Fields(sc.Text())
-			if len(fields) < 4 || fields[3] != "0A" { // 0A: LISTEN
+			if len(fields) < 10 || fields[3] != "0A" || !ours[fields[9]] { // 0A: LISTEN
 				continue
 			}
 			_, hexPort, _ := strings.Cut(fields[1], ":")
