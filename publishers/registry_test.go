@@ -66,7 +66,7 @@ func TestRegistry(t *testing.T) {
 	})
 	t.Run("Validate prefixes errors with the broker's name", func(t *testing.T) {
 		s := defaults()
-		s.NSQ.ProducersPerHost, s.STOMP.ConnectionsPerHost, s.RocketMQ.Producers = 0, 0, 0
+		s.NSQ.Hosts, s.STOMP.Hosts, s.RocketMQ.NameServers = []string{"x"}, []string{"x"}, []string{"x"}
 		for _, b := range Brokers {
 			err := b.Validate(s, Common{})
 			if err == nil || !strings.HasPrefix(err.Error(), b.Name+".") {
