@@ -319,9 +319,11 @@ for part in rocketmq stomp; do
         ((RUN_STOMP)) || continue
     fi
     script="scripts/bench-$part.sh"
+    title=RocketMQ
+    [[ "$part" == stomp ]] && title=STOMP
     {
         echo
-        echo "### $part anchor ($script)"
+        echo "### $title anchor ($script)"
         echo
     } >>"$report"
     if [[ ! -x "$script" ]]; then
