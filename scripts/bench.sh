@@ -31,7 +31,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 COMMAND="scripts/bench.sh"
-for a in "$@"; do COMMAND+=" $(printf '%q' "$a")"; done
+for a in "$@"; do
+    if [[ "$a" =~ ^[A-Za-z0-9_./:=,+-]+$ ]]; then
+        COMMAND+=" $a"
+    else
+        COMMAND+=" '${a//\'/\'\\\'\'}'" # single-quoted, as a reader would type it
+    fi
+done
 
 DURATION=8s
 PASSES=2
