@@ -213,6 +213,7 @@ run() {
 }
 
 TARGETS="anchor /healthz $PATHS"
+load_start="$(cut -d' ' -f1 /proc/loadavg)"
 if [[ "$WARMUP" =~ ^0+[smh]?$ ]]; then
     log "no warm-up"
 else
@@ -226,6 +227,7 @@ for ((pass = 1; pass <= PASSES; pass++)); do
 done
 
 # --- report ------------------------------------------------------------------------------------------
+load_end="$(cut -d' ' -f1 /proc/loadavg)"
 cpu_model="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
 mem_gib="$(awk '/^MemTotal:/ {printf "%.0f", $2 / 1048576}' /proc/meminfo)"
 go_version="$(go env GOVERSION)"
@@ -310,7 +312,8 @@ report="$TMP/report.md"
     echo "$COMMAND"
     echo '```'
     echo
-    echo "- machine: $(nproc) CPUs ($cpu_model), ${mem_gib} GiB, Linux $(uname -r); wrk, mqtarget and the three nsqd share them"
+    echo "- machine: $(nproc) CPUs ($cpu_model), ${mem_gib} GiB, Linux $(uname -r); wrk, mqtarget and the three nsqd share them;" \
+        "load average $load_start when the runs began, $load_end when they ended (other work on the machine skews throughput)"
     echo "- versions: $go_version, nsqd $nsqd_version, wrk $wrk_version, mqtarget $rev"
     echo "- runs: ${PASSES} interleaved passes of wrk -t$THREADS -d$DURATION per target and concurrency, after a $WARMUP warm-up per target;" \
         "nsqd --mem-queue-size=$MEM_QUEUE, topics emptied before each run; mqtarget -nsq.hosts with the three nsqd, defaults otherwise (${SIZE}-byte payloads)"
