@@ -236,3 +236,30 @@ func TestResult(t *testing.T) {
 		})
 	}
 }
+
+// nopPub acknowledges at once, so BenchmarkMetrics measures the decorator alone.
+type nopPub struct{ *stubPub }
+
+func (nopPub) Publish(context.Context, int, string, []byte) error { return nil }
+
+// BenchmarkMetrics is the decorator's cost per publish: "instrumented" minus "bare".
+func BenchmarkMetrics(b *testing.B) {
+	raw := nopPub{&stubPub{hosts: []string{"a:4150"}}}
+	for _, tc := range []struct {
+		name string
+		pub  publishers.Publisher
+	}{
+		{"bare", raw},
+		{"instrumented", publishers.NewMetrics(prometheus.NewRegistry()).Instrument("nsq", raw)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx, body := context.Background(), []byte("x")
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := tc.pub.Publish(ctx, 0, "t", body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
