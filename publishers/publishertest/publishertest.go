@@ -71,6 +71,17 @@ type Features struct {
 	IgnoreGoroutines []goleak.Option
 }
 
+// GoSTOMPServer ignores the goroutines of go-stomp servers running in the test process (the embedded
+// broker): their listeners start asynchronously, their per-connection goroutines end some time after
+// the client left, and in v3.1.3 a read loop can stay blocked for good on a channel its process loop
+// stopped reading.
+var GoSTOMPServer = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server.(*requestProcessor).Listen"),
+	goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server.(*requestProcessor).Serve"),
+	goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server/client.(*Conn).readLoop"),
+	goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server/client.(*Conn).processLoop"),
+}
+
 // Rejection is a publish the broker answers with an error.
 type Rejection struct {
 	Name  string // subtest name
@@ -226,6 +237,9 @@ func (s *suite) delivery(t *testing.T) {
 		}
 		k.waitAll(t, opTimeout)
 		for _, c := range k.snapshot() {
+			if c.calls == 0 {
+				t.Fatalf("host %d: PublishAsync's done did not run within %v", host, opTimeout)
+			}
 			if c.err != nil {
 				t.Fatalf("host %d: PublishAsync's done: %v", host, c.err)
 			}
@@ -381,16 +395,16 @@ func (s *suite) closeRacing(t *testing.T) {
 	})
 	// Close once publishes are flowing (some acknowledged), so that some are in flight.
 	k.waitAcked(t, 20, opTimeout)
+	// Two concurrent calls: Close is idempotent. Which one does the work is not specified, so the
+	// pending callbacks are checked once both have returned.
 	second := make(chan error, 1)
-	go func() { second <- p.Close() }()
+	go func() { second <- closeWithin(p, 30*time.Second) }()
 	err := closeWithin(p, 30*time.Second)
+	err2 := <-second
 	snap := k.snapshot()
 	stop.Store(true)
-	if err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	if err := <-second; err != nil {
-		t.Errorf("concurrent second Close: %v", err)
+	if err != nil || err2 != nil {
+		t.Fatalf("two concurrent Close calls: %v and %v", err, err2)
 	}
 	var unrun int
 	for _, c := range snap {
@@ -405,19 +419,26 @@ func (s *suite) closeRacing(t *testing.T) {
 	for _, err := range errs {
 		t.Error(err)
 	}
+	k.waitAll(t, opTimeout) // callbacks Close left behind, if any, may still run: see how they end
 	k.verifyOnce(t)
 	var must, may [][]byte
+	wrong := map[string]int{} // done errors other than ErrClosed, by text
 	for _, c := range k.snapshot() {
 		switch {
 		case !c.accepted:
+		case c.calls == 0: // reported above; its message may or may not be on the broker
+			may = append(may, c.body)
 		case c.err == nil:
 			must = append(must, c.body)
 		case errors.Is(c.err, publishers.ErrClosed):
 			may = append(may, c.body)
 		default:
-			t.Errorf("done of a publish racing Close: %v, want nil or ErrClosed", c.err)
+			wrong[c.err.Error()]++
 			may = append(may, c.body)
 		}
+	}
+	for text, n := range wrong {
+		t.Errorf("done of %d publishes racing Close: %s, want nil or ErrClosed", n, text)
 	}
 	syncMu.Lock()
 	must = append(must, syncOK...)
@@ -518,7 +539,7 @@ func (s *suite) rejected(t *testing.T) {
 				}
 			} else {
 				k.waitAll(t, opTimeout)
-				if c := k.snapshot()[0]; !errors.Is(c.err, publishers.ErrRejected) {
+				if c := k.snapshot()[0]; c.calls > 0 && !errors.Is(c.err, publishers.ErrRejected) {
 					t.Errorf("PublishAsync's done: %v, want ErrRejected", c.err)
 				}
 			}
@@ -539,24 +560,25 @@ func (s *suite) rejected(t *testing.T) {
 	}
 }
 
-// waitPublishOK publishes to topic on host 0 until one succeeds, each try bounded by try, all by within.
+// waitPublishOK publishes to topic on host 0 until 4 publishes in a row succeed (publishers spread
+// requests over their connections: every one must work again), each try bounded by try, all by within.
 func waitPublishOK(t *testing.T, p publishers.Publisher, topic string, within, try time.Duration) {
 	t.Helper()
 	end := time.Now().Add(within)
-	for i := 0; ; i++ {
+	for i, ok := 0, 0; ok < 4; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), try)
 		err := p.Publish(ctx, 0, topic, fmt.Appendf(nil, "probe %d", i))
 		cancel()
 		if err == nil {
-			return
+			ok++
+			continue
 		}
+		ok = 0
 		if time.Now().After(end) {
 			t.Fatalf("publishing does not work again within %v: %v", within, err)
 		}
 		// Failed tries with a deadline pace themselves; quick failures (a redial backoff) need a pause.
-		if time.Now().Add(50 * time.Millisecond).Before(end) {
-			<-time.After(50 * time.Millisecond)
-		}
+		<-time.After(50 * time.Millisecond)
 	}
 }
 

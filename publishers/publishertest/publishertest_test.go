@@ -64,8 +64,9 @@ func TestHelperSuite(t *testing.T) {
 	px := startProxy(t, srv.Addrs()[0])
 	b := proxied{STOMP: &itest.STOMP{Addrs: srv.Addrs()}, proxies: []*proxy{px}}
 	f := publishertest.Features{
-		NoReject:     "go-stomp accepts every SEND",
-		AsyncTimeout: 30 * time.Second, // stompReceiptTimeout
+		NoReject:         "go-stomp accepts every SEND",
+		AsyncTimeout:     30 * time.Second, // stompReceiptTimeout
+		IgnoreGoroutines: publishertest.GoSTOMPServer,
 	}
 	publishertest.Run(t, f, b, func(t testing.TB) publishers.Publisher {
 		c := publishers.DefaultSTOMPConfig()

@@ -114,20 +114,33 @@ func (k *tracker) waitAcked(t *testing.T, n int, d time.Duration) {
 }
 
 // verifyOnce fails the test for a done that ran more than once, or at all for a refused publish, or not
-// at all for an accepted one.
+// at all for an accepted one; one line per kind of fault, with a few examples.
 func (k *tracker) verifyOnce(t *testing.T) {
 	t.Helper()
+	var notReturned, refusedRan, neverRan, ranTwice []string
 	for i, c := range k.snapshot() {
 		switch {
 		case !c.returned:
-			t.Errorf("PublishAsync #%d has not returned", i)
+			notReturned = append(notReturned, fmt.Sprintf("#%d", i))
 		case !c.accepted && c.calls > 0:
-			t.Errorf("PublishAsync #%d returned an error, yet its done ran %d times (first: %v)", i, c.calls, c.err)
+			refusedRan = append(refusedRan, fmt.Sprintf("#%d ran %d times, first with %v", i, c.calls, c.err))
 		case c.accepted && c.calls == 0:
-			t.Errorf("PublishAsync #%d was accepted and its done never ran", i)
+			neverRan = append(neverRan, fmt.Sprintf("#%d", i))
 		case c.calls > 1:
-			t.Errorf("PublishAsync #%d: done ran %d times, want exactly once (first: %v)", i, c.calls, c.err)
+			ranTwice = append(ranTwice, fmt.Sprintf("#%d ran %d times, first with %v", i, c.calls, c.err))
 		}
+	}
+	report(t, "PublishAsync calls have not returned", notReturned)
+	report(t, "PublishAsync calls returned an error, yet their done ran", refusedRan)
+	report(t, "PublishAsync calls were accepted and their done never ran", neverRan)
+	report(t, "PublishAsync calls had their done run more than once", ranTwice)
+}
+
+// report fails the test with how many of what there are, and a few examples.
+func report(t *testing.T, what string, list []string) {
+	t.Helper()
+	if len(list) > 0 {
+		t.Errorf("%d %s, e.g. %q", len(list), what, list[:min(3, len(list))])
 	}
 }
 
@@ -179,19 +192,14 @@ func expectWithin(t *testing.T, b Broker, host int, topic string, must, may [][]
 			dup = append(dup, fmt.Sprintf("%s (x%d)", m, n))
 		}
 	}
-	failed := false
-	report := func(what string, list []string) {
-		if len(list) == 0 {
-			return
-		}
-		failed = true
-		sort.Strings(list)
-		t.Errorf("host %d topic %s: %d %s, e.g. %q", host, topic, len(list), what, list[:min(3, len(list))])
+	for _, l := range [][]string{missing, dup, extra} {
+		sort.Strings(l)
 	}
-	report("acknowledged messages missing on the broker", missing)
-	report("messages on the broker more than once", dup)
-	report("messages on the broker that were never published", extra)
-	if failed {
+	on := fmt.Sprintf("on the broker (host %d topic %s)", host, topic)
+	report(t, "acknowledged messages are missing "+on, missing)
+	report(t, "messages are more than once "+on, dup)
+	report(t, "messages were never published, yet are "+on, extra)
+	if len(missing)+len(dup)+len(extra) > 0 {
 		t.Logf("host %d topic %s: broker holds %d, acknowledged %d (%d more may have arrived)", host, topic, len(got), len(must), len(may))
 	}
 }
