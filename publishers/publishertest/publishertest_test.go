@@ -36,7 +36,7 @@ func TestSuiteFailsWhenCloseLeavesACallbackUnrun(t *testing.T) {
 		t.Fatalf("the suite passed a publisher whose Close leaves a callback unrun:\n%s", out)
 	}
 	if !strings.Contains(out, "--- FAIL: TestHelperSuite/close/pending_at_close") ||
-		!strings.Contains(out, "Close returned") || !strings.Contains(out, "its done never ran") {
+		!strings.Contains(out, "1 pending PublishAsync calls: Close returned") || !strings.Contains(out, "their done never ran") {
 		t.Fatalf("the suite failed, but not by finding the unrun callback (%v):\n%s", err, out)
 	}
 }
