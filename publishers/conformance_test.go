@@ -27,7 +27,7 @@ func TestConformanceEmbeddedSTOMP(t *testing.T) {
 			"(the suite's own test stalls it through a proxy)",
 		NoReject: "go-stomp v3.1.3 accepts every SEND; it answers ERROR only to protocol and transaction misuse, " +
 			"which the Publisher interface cannot produce",
-		IgnoreGoroutines: publishertest.GoSTOMPServer,
+		IgnoreGoroutines: publishertest.GoSTOMPServer(),
 	}
 	publishertest.Run(t, f, h, func(t testing.TB) publishers.Publisher {
 		c := publishers.DefaultSTOMPConfig()

@@ -7,8 +7,9 @@
 //     (consumed and compared message by message: nothing missing, nothing extra, no duplicates);
 //   - done of PublishAsync runs exactly once for every accepted publish, never for a refused one;
 //   - an expired context deadline gives ErrTimeout and sends nothing;
-//   - Close is idempotent, every method answers ErrClosed afterwards, and a Close racing publishes or
-//     finding them pending (broker stalled) has run every pending done, with ErrClosed, when it returns;
+//   - Close is idempotent and every method answers ErrClosed afterwards; once Close has returned, every
+//     accepted publish's done has run: with nil or ErrClosed when publishes race Close, with ErrClosed
+//     when they were pending on a stalled broker (and a blocked Publish has returned ErrClosed);
 //   - a publish the broker refuses gives ErrRejected, and the publisher goes on working;
 //   - a stalled broker (SIGSTOP) ends sync publishes with ErrTimeout by their deadline and async ones with
 //     ErrTimeout or ErrUnavailable within the publisher's documented bound, and the publisher recovers
@@ -71,15 +72,17 @@ type Features struct {
 	IgnoreGoroutines []goleak.Option
 }
 
-// GoSTOMPServer ignores the goroutines of go-stomp servers running in the test process (the embedded
+// GoSTOMPServer returns options ignoring the goroutines of go-stomp servers running in the test process (the embedded
 // broker): their listeners start asynchronously, their per-connection goroutines end some time after
 // the client left, and in v3.1.3 a read loop can stay blocked for good on a channel its process loop
 // stopped reading.
-var GoSTOMPServer = []goleak.Option{
-	goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server.(*requestProcessor).Listen"),
-	goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server.(*requestProcessor).Serve"),
-	goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server/client.(*Conn).readLoop"),
-	goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server/client.(*Conn).processLoop"),
+func GoSTOMPServer() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server.(*requestProcessor).Listen"),
+		goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server.(*requestProcessor).Serve"),
+		goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server/client.(*Conn).readLoop"),
+		goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server/client.(*Conn).processLoop"),
+	}
 }
 
 // Rejection is a publish the broker answers with an error.

@@ -14,7 +14,7 @@ import (
 type tracker struct {
 	mu      sync.Mutex
 	calls   []call
-	changed chan struct{} // a done ran; buffered 1, so waiters never miss the latest
+	changed chan struct{} // a call returned or a done ran; buffered 1, so waiters never miss the latest
 }
 
 // call is one PublishAsync: accepted when PublishAsync returned nil; calls counts its done's runs.
@@ -44,15 +44,20 @@ func (k *tracker) publish(p publishers.Publisher, host int, topic string, body [
 			c.err, c.at = err, time.Now()
 		}
 		k.mu.Unlock()
-		select {
-		case k.changed <- struct{}{}:
-		default:
-		}
+		k.notify()
 	})
 	k.mu.Lock()
 	k.calls[i].accepted, k.calls[i].returned = err == nil, true
 	k.mu.Unlock()
+	k.notify()
 	return err
+}
+
+func (k *tracker) notify() {
+	select {
+	case k.changed <- struct{}{}:
+	default:
+	}
 }
 
 func (k *tracker) snapshot() []call {
