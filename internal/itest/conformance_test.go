@@ -1,0 +1,157 @@
+package itest
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
+)
+
+// The publisher conformance suite (publishers/publishertest) against real brokers: nsqd processes started
+// here, and the Artemis and RocketMQ that scripts/test.sh runs. These tests live here rather than beside
+// the publishers because they freeze Artemis and RocketMQ's broker-a, which this package's tests also stop
+// and freeze: go test runs packages in parallel, the tests of one package one after another.
+// (publishers/conformance_test.go runs the suite against the embedded go-stomp server.)
+
+func TestConformanceNSQ(t *testing.T) {
+	bin := nsqdBin(t)
+	const maxMsgSize = 1024
+	h := &NSQ{}
+	for range 2 {
+		p := StartNSQDProc(t, bin, "-max-msg-size", strconv.Itoa(maxMsgSize))
+		h.TCP = append(h.TCP, p.TCPAddr)
+		h.HTTP = append(h.HTTP, p.HTTPAddr)
+		h.Procs = append(h.Procs, p)
+	}
+	f := publishertest.Features{
+		// nsqWriteTimeout (5 s) is the deadline of a publish without one; a command unanswered a second
+		// (nsqStallGrace) past its deadline marks the connection stalled.
+		AsyncTimeout: 6 * time.Second,
+		Rejections: []publishertest.Rejection{
+			{Name: "invalid topic", Topic: "bad!topic", Body: []byte("refused")},
+			{Name: "over max-msg-size", Topic: "conformance_oversize", Body: bytes.Repeat([]byte("x"), maxMsgSize+1)},
+		},
+	}
+	b := stopWait{Harness: nsqCounted{h}, pid: func(_ testing.TB, host int) int { return h.Procs[host].cmd.Process.Pid }}
+	publishertest.Run(t, f, b, func(t testing.TB) publishers.Publisher {
+		c := publishers.DefaultNSQConfig()
+		c.Hosts = h.TCP
+		p, err := publishers.NewNSQ(c, publishertest.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	})
+}
+
+// nsqCounted consumes as many messages as nsqd says the topic took: NSQ.Consume returns as soon as it
+// has the number asked for, which would hide extras and duplicates arriving after it.
+type nsqCounted struct{ *NSQ }
+
+func (b nsqCounted) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
+	stored := b.Stored(t, host, topic)
+	// Stored's keep-alive connection would otherwise outlive the publisher's Close in the leak check.
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	return b.NSQ.Consume(t, host, topic, max(want, stored), deadline)
+}
+
+// stopWait makes FreezeHost return only once every thread of the broker's process has stopped: SIGSTOP
+// is delivered asynchronously, and on a busy machine a thread can go on answering for a while.
+type stopWait struct {
+	Harness
+	pid func(t testing.TB, host int) int
+}
+
+func (s stopWait) FreezeHost(t testing.TB, host int) {
+	t.Helper()
+	s.Harness.FreezeHost(t, host)
+	pid := s.pid(t, host)
+	Eventually(t, 10*time.Second, fmt.Sprintf("process %d stopped", pid), func() error { return stopped(pid) })
+}
+
+// stopped reports an error unless every thread of process pid is stopped (state T in /proc).
+func stopped(pid int) error {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(tasks) == 0 {
+		return fmt.Errorf("no threads of process %d: %v", pid, err)
+	}
+	for _, task := range tasks {
+		raw, err := os.ReadFile(task)
+		if err != nil {
+			return err
+		}
+		// The state follows the command name, which is in parentheses and may contain anything.
+		rest := string(raw[strings.LastIndexByte(string(raw), ')')+1:])
+		if f := strings.Fields(rest); len(f) == 0 || (f[0] != "T" && f[0] != "t") {
+			return fmt.Errorf("thread %s is running", task)
+		}
+	}
+	return nil
+}
+
+func TestConformanceArtemis(t *testing.T) {
+	addr, login, pass, ctl := realBroker(t, "artemis", "ARTEMIS")
+	h := &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass, Persistent: true, Ctl: []BrokerControl{ctl}}
+	f := publishertest.Features{
+		// stompReceiptTimeout: a connection whose oldest receipt is 30 s late is failed.
+		AsyncTimeout: 30 * time.Second,
+		Rejections: []publishertest.Rejection{
+			// Artemis answers ERROR AMQ229216 "Invalid queue name" to both.
+			{Name: "empty destination name", Topic: "", Body: []byte("refused")},
+			{Name: "fully qualified name without queue", Topic: "conformance::", Body: []byte("refused")},
+		},
+	}
+	publishertest.Run(t, f, stopWait{Harness: h, pid: func(t testing.TB, _ int) int { return ctl.pid(t) }}, func(t testing.TB) publishers.Publisher {
+		c := publishers.DefaultSTOMPConfig()
+		c.Hosts = h.Addrs
+		c.Login = h.Login
+		c.Passcode = publishers.Secret(h.Passcode)
+		c.Persistent = h.Persistent
+		p, err := publishers.NewSTOMP(c, publishertest.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	})
+}
+
+// TestConformanceRocketMQ freezes broker-a through scripts/rocketmq.sh pid, as TestRocketMQ does.
+func TestConformanceRocketMQ(t *testing.T) {
+	ns := rocketmqNamesrv(t)
+	h := NewRocketMQ(t, ns)
+	const sendTimeout = 2 * time.Second
+	f := publishertest.Features{
+		AsyncTimeout: sendTimeout, // rocketmq.send_timeout bounds every send, retries included
+		Rejections: []publishertest.Rejection{
+			// The broker's maxMessageSize is 4 MiB; the client does not check it (and compression is off).
+			{Name: "over maxMessageSize", Topic: "conformance_oversize", Body: bytes.Repeat([]byte("x"), 4<<20+1)},
+		},
+	}
+	b := stopWait{Harness: h, pid: func(t testing.TB, host int) int {
+		pid, err := strconv.Atoi(strings.TrimSpace(rocketmqScript(t, 30*time.Second, "pid", h.Brokers[host].Name)))
+		if err != nil {
+			t.Fatalf("pid of %s: %v", h.Brokers[host].Name, err)
+		}
+		return pid
+	}}
+	publishertest.Run(t, f, b, func(t testing.TB) publishers.Publisher {
+		c := publishers.DefaultRocketMQConfig()
+		c.NameServers = []string{ns}
+		c.SendTimeout = sendTimeout
+		c.CreateTopics = true // the suite's fresh topics then exist on every broker
+		c.Queues = rocketmqQueues
+		p, err := publishers.NewRocketMQ(c, nil, publishertest.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	})
+}
