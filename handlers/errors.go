@@ -93,11 +93,3 @@ func writeError(w http.ResponseWriter, status int, field, msg string, published 
 	b = append(b, "}\n"...)
 	writeJSON(w, status, b)
 }
-
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	h := w.Header()
-	h["Content-Type"] = []string{"application/json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-}

@@ -783,13 +783,14 @@ func TestDrainAsync(t *testing.T) {
 		if w := ts.do(http.MethodGet, "/sendAsync", ""); w.Code != 202 {
 			t.Fatalf("status %d", w.Code)
 		}
+		// start is taken before the release is scheduled, so a drain that waits for it cannot return sooner.
+		start := time.Now()
 		go func() {
 			time.Sleep(20 * time.Millisecond)
 			f.release(nil)
 		}()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		start := time.Now()
 		st := ts.srv.DrainAsync(ctx)
 		if want := (handlers.AsyncStats{Accepted: 2, Acked: 1, Failed: 1}); st != want {
 			t.Errorf("DrainAsync = %+v, want %+v", st, want)

@@ -3,14 +3,53 @@ package handlers
 import (
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mqtarget/mqtarget/internal/message"
 )
 
 // sent describes one published message in a reply.
 type sent struct {
-	id    string // empty for a payload taken from the request body
+	id    uint64 // rendered only when hasID; a payload taken from the request body has none
+	hasID bool
 	topic string
 	host  string
 	size  int
+}
+
+// replyBufs recycles reply buffers: a reply is copied by w.Write (io.Writer must not retain it), so the
+// buffer is free again once written, and the hot path allocates none.
+var replyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// Header values shared by every reply: net/http copies the value slices when it writes the header and
+// nothing modifies them in place (Header.Set replaces a slice), so one slice per value serves all.
+var (
+	jsonContentType = []string{"application/json"}
+	// contentLengths caches the Content-Length values of bodies shorter than its length, filled on
+	// first use: a workload repeats the same few reply lengths.
+	contentLengths [4096]atomic.Pointer[[]string]
+)
+
+// writeJSON writes body with its Content-Type and Content-Length.
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = contentLength(len(body))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func contentLength(n int) []string {
+	if n >= len(contentLengths) {
+		return []string{strconv.Itoa(n)}
+	}
+	if v := contentLengths[n].Load(); v != nil {
+		return *v
+	}
+	v := []string{strconv.Itoa(n)}
+	contentLengths[n].Store(&v) // a concurrent first use may store an equal value; either is fine
+	return v
 }
 
 // writeReply writes the small JSON reply of a send endpoint, built by hand because it is on the hot path:
@@ -19,7 +58,8 @@ type sent struct {
 //
 // countKey is "published" (acknowledged by the broker) or "accepted" (handed to the async publisher).
 func writeReply(w http.ResponseWriter, status int, broker, topic, countKey string, msgs []sent) {
-	b := make([]byte, 0, 96+96*len(msgs))
+	bp := replyBufs.Get().(*[]byte)
+	b := (*bp)[:0]
 	b = append(b, `{"broker":`...)
 	b = appendString(b, broker)
 	b = append(b, `,"topic":`...)
@@ -34,10 +74,10 @@ func writeReply(w http.ResponseWriter, status int, broker, topic, countKey strin
 			b = append(b, ',')
 		}
 		b = append(b, '{')
-		if m.id != "" {
-			b = append(b, `"id":`...)
-			b = appendString(b, m.id)
-			b = append(b, ',')
+		if m.hasID {
+			b = append(b, `"id":"`...)
+			b = message.AppendID(b, m.id)
+			b = append(b, `",`...)
 		}
 		b = append(b, `"topic":`...)
 		b = appendString(b, m.topic)
@@ -49,6 +89,10 @@ func writeReply(w http.ResponseWriter, status int, broker, topic, countKey strin
 	}
 	b = append(b, "]}\n"...)
 	writeJSON(w, status, b)
+	if cap(b) <= 64<<10 { // a reply to ?topics= with huge names must not stay in the pool
+		*bp = b
+		replyBufs.Put(bp)
+	}
 }
 
 // appendString appends s as a JSON string. Bytes >= 0x80 pass through unchanged.

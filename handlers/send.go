@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"sync/atomic"
-
-	"github.com/mqtarget/mqtarget/internal/message"
 )
 
 // payload returns the body of one message: the request body, or a generated payload with a new id.
@@ -15,7 +13,7 @@ func (s *Server) payload(req *sendRequest, topic, host string) ([]byte, sent) {
 		return req.body, sent{topic: topic, host: host, size: len(req.body)}
 	}
 	id := s.ids.NextID()
-	return s.ids.Build(id, req.size), sent{id: message.FormatID(id), topic: topic, host: host, size: req.size}
+	return s.ids.Build(id, req.size), sent{id: id, hasID: true, topic: topic, host: host, size: req.size}
 }
 
 // spread returns the index of the request's topic in its ?topics=N spread, or -1 without a spread.
@@ -49,7 +47,7 @@ func (s *Server) send1(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.publishOne(w, r, req, 0)
+	return s.publishOne(w, r, &req, 0)
 }
 
 // publishOne publishes one message to host and replies once the broker acknowledged it.
@@ -72,10 +70,10 @@ func (s *Server) send2(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	topic := topicAt(req.topic, s.spread(req))
+	topic := topicAt(req.topic, s.spread(&req))
 	host := req.pub.Hosts()[0]
-	b1, m1 := s.payload(req, topic, host)
-	b2, m2 := s.payload(req, topic, host)
+	b1, m1 := s.payload(&req, topic, host)
+	b2, m2 := s.payload(&req, topic, host)
 	ctx, cancel := s.publishCtx(r)
 	defer cancel()
 	if req.mode == modeSequential {
@@ -99,16 +97,17 @@ func (s *Server) send2Topic(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// Both topics share the request's spread index, so a sweep touches N topics of each kind.
-	k := s.spread(req)
+	k := s.spread(&req)
 	topic1, topic2 := topicAt(req.topic, k), topicAt(req.topic2, k)
 	host := req.pub.Hosts()[0]
-	b1, m1 := s.payload(req, topic1, host)
-	b2, m2 := s.payload(req, topic2, host)
+	b1, m1 := s.payload(&req, topic1, host)
+	b2, m2 := s.payload(&req, topic2, host)
 	ctx, cancel := s.publishCtx(r)
 	defer cancel()
 	second := make(chan error, 1)
-	go func() { second <- req.pub.Publish(ctx, 0, topic2, b2) }()
-	err1 := req.pub.Publish(ctx, 0, topic1, b1)
+	pub := req.pub // the goroutine captures only what it needs, so req stays on the stack
+	go func() { second <- pub.Publish(ctx, 0, topic2, b2) }()
+	err1 := pub.Publish(ctx, 0, topic1, b1)
 	err2 := <-second // waited for in every case: the goroutine is this handler's
 	switch {
 	case err1 != nil && err2 != nil:
@@ -129,9 +128,9 @@ func (s *Server) sendAsync(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	topic := topicAt(req.topic, s.spread(req))
-	body, m := s.payload(req, topic, req.pub.Hosts()[0])
-	if err := s.startAsync(req, topic, body, s.async.done); err != nil {
+	topic := topicAt(req.topic, s.spread(&req))
+	body, m := s.payload(&req, topic, req.pub.Hosts()[0])
+	if err := s.startAsync(&req, topic, body, s.async.done); err != nil {
 		return err
 	}
 	writeReply(w, http.StatusAccepted, req.broker, topic, "accepted", []sent{m})
@@ -145,10 +144,10 @@ func (s *Server) sendAsyncWait(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	topic := topicAt(req.topic, s.spread(req))
-	body, m := s.payload(req, topic, req.pub.Hosts()[0])
+	topic := topicAt(req.topic, s.spread(&req))
+	body, m := s.payload(&req, topic, req.pub.Hosts()[0])
 	result := make(chan error, 1) // buffered: the callback must never block on a request that timed out
-	if err := s.startAsync(req, topic, body, func(err error) {
+	if err := s.startAsync(&req, topic, body, func(err error) {
 		s.async.done(err)
 		result <- err
 	}); err != nil {
@@ -198,6 +197,6 @@ func (s *Server) sendNHost(n int) handlerFunc {
 			return &Error{Status: http.StatusServiceUnavailable, Field: req.broker + ".hosts",
 				Msg: fmt.Sprintf("%s needs %d %s hosts, %s.hosts has %d", r.URL.Path, n, req.broker, req.broker, len(hosts))}
 		}
-		return s.publishOne(w, r, req, seq.next(n))
+		return s.publishOne(w, r, &req, seq.next(n))
 	}
 }

@@ -15,8 +15,9 @@ const (
 )
 
 var (
-	modes   = []string{ModeSync, ModeBatch, ModeAsync}
-	results = []string{"ok", "timeout", "rejected", "unavailable", "canceled", "error"}
+	modes = []string{ModeSync, ModeBatch, ModeAsync}
+	// results are the "result" label values, "ok" first (resultIndex relies on it).
+	results = [...]string{"ok", "timeout", "rejected", "unavailable", "canceled", "error"}
 )
 
 // LatencyBuckets are the classic histogram buckets for request and publish latencies: 25µs to ~13s,
@@ -57,9 +58,9 @@ func (m *Metrics) Instrument(broker string, p Publisher) Publisher {
 	for h, addr := range hosts {
 		ip.obs[h] = make([]modeObs, len(modes))
 		for i, mode := range modes {
-			mo := modeObs{duration: m.duration.WithLabelValues(broker, addr, mode), results: map[string]prometheus.Counter{}}
-			for _, r := range results {
-				mo.results[r] = m.messages.WithLabelValues(broker, addr, mode, r)
+			mo := modeObs{duration: m.duration.WithLabelValues(broker, addr, mode)}
+			for ri, r := range results {
+				mo.results[ri] = m.messages.WithLabelValues(broker, addr, mode, r)
 			}
 			ip.obs[h][i] = mo
 		}
@@ -69,12 +70,27 @@ func (m *Metrics) Instrument(broker string, p Publisher) Publisher {
 
 type modeObs struct {
 	duration prometheus.Observer
-	results  map[string]prometheus.Counter
+	results  [len(results)]prometheus.Counter // indexed like results
 }
 
 func (o *modeObs) observe(start time.Time, n int, err error) {
 	o.duration.Observe(time.Since(start).Seconds())
-	o.results[Result(err)].Add(float64(n))
+	o.results[resultIndex(err)].Add(float64(n))
+}
+
+// resultIndex is the index of Result(err) in results; an array index instead of a map lookup keeps
+// the decorator cheap on the hot path, where err is nil.
+func resultIndex(err error) int {
+	if err == nil {
+		return 0
+	}
+	r := Result(err)
+	for i, name := range results {
+		if name == r {
+			return i
+		}
+	}
+	return len(results) - 1 // "error"; Result returns nothing else
 }
 
 type instrumented struct {

@@ -64,6 +64,13 @@ func FormatID(id uint64) string {
 	return string(b[:])
 }
 
+// AppendID appends the id as FormatID renders it, without allocating a string.
+func AppendID(dst []byte, id uint64) []byte {
+	var b [16]byte
+	writeHex(b[:], id)
+	return append(dst, b[:]...)
+}
+
 // writeDec writes v as zero-padded decimal digits filling dst.
 func writeDec(dst []byte, v uint64) {
 	for i := len(dst) - 1; i >= 0; i-- {

@@ -71,3 +71,11 @@ func TestParseRejectsGarbage(t *testing.T) {
 		})
 	}
 }
+
+func TestAppendIDIsFormatID(t *testing.T) {
+	for _, id := range []uint64{0, 1, 0xc0ffee, 1<<64 - 1} {
+		if got := string(AppendID([]byte("x"), id)); got != "x"+FormatID(id) {
+			t.Errorf("AppendID(%#x) = %q, want x%s", id, got, FormatID(id))
+		}
+	}
+}

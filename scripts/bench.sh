@@ -1,0 +1,356 @@
+#!/usr/bin/env bash
+# mqtarget's benchmark (issue #8): in one run on one machine, after a warm-up, wrk against
+#   - nsqd's own HTTP /pub (POST, a body shaped like mqtarget's payload): the anchor,
+#   - mqtarget's /healthz: the HTTP ceiling of a trivial route,
+#   - every send endpoint (/send1 /send2 /send2Topic /sendAsync /sendAsyncWait /send2Host /send3Host),
+# at each concurrency (-c50 and -c200 by default), anchor and mqtarget runs interleaved, repeated over
+# passes. nsqd runs as 3 separate processes (scripts/nsqd.sh build; not mqtarget's embedded nsqd), and
+# mqtarget is built from this tree and started with -nsq.hosts pointing at them. Everything listens on
+# 127.0.0.1 ephemeral ports; nsqd's data lives in a temporary directory removed on exit. Topics are
+# emptied before every run, so no run pays for the previous one's backlog.
+#
+# Printed (and written between the bench.sh markers of docs/benchmarks.md): 2xx req/s per pass, ratio to
+# the anchor of the same pass and concurrency, p50/p99, non-2xx answers and socket errors (counted apart
+# from throughput by scripts/wrk/bench.lua), CPU µs per request of the server under test (nsqd for the
+# anchor, mqtarget otherwise; utime+stime from /proc/PID/stat) and its peak RSS (VmHWM, reset per run).
+#
+# Usage: scripts/bench.sh [options]
+#   -d, --duration D   measured wrk duration per run [8s]
+#   -p, --passes N     interleaved passes over all targets [2]
+#   -c, --conns "N…"   wrk connections [50 200]
+#   -t, --threads N    wrk threads [2]
+#   -w, --warmup D     warm-up per target before measuring, not recorded; 0 for none [2s]
+#       --only "P…"    mqtarget paths to measure [all send endpoints]
+#       --docs FILE    where to write the table [docs/benchmarks.md]
+#       --no-docs      print only
+#       --rocketmq     afterwards run scripts/bench-rocketmq.sh (RocketMQ anchor) and include its table
+#       --stomp        afterwards run scripts/bench-stomp.sh (STOMP anchor) and include its table
+# Environment: MQTARGET_CACHE (where scripts/nsqd.sh builds nsqd); the RocketMQ/STOMP scripts read their own.
+# Needs go, curl and wrk (installed with apt-get when missing and running as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+COMMAND="scripts/bench.sh"
+for a in "$@"; do COMMAND+=" $(printf '%q' "$a")"; done
+
+DURATION=8s
+PASSES=2
+CONNS="50 200"
+THREADS=2
+WARMUP=2s
+PATHS="/send1 /send2 /send2Topic /sendAsync /sendAsyncWait /send2Host /send3Host"
+DOCS=docs/benchmarks.md
+WRITE_DOCS=1
+RUN_RMQ=0
+RUN_STOMP=0
+readonly SIZE=100             # mqtarget's default message.size; the anchor POSTs bodies of this size
+readonly MEM_QUEUE=1000000    # nsqd --mem-queue-size: a run's messages stay in memory
+readonly ANCHOR_TOPIC=anchor
+readonly TOPICS="mqtarget mqtarget2 $ANCHOR_TOPIC"
+
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
+log() { printf '[bench +%ss] %s\n' "$SECONDS" "$*" >&2; }
+die() { printf '[bench] ERROR: %s\n' "$*" >&2; exit 1; }
+
+while (($#)); do
+    case "$1" in
+        -d | --duration) DURATION="${2:?}"; shift ;;
+        -p | --passes) PASSES="${2:?}"; shift ;;
+        -c | --conns) CONNS="${2:?}"; shift ;;
+        -t | --threads) THREADS="${2:?}"; shift ;;
+        -w | --warmup) WARMUP="${2:?}"; shift ;;
+        --only) PATHS="${2:?}"; shift ;;
+        --docs) DOCS="${2:?}"; shift ;;
+        --no-docs) WRITE_DOCS=0 ;;
+        --rocketmq) RUN_RMQ=1 ;;
+        --stomp) RUN_STOMP=1 ;;
+        -h | --help) usage; exit 0 ;;
+        *) usage >&2; die "unknown option $1" ;;
+    esac
+    shift
+done
+[[ "$PASSES" =~ ^[1-9][0-9]*$ ]] || die "--passes must be a positive integer, got $PASSES"
+[[ "$THREADS" =~ ^[1-9][0-9]*$ ]] || die "--threads must be a positive integer, got $THREADS"
+for c in $CONNS; do
+    if ! [[ "$c" =~ ^[0-9]+$ ]] || ((c < THREADS)); then
+        die "--conns: $c is not a number >= --threads ($THREADS)"
+    fi
+done
+[[ "$DURATION" =~ ^[1-9][0-9]*[smh]?$ ]] || die "--duration must look like 8s, got $DURATION"
+[[ "$WARMUP" =~ ^[0-9]+[smh]?$ ]] || die "--warmup must look like 2s, got $WARMUP"
+
+# --- tools -------------------------------------------------------------------------------------------
+command -v go >/dev/null || die "go is required (it builds nsqd and mqtarget)"
+missing=()
+command -v wrk >/dev/null || missing+=(wrk)
+command -v curl >/dev/null || missing+=(curl)
+if ((${#missing[@]})); then
+    if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+        log "installing ${missing[*]} (Debian packages)"
+        apt-get install -y --no-install-recommends "${missing[@]}" >&2 ||
+            die "apt-get install ${missing[*]} failed (run apt-get update first?)"
+    else
+        die "missing ${missing[*]}: install them (Debian: apt-get install ${missing[*]})"
+    fi
+fi
+CLK_TCK="$(getconf CLK_TCK)"
+
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/mqtarget-bench.XXXXXX")"
+PIDS=()
+cleanup() {
+    local rc=$? pid
+    if ((rc != 0)) && [[ -s "$TMP/mqtarget.log" ]]; then
+        echo "--- mqtarget log (tail) ---" >&2
+        tail -n 30 "$TMP/mqtarget.log" >&2
+    fi
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# wait_for_line FILE REGEX PID: prints the first match of REGEX (grep -o) in FILE, polling until PID dies
+# or 30 s pass.
+wait_for_line() {
+    local file=$1 re=$2 pid=$3 i line
+    for ((i = 0; i < 300; i++)); do
+        if line="$(grep -m1 -oE "$re" "$file" 2>/dev/null)"; then
+            echo "$line"
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || { cat "$file" >&2; die "process $pid exited"; }
+        sleep 0.1
+    done
+    cat "$file" >&2
+    die "timed out waiting for /$re/ in $file"
+}
+
+# --- brokers and mqtarget ----------------------------------------------------------------------------
+log "building nsqd (scripts/nsqd.sh build) and mqtarget"
+NSQD_BIN="$(scripts/nsqd.sh build)"
+go build -o "$TMP/mqtarget" ./cmd/mqtarget
+
+NSQD_TCP=()
+NSQD_HTTP=()
+NSQD_PIDS=()
+for i in 0 1 2; do
+    mkdir -p "$TMP/nsqd$i"
+    "$NSQD_BIN" --node-id="$i" --tcp-address=127.0.0.1:0 --http-address=127.0.0.1:0 \
+        --data-path="$TMP/nsqd$i" --mem-queue-size="$MEM_QUEUE" >"$TMP/nsqd$i.log" 2>&1 &
+    PIDS+=($!)
+    NSQD_PIDS+=($!)
+done
+for i in 0 1 2; do
+    tcp="$(wait_for_line "$TMP/nsqd$i.log" 'TCP: listening on [0-9.:]+' "${NSQD_PIDS[i]}")"
+    http="$(wait_for_line "$TMP/nsqd$i.log" 'HTTP: listening on [0-9.:]+' "${NSQD_PIDS[i]}")"
+    NSQD_TCP+=("${tcp##* }")
+    NSQD_HTTP+=("${http##* }")
+done
+log "nsqd TCP ${NSQD_TCP[*]}, HTTP ${NSQD_HTTP[*]}"
+
+HOSTS="$(IFS=,; echo "${NSQD_TCP[*]}")"
+"$TMP/mqtarget" -http.addr 127.0.0.1:0 -nsq.hosts "$HOSTS" -log.level info >"$TMP/mqtarget.log" 2>&1 &
+MQT_PID=$!
+PIDS+=("$MQT_PID")
+MQT_ADDR="$(wait_for_line "$TMP/mqtarget.log" 'msg="mqtarget listening" addr=[0-9.:]+' "$MQT_PID")"
+MQT_ADDR="${MQT_ADDR##*addr=}"
+for ((i = 0; ; i++)); do
+    curl -fsS -o /dev/null "http://$MQT_ADDR/readyz" 2>/dev/null && break
+    ((i < 100)) || die "mqtarget on $MQT_ADDR not ready after 10 s: $(curl -sS "http://$MQT_ADDR/readyz")"
+    sleep 0.1
+done
+log "mqtarget (pid $MQT_PID) on $MQT_ADDR"
+
+# --- one wrk run -------------------------------------------------------------------------------------
+# cpu_ticks PID: utime+stime in clock ticks (fields 14 and 15 of /proc/PID/stat, after the "(comm)").
+cpu_ticks() {
+    local stat
+    stat="$(<"/proc/$1/stat")"
+    stat="${stat##*) }"
+    # shellcheck disable=SC2086 # split the fields on purpose
+    set -- $stat
+    echo $((${12} + ${13}))
+}
+
+empty_topics() {
+    local h t
+    for h in "${NSQD_HTTP[@]}"; do
+        for t in $TOPICS; do
+            curl -s -o /dev/null -X POST "http://$h/topic/empty?topic=$t" || true
+        done
+    done
+}
+
+# run LABEL CONNS DURATION PASS: one wrk run; appends a result line to $TMP/results unless PASS is 0.
+run() {
+    local label=$1 conns=$2 dur=$3 pass=$4 url pid post="" out line t0 t1 hwm
+    if [[ "$label" == anchor ]]; then
+        url="http://${NSQD_HTTP[0]}/pub?topic=$ANCHOR_TOPIC"
+        pid="${NSQD_PIDS[0]}"
+        post="$SIZE"
+    else
+        url="http://$MQT_ADDR$label"
+        pid="$MQT_PID"
+    fi
+    empty_topics
+    echo 5 >"/proc/$pid/clear_refs" 2>/dev/null || true # resets VmHWM to the current RSS
+    t0="$(cpu_ticks "$pid")"
+    out="$(BENCH_POST_SIZE="$post" wrk -t"$THREADS" -c"$conns" -d"$dur" -s scripts/wrk/bench.lua "$url" 2>&1)" ||
+        die "wrk failed on $url: $out"
+    t1="$(cpu_ticks "$pid")"
+    hwm="$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status")"
+    line="$(grep -m1 '^BENCH ' <<<"$out")" || die "no BENCH line from wrk on $url: $out"
+    ((pass > 0)) || return 0
+    echo "label=$label conns=$conns pass=$pass ticks=$((t1 - t0)) hwm_kb=$hwm ${line#BENCH }" >>"$TMP/results"
+    log "pass $pass c$conns $label: ${line#BENCH }"
+}
+
+TARGETS="anchor /healthz $PATHS"
+if [[ "$WARMUP" =~ ^0+[smh]?$ ]]; then
+    log "no warm-up"
+else
+    log "warm-up: $WARMUP per target at -c${CONNS%% *}"
+    for target in $TARGETS; do run "$target" "${CONNS%% *}" "$WARMUP" 0; done
+fi
+for ((pass = 1; pass <= PASSES; pass++)); do
+    for c in $CONNS; do
+        for target in $TARGETS; do run "$target" "$c" "$DURATION" "$pass"; done
+    done
+done
+
+# --- report ------------------------------------------------------------------------------------------
+cpu_model="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
+mem_gib="$(awk '/^MemTotal:/ {printf "%.0f", $2 / 1048576}' /proc/meminfo)"
+go_version="$(go env GOVERSION)"
+nsqd_version="$("$NSQD_BIN" --version | awk '{print $2}')"
+wrk_version="$(wrk -v 2>&1 | awk 'NR == 1 {print $2}')" || true
+rev="$(git describe --always --dirty 2>/dev/null || echo unknown)"
+
+table() {
+    awk -v clk="$CLK_TCK" -v passes="$PASSES" -v order="$TARGETS" -v conns="$CONNS" '
+    function kv(    i, p) { for (i = 1; i <= NF; i++) { split($i, p, "="); f[p[1]] = p[2] } }
+    function ms(us) { return sprintf("%.2f", us / 1000) }
+    function join(arr, key, fmt,    s, p) {
+        s = ""
+        for (p = 1; p <= passes; p++) s = s (p > 1 ? " / " : "") ((key SUBSEP p) in arr ? sprintf(fmt, arr[key, p]) : "-")
+        return s
+    }
+    {
+        delete f; kv()
+        k = f["label"] SUBSEP f["conns"]; p = f["pass"]
+        secs = f["duration_us"] / 1e6
+        rps[k, p] = f["ok"] / secs
+        p50[k, p] = f["p50_us"] / 1000; p99[k, p] = f["p99_us"] / 1000
+        cpu[k, p] = f["requests"] > 0 ? f["ticks"] / clk * 1e6 / f["requests"] : 0
+        non2xx[k] += f["non2xx"]
+        if (f["codes"] != "-") {
+            n = split(f["codes"], cl, ",")
+            for (i = 1; i <= n; i++) {
+                split(cl[i], cv, ":")
+                if (!((k SUBSEP cv[1]) in bycode)) codes[k] = codes[k] " " cv[1]
+                bycode[k, cv[1]] += cv[2]
+            }
+        }
+        sock[k] += f["connect"] + f["read"] + f["write"] + f["timeout"]
+        if (f["hwm_kb"] / 1024 > rss[k]) rss[k] = f["hwm_kb"] / 1024
+    }
+    END {
+        print "| target | -c | req/s (2xx), per pass | ratio to nsqd /pub | p50 ms | p99 ms | non-2xx | socket errors | server CPU µs/req | server peak RSS MB |"
+        print "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        nc = split(conns, cs, " "); nt = split(order, ts, " ")
+        for (ci = 1; ci <= nc; ci++) for (ti = 1; ti <= nt; ti++) {
+            c = cs[ci]; t = ts[ti]; k = t SUBSEP c; a = "anchor" SUBSEP c
+            name = t == "anchor" ? "nsqd `/pub` (anchor)" : "mqtarget `" t "`"
+            for (p = 1; p <= passes; p++) if ((a SUBSEP p) in rps && rps[a, p] > 0 && (k SUBSEP p) in rps) ratio[k, p] = rps[k, p] / rps[a, p]
+            nx = non2xx[k] + 0
+            if (codes[k] != "") {
+                n = split(codes[k], cl, " "); s = ""
+                for (i = 1; i <= n; i++) s = s (i > 1 ? ", " : "") cl[i] ": " bycode[k, cl[i]]
+                nx = nx " (" s ")"
+            }
+            printf "| %s | %s | %s | %s | %s | %s | %s | %d | %s | %.0f |\n", name, c, join(rps, k, "%.0f"),
+                join(ratio, k, "%.2f"), join(p50, k, "%.2f"), join(p99, k, "%.2f"), nx, sock[k], join(cpu, k, "%.1f"), rss[k]
+        }
+        # The issue #8 targets that this run can check, per pass.
+        print ""
+        print "Targets (issue #8), per pass:"
+        print ""
+        for (ci = 1; ci <= nc; ci++) {
+            c = cs[ci]
+            s1 = "/send1" SUBSEP c
+            if (!(("/send1" SUBSEP c SUBSEP 1) in rps)) continue
+            printf "- c%s: `/send1` / nsqd `/pub` = %s (≥ 0.70)", c, join(ratio, s1, "%.2f")
+            split("/send2 /send3Host /sendAsync", cmp, " "); want["/send2"] = "≥ 0.9"; want["/send3Host"] = "≥ 1"; want["/sendAsync"] = "≥ 1"
+            for (j = 1; j <= 3; j++) {
+                k = cmp[j] SUBSEP c
+                if (!((k SUBSEP 1) in rps)) continue
+                for (p = 1; p <= passes; p++) if ((s1 SUBSEP p) in rps && rps[s1, p] > 0) rel[k, p] = rps[k, p] / rps[s1, p]
+                printf "; `%s` / `/send1` = %s (%s)", cmp[j], join(rel, k, "%.2f"), want[cmp[j]]
+            }
+            h = "/healthz" SUBSEP c
+            for (p = 1; p <= passes; p++) if ((h SUBSEP p) in cpu && cpu[h, p] > 0) crel[c, p] = cpu[s1, p] / cpu[h, p]
+            printf "; CPU per `/send1` / per `/healthz` = %s (≤ 1.5)", join(crel, c, "%.2f")
+            printf "; mqtarget peak RSS %.0f MB (≤ 64 at c200)\n", rss[s1]
+        }
+    }' "$TMP/results"
+}
+
+report="$TMP/report.md"
+{
+    echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with"
+    echo
+    echo '```sh'
+    echo "$COMMAND"
+    echo '```'
+    echo
+    echo "- machine: $(nproc) CPUs ($cpu_model), ${mem_gib} GiB, Linux $(uname -r); wrk, mqtarget and the three nsqd share them"
+    echo "- versions: $go_version, nsqd $nsqd_version, wrk $wrk_version, mqtarget $rev"
+    echo "- runs: ${PASSES} interleaved passes of wrk -t$THREADS -d$DURATION per target and concurrency, after a $WARMUP warm-up per target;" \
+        "nsqd --mem-queue-size=$MEM_QUEUE, topics emptied before each run; mqtarget -nsq.hosts with the three nsqd, defaults otherwise (${SIZE}-byte payloads)"
+    echo
+    table
+} >"$report"
+
+for part in rocketmq stomp; do
+    if [[ "$part" == rocketmq ]]; then
+        ((RUN_RMQ)) || continue
+    else
+        ((RUN_STOMP)) || continue
+    fi
+    script="scripts/bench-$part.sh"
+    {
+        echo
+        echo "### $part anchor ($script)"
+        echo
+    } >>"$report"
+    if [[ ! -x "$script" ]]; then
+        log "$script not found: $part part skipped"
+        echo "$script is not in this tree; skipped." >>"$report"
+        continue
+    fi
+    # Our brokers and mqtarget stay idle meanwhile; the part starts its own.
+    log "running $script"
+    if ! "$script" >"$TMP/$part.md"; then
+        log "$script failed"
+        echo "$script failed; see its output on stderr." >>"$report"
+        continue
+    fi
+    cat "$TMP/$part.md" >>"$report"
+done
+
+cat "$report"
+
+if ((WRITE_DOCS)); then
+    begin='<!-- bench.sh:begin -->'
+    end='<!-- bench.sh:end -->'
+    if [[ ! -f "$DOCS" ]] || ! grep -qF "$begin" "$DOCS" || ! grep -qF "$end" "$DOCS"; then
+        { echo; echo "## scripts/bench.sh"; echo; echo "$begin"; echo "$end"; } >>"$DOCS"
+    fi
+    awk -v begin="$begin" -v end="$end" -v report="$report" '
+        $0 == begin { print; while ((getline l < report) > 0) print l; skip = 1; next }
+        $0 == end { skip = 0 }
+        !skip' "$DOCS" >"$TMP/docs.md"
+    cat "$TMP/docs.md" >"$DOCS"
+    log "table written to $DOCS"
+fi
