@@ -480,7 +480,7 @@ func TestValidateFieldNames(t *testing.T) {
 		c.ShutdownGrace = 0
 		c.ShutdownLameDuck = 0
 		c.HTTP.MaxHeaderBytes = 4096
-		c.HTTP.MaxConnections, c.HTTP.MaxRequests = 0, 0 // no limit
+		c.HTTP.MaxConnections, c.HTTP.MaxRequests = 0, 0         // no limit
 		c.HTTP.Addr, c.PProf.Addr = "127.0.0.1:0", "127.0.0.1:0" // two ephemeral ports, not one
 		if err := c.Validate(); err != nil {
 			t.Errorf("Validate() = %v", err)

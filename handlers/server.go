@@ -36,8 +36,8 @@ type Options struct {
 	ReadTimeout time.Duration
 	// MaxRequests bounds the send requests in their handlers at once; beyond it 503. 0: no bound.
 	MaxRequests int
-	Registry       *prometheus.Registry // metrics are registered here and served on /metrics
-	Log            *slog.Logger
+	Registry    *prometheus.Registry // metrics are registered here and served on /metrics
+	Log         *slog.Logger
 	// Setup is shown on / as the effective broker setup (hosts, embedded or not, …).
 	Setup any
 }
