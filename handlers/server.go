@@ -111,7 +111,7 @@ var routeTable = []route{
 		func(s *Server) handlerFunc { return s.sendNHost(3) }),
 	{Endpoint{"/healthz", "200 while the process serves", getHead, false},
 		func(*Server) http.Handler { return http.HandlerFunc(healthz) }},
-	{Endpoint{"/readyz", "200 when every host of every broker answers a ping, else 503 with the failures", getHead, false},
+	{Endpoint{"/readyz", "200 when every host of every broker answers a ping, else 503 with the failures; 503 during a shutdown's lame-duck phase", getHead, false},
 		func(s *Server) http.Handler { return http.HandlerFunc(s.readyz) }},
 	{Endpoint{"/metrics", "Prometheus metrics (OpenMetrics and native histograms negotiated)", []string{http.MethodGet}, false},
 		func(s *Server) http.Handler {
@@ -295,7 +295,8 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
 }
 
-// readyz answers 200 when every host of every publisher answers a ping, else 503 with the failures.
+// readyz answers 200 when every host of every publisher answers a ping, else 503 with the failures; 503
+// without pinging during the lame-duck phase, so load balancers stop sending before the shutdown.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.lameDuck.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"ready":false,"shutting_down":true,"hosts":[]}`+"\n"))
