@@ -111,6 +111,19 @@ func codeCount(t *testing.T, ts *testServer, route, code string) uint64 {
 	return n
 }
 
+// serveCancellable serves a GET in the background; hangUp cancels its context as a client hanging up
+// does, and done is closed when the handler has returned.
+func (ts *testServer) serveCancellable(target string) (w *httptest.ResponseRecorder, hangUp func(), done <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w = httptest.NewRecorder()
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		ts.srv.ServeHTTP(w, httptest.NewRequest(http.MethodGet, target, nil).WithContext(ctx))
+	}()
+	return w, cancel, finished
+}
+
 // TestClientGone: a client that hangs up while its publish is with the broker does not cancel the
 // publish (it finishes under publish_timeout), and the request is recorded as 499, not as a 5xx.
 func TestClientGone(t *testing.T) {
@@ -128,13 +141,7 @@ func TestClientGone(t *testing.T) {
 			f := newFake(3)
 			f.gate = make(chan struct{})
 			ts := newServer(t, f)
-			ctx, hangUp := context.WithCancel(context.Background())
-			w := httptest.NewRecorder()
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				ts.srv.ServeHTTP(w, httptest.NewRequest(http.MethodGet, tc.target, nil).WithContext(ctx))
-			}()
+			w, hangUp, done := ts.serveCancellable(tc.target)
 			waitFor(t, "publish held", func() bool { return len(f.Calls()) >= 1 })
 			hangUp()
 			close(f.gate) // the broker answers after the client left
@@ -160,13 +167,7 @@ func TestClientGone(t *testing.T) {
 		f := newFake(1)
 		f.async = asyncHold
 		ts := newServer(t, f)
-		ctx, hangUp := context.WithCancel(context.Background())
-		w := httptest.NewRecorder()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			ts.srv.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/sendAsyncWait", nil).WithContext(ctx))
-		}()
+		w, hangUp, done := ts.serveCancellable("/sendAsyncWait")
 		waitFor(t, "async publish held", func() bool { return f.heldCount() == 1 })
 		hangUp()
 		<-done // answers without waiting for the broker or publish_timeout
