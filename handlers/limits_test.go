@@ -99,13 +99,23 @@ func TestMaxRequests(t *testing.T) {
 	}
 }
 
-// codeCount is the number of mqtarget_http_request_duration_seconds observations for route and code.
+// codeCount is the number of mqtarget_http_request_duration_seconds observations for route and code
+// (0 before the first request is recorded).
 func codeCount(t *testing.T, ts *testServer, route, code string) uint64 {
 	t.Helper()
+	mfs, err := ts.reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
 	var n uint64
-	for _, m := range gather(t, ts.reg, "mqtarget_http_request_duration_seconds").GetMetric() {
-		if l := labels(m); l["route"] == route && l["code"] == code {
-			n += m.GetHistogram().GetSampleCount()
+	for _, mf := range mfs {
+		if mf.GetName() != "mqtarget_http_request_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if l := labels(m); l["route"] == route && l["code"] == code {
+				n += m.GetHistogram().GetSampleCount()
+			}
 		}
 	}
 	return n
@@ -180,6 +190,40 @@ func TestClientGone(t *testing.T) {
 		f.release(nil)
 		waitFor(t, "async completion counted", func() bool { return asyncCount(t, ts.reg, "acked") == 1 })
 	})
+}
+
+// TestClientGoneOverTCP: a client closing its connection while its publish is held is recorded as 499,
+// through net/http's own detection of the hang-up, and the publish still completes.
+func TestClientGoneOverTCP(t *testing.T) {
+	f := newFake(1)
+	f.gate = make(chan struct{})
+	ts := newServer(t, f)
+	// net/http cancels the request's context when it notices the close; only then may the broker answer.
+	gone := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		context.AfterFunc(r.Context(), func() { close(gone) })
+		ts.srv.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(c, "GET /send1 HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "publish held", func() bool { return len(f.Calls()) == 1 })
+	c.Close()
+	select {
+	case <-gone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("net/http did not notice the hang-up")
+	}
+	close(f.gate)
+	waitFor(t, "request recorded", func() bool { return codeCount(t, ts, "/send1", "499") == 1 })
+	if errs := f.contextErrors(); len(errs) != 1 || errs[0] != nil {
+		t.Errorf("publish context errors %v, want one nil", errs)
+	}
 }
 
 // rawExchange writes req on a fresh connection to addr and reads one response; the connection's reader is

@@ -129,3 +129,30 @@ func TestContentLength(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseParams: parseParams never accepts what url.ParseQuery would read differently: an accepted
+// query parses there too, with the same value for every parameter and no parameter twice.
+func FuzzParseParams(f *testing.F) {
+	for _, seed := range []string{"", "size=10", "topic=a;b", "%zz=1", "topic=a&topic=b", "to%70ic=x&mode=batch", "=", "&&", "topic=%C3%A9+x"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		got, err := parseParams(raw)
+		if err != nil {
+			if err.Status != 400 || err.Field == "" || err.Msg == "" {
+				t.Fatalf("parseParams(%q): error %+v without status 400, field and message", raw, err)
+			}
+			return
+		}
+		want, werr := url.ParseQuery(raw)
+		if werr != nil {
+			t.Fatalf("parseParams accepted %q, url.ParseQuery: %v", raw, werr)
+		}
+		for k, vs := range want {
+			i := paramIndex(k)
+			if i < 0 || len(vs) != 1 || !got.has[i] || got.val[i] != vs[0] {
+				t.Fatalf("parseParams(%q) = %+v, url.ParseQuery %q = %q", raw, got, k, vs)
+			}
+		}
+	})
+}
