@@ -79,7 +79,8 @@ func Default() Config {
 			ReadTimeout:    10 * time.Second,
 			IdleTimeout:    2 * time.Minute,
 			MaxHeaderBytes: 1 << 20, // net/http's default
-			// Below common file-descriptor limits, above any wrk -c a single target is driven with.
+			// Bounds file descriptors and per-connection goroutines; above the wrk -c a single target is
+			// usually driven with.
 			MaxConnections: 10000,
 			// Bounds the request bodies held at once: 1024 × message.max_size (1 MiB) = 1 GiB.
 			MaxRequests: 1024,

@@ -95,8 +95,6 @@ func statusOf(err error) (int, string) {
 	switch {
 	case errors.As(err, &he):
 		return he.Status, he.Field
-	case errors.As(err, new(*clientGone)):
-		return StatusClientClosedRequest, ""
 	case errors.Is(err, publishers.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout, ""
 	case errors.Is(err, publishers.ErrRejected):
