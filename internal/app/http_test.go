@@ -67,7 +67,7 @@ func keepAliveClient(addr string, warm func()) error {
 // request they sent (the last one saying "Connection: close"), never a reset, and /readyz reports the
 // shutdown while it is still served.
 func TestLameDuckKeepAlive(t *testing.T) {
-	a := startApp(t, func(c *config.Config) { c.ShutdownLameDuck = 2 * time.Second })
+	a := startApp(t, func(c *config.Config) { c.ShutdownLameDuck = 3 * time.Second })
 	ctx, stop := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- a.Run(ctx) }()
@@ -91,7 +91,7 @@ func TestLameDuckKeepAlive(t *testing.T) {
 
 	// /readyz says so during the lame-duck phase, on a fresh connection.
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(3 * time.Second)
 	for {
 		resp, err := client.Get("http://" + a.Addr() + "/readyz")
 		if err != nil {
