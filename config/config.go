@@ -19,24 +19,31 @@ import (
 
 // Config is the whole configuration. The help tags are the flag usage texts.
 type Config struct {
-	HTTP           HTTP          `yaml:"http"`
-	Broker         string        `yaml:"broker" help:"default broker for requests without ?broker= (nsq)"`
-	Topic          string        `yaml:"topic" help:"default topic"`
-	Topic2         string        `yaml:"topic2" help:"default second topic, for /send2Topic"`
-	Message        Message       `yaml:"message"`
-	PublishTimeout time.Duration `yaml:"publish_timeout" help:"how long a request waits for the broker's acknowledgement before answering 504"`
-	Async          Async         `yaml:"async"`
-	ShutdownGrace  time.Duration `yaml:"shutdown_grace" help:"on SIGINT/SIGTERM, how long to wait for in-flight requests and async publishes"`
-	Log            Log           `yaml:"log"`
-	PProf          PProf         `yaml:"pprof"`
+	HTTP             HTTP          `yaml:"http"`
+	Broker           string        `yaml:"broker" help:"default broker for requests without ?broker= (nsq)"`
+	Topic            string        `yaml:"topic" help:"default topic"`
+	Topic2           string        `yaml:"topic2" help:"default second topic, for /send2Topic"`
+	Message          Message       `yaml:"message"`
+	PublishTimeout   time.Duration `yaml:"publish_timeout" help:"how long a request waits for the broker's acknowledgement before answering 504"`
+	Async            Async         `yaml:"async"`
+	ShutdownLameDuck time.Duration `yaml:"shutdown_lame_duck" help:"on SIGINT/SIGTERM, how long /readyz answers 503 and every answer closes its connection before the shutdown starts (0: no lame-duck phase)"`
+	ShutdownGrace    time.Duration `yaml:"shutdown_grace" help:"on SIGINT/SIGTERM, how long to wait for in-flight requests and async publishes"`
+	Log              Log           `yaml:"log"`
+	PProf            PProf         `yaml:"pprof"`
 
 	// The brokers' sections (nsq, stomp, rocketmq, …), one per entry of publishers.Brokers.
 	publishers.Sections `yaml:",inline"`
 }
 
-// HTTP configures the server.
+// HTTP configures the server and its limits.
 type HTTP struct {
-	Addr string `yaml:"addr" help:"HTTP listen address"`
+	Addr              string        `yaml:"addr" help:"HTTP listen address"`
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout" help:"time a client has to send a request's line and headers"`
+	ReadTimeout       time.Duration `yaml:"read_timeout" help:"time a client has to send a request's body, counted from the end of its headers; past it 408 and the connection is closed"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout" help:"a keep-alive connection without a request for this long is closed"`
+	MaxHeaderBytes    int           `yaml:"max_header_bytes" help:"largest request line plus headers in bytes; beyond it 431"`
+	MaxConnections    int           `yaml:"max_connections" help:"open HTTP connections at once; more wait in the listen backlog until one closes (0: no limit)"`
+	MaxRequests       int           `yaml:"max_requests" help:"send requests being handled at once; beyond it 503 with Retry-After at once (0: no limit)"`
 }
 
 // Message configures generated payloads.
@@ -64,16 +71,32 @@ type Log struct {
 // Default returns the configuration with every default; it is the one place defaults are set.
 func Default() Config {
 	return Config{
-		HTTP:           HTTP{Addr: ":8080"},
+		HTTP: HTTP{
+			Addr:              ":8080",
+			ReadHeaderTimeout: 10 * time.Second,
+			// A 64 MiB body (the largest message.max_size) takes about 5 s at 100 Mbit/s; a client slower
+			// than that is holding a connection, not load-testing.
+			ReadTimeout:    10 * time.Second,
+			IdleTimeout:    2 * time.Minute,
+			MaxHeaderBytes: 1 << 20, // net/http's default
+			// Bounds file descriptors and per-connection goroutines; above the wrk -c a single target is
+			// usually driven with.
+			MaxConnections: 10000,
+			// Bounds the request bodies held at once: 1024 × message.max_size (1 MiB) = 1 GiB.
+			MaxRequests: 1024,
+		},
 		Broker:         publishers.Brokers[0].Name,
 		Topic:          "mqtarget",
 		Topic2:         "mqtarget2",
 		Message:        Message{Size: 100, MaxSize: 1 << 20},
 		PublishTimeout: 5 * time.Second,
 		Async:          Async{MaxInFlight: 10000},
-		ShutdownGrace:  10 * time.Second,
-		Log:            Log{Level: "info", Format: "text"},
-		Sections:       publishers.DefaultSections(),
+		// Enough for every busy keep-alive connection to get one more answer with "Connection: close"
+		// (a load generator sends continuously), short enough not to delay Ctrl-C noticeably.
+		ShutdownLameDuck: 2 * time.Second,
+		ShutdownGrace:    10 * time.Second,
+		Log:              Log{Level: "info", Format: "text"},
+		Sections:         publishers.DefaultSections(),
 	}
 }
 
@@ -85,6 +108,27 @@ func (c Config) Validate() error {
 	}
 	if err := validateListenAddr(c.HTTP.Addr); err != nil {
 		add("http.addr", "%v", err)
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"http.read_header_timeout", c.HTTP.ReadHeaderTimeout},
+		{"http.read_timeout", c.HTTP.ReadTimeout},
+		{"http.idle_timeout", c.HTTP.IdleTimeout},
+	} {
+		if d.v <= 0 {
+			add(d.key, "must be positive, got %v", d.v)
+		}
+	}
+	if c.HTTP.MaxHeaderBytes < 4096 {
+		add("http.max_header_bytes", "must be at least 4096, got %d", c.HTTP.MaxHeaderBytes)
+	}
+	if c.HTTP.MaxConnections < 0 {
+		add("http.max_connections", "must not be negative (0: no limit), got %d", c.HTTP.MaxConnections)
+	}
+	if c.HTTP.MaxRequests < 0 {
+		add("http.max_requests", "must not be negative (0: no limit), got %d", c.HTTP.MaxRequests)
 	}
 	if c.PProf.Addr != "" {
 		if err := validateListenAddr(c.PProf.Addr); err != nil {
@@ -111,6 +155,9 @@ func (c Config) Validate() error {
 	}
 	if c.Async.MaxInFlight < 1 {
 		add("async.max_in_flight", "must be at least 1, got %d", c.Async.MaxInFlight)
+	}
+	if c.ShutdownLameDuck < 0 {
+		add("shutdown_lame_duck", "must not be negative, got %v", c.ShutdownLameDuck)
 	}
 	if c.ShutdownGrace < 0 {
 		add("shutdown_grace", "must not be negative, got %v", c.ShutdownGrace)

@@ -77,6 +77,8 @@ func TestKeysHaveHelp(t *testing.T) {
 	for _, want := range []string{
 		"http.addr", "broker", "topic", "topic2", "message.size", "message.max_size", "publish_timeout",
 		"async.max_in_flight", "shutdown_grace", "log.level", "log.format",
+		"http.read_header_timeout", "http.read_timeout", "http.idle_timeout", "http.max_header_bytes",
+		"http.max_connections", "http.max_requests", "shutdown_lame_duck",
 		"nsq.hosts", "nsq.producers_per_host", "nsq.dial_timeout", "nsq.embedded",
 	} {
 		if !seen[want] {
@@ -438,6 +440,13 @@ func TestValidateFieldNames(t *testing.T) {
 		{"publish_timeout", func(c *config.Config) { c.PublishTimeout = 0 }},
 		{"async.max_in_flight", func(c *config.Config) { c.Async.MaxInFlight = -1 }},
 		{"shutdown_grace", func(c *config.Config) { c.ShutdownGrace = -time.Second }},
+		{"shutdown_lame_duck", func(c *config.Config) { c.ShutdownLameDuck = -time.Second }},
+		{"http.read_header_timeout", func(c *config.Config) { c.HTTP.ReadHeaderTimeout = 0 }},
+		{"http.read_timeout", func(c *config.Config) { c.HTTP.ReadTimeout = -time.Second }},
+		{"http.idle_timeout", func(c *config.Config) { c.HTTP.IdleTimeout = 0 }},
+		{"http.max_header_bytes", func(c *config.Config) { c.HTTP.MaxHeaderBytes = 4095 }},
+		{"http.max_connections", func(c *config.Config) { c.HTTP.MaxConnections = -1 }},
+		{"http.max_requests", func(c *config.Config) { c.HTTP.MaxRequests = -1 }},
 		{"log.level", func(c *config.Config) { c.Log.Level = "INFO" }},
 		{"log.format", func(c *config.Config) { c.Log.Format = "" }},
 		{"nsq.hosts[1]", func(c *config.Config) { c.NSQ.Hosts = []string{"a:1", "b"} }},
@@ -469,6 +478,9 @@ func TestValidateFieldNames(t *testing.T) {
 		c.NSQ.Hosts = []string{"a:1"}
 		c.NSQ.Embedded = 0 // ignored with hosts
 		c.ShutdownGrace = 0
+		c.ShutdownLameDuck = 0
+		c.HTTP.MaxHeaderBytes = 4096
+		c.HTTP.MaxConnections, c.HTTP.MaxRequests = 0, 0         // no limit
 		c.HTTP.Addr, c.PProf.Addr = "127.0.0.1:0", "127.0.0.1:0" // two ephemeral ports, not one
 		if err := c.Validate(); err != nil {
 			t.Errorf("Validate() = %v", err)
@@ -507,6 +519,7 @@ func TestYAMLRoundTrip(t *testing.T) {
 		{"everything changed", []string{
 			"-http.addr", "127.0.0.1:9999", "-topic", "a.b_c-d", "-topic2", "t2#ephemeral", "-message.size", "10",
 			"-message.max_size", "20", "-publish_timeout", "1m30s", "-async.max_in_flight", "3", "-shutdown_grace", "250ms",
+			"-shutdown_lame_duck", "0s", "-http.read_timeout", "3s", "-http.max_requests", "7", "-http.max_connections", "0",
 			"-log.level", "error", "-log.format", "json", "-nsq.hosts", "a:1,b:2,c:3", "-nsq.producers_per_host", "5",
 			"-nsq.dial_timeout", "1500ms", "-nsq.embedded", "4",
 		}},

@@ -34,6 +34,26 @@ type partialError struct {
 func (e *partialError) Error() string { return e.err.Error() }
 func (e *partialError) Unwrap() error { return e.err }
 
+// StatusClientClosedRequest is nginx's 499: the client went away before its answer. It is never sent (there
+// is no one to send it to); it is what the metrics and the log record, so a client that hangs up is not
+// counted as a broker failure.
+const StatusClientClosedRequest = 499
+
+// clientGone is returned by a handler that finished its work after its client had gone away.
+type clientGone struct{ published int }
+
+func (e *clientGone) Error() string { return "client closed the request before its answer" }
+
+// reply writes a send endpoint's reply, or returns clientGone when the client has left meanwhile, so
+// the request is recorded as 499 rather than as a success no one received.
+func reply(w http.ResponseWriter, r *http.Request, status int, broker, topic, countKey string, msgs []sent) error {
+	if r.Context().Err() != nil {
+		return &clientGone{published: len(msgs)}
+	}
+	writeReply(w, status, broker, topic, countKey, msgs)
+	return nil
+}
+
 // handlerFunc is an HTTP handler that returns its error instead of writing it.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
@@ -47,8 +67,17 @@ func (s *Server) adapt(h handlerFunc) http.HandlerFunc {
 		status, field := statusOf(err)
 		published := 0
 		var pe *partialError
-		if errors.As(err, &pe) {
+		var cg *clientGone
+		switch {
+		case errors.As(err, &pe):
 			published = pe.published
+		case errors.As(err, &cg):
+			published = cg.published
+		}
+		if r.Context().Err() != nil && status != http.StatusRequestTimeout {
+			// Whatever the outcome, no one receives it; the broker's side of it is in the publish metrics.
+			// (A body cut by http.read_timeout cancels the context too, but that is our doing: 408.)
+			status, field = StatusClientClosedRequest, ""
 		}
 		// Per-request failures go to debug: under load a broker outage would otherwise flood the log,
 		// and the metrics already count every one of them.

@@ -56,6 +56,34 @@ type fakePub struct {
 	asyncErr error
 	held     []func(error)
 	pingErr  map[int]error
+	// gate, when set, holds every sync publish until it is closed or the publish context ends; ctxErrs
+	// records each held publish's context error at the end, so tests see whether the handler cancelled it.
+	gate    chan struct{}
+	ctxErrs []error
+}
+
+// wait holds a publish at the gate; the error is the context's when it ended first.
+func (f *fakePub) wait(ctx context.Context) error {
+	if f.gate == nil {
+		return nil
+	}
+	select {
+	case <-f.gate:
+	case <-ctx.Done():
+	}
+	f.mu.Lock()
+	f.ctxErrs = append(f.ctxErrs, ctx.Err())
+	f.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fake: %w", err)
+	}
+	return nil
+}
+
+func (f *fakePub) contextErrors() []error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]error(nil), f.ctxErrs...)
 }
 
 func newFake(nHosts int) *fakePub {
@@ -83,14 +111,20 @@ func (f *fakePub) Publish(ctx context.Context, host int, topic string, body []by
 	if _, ok := ctx.Deadline(); !ok {
 		return fmt.Errorf("fake: Publish without a deadline")
 	}
-	return f.record(call{modeSync, host, topic, [][]byte{body}})
+	if err := f.record(call{modeSync, host, topic, [][]byte{body}}); err != nil {
+		return err
+	}
+	return f.wait(ctx)
 }
 
 func (f *fakePub) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
 	if _, ok := ctx.Deadline(); !ok {
 		return fmt.Errorf("fake: PublishBatch without a deadline")
 	}
-	return f.record(call{modeBatch, host, topic, bodies})
+	if err := f.record(call{modeBatch, host, topic, bodies}); err != nil {
+		return err
+	}
+	return f.wait(ctx)
 }
 
 func (f *fakePub) PublishAsync(host int, topic string, body []byte, done func(error)) error {

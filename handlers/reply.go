@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/mqtarget/mqtarget/internal/message"
 )
@@ -95,7 +96,8 @@ func writeReply(w http.ResponseWriter, status int, broker, topic, countKey strin
 	}
 }
 
-// appendString appends s as a JSON string. Bytes >= 0x80 pass through unchanged.
+// appendString appends s as a JSON string. Valid UTF-8 passes through unchanged; each invalid byte
+// (a raw path or parameter name can hold any) becomes U+FFFD, as with encoding/json, so the reply parses.
 func appendString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
@@ -106,8 +108,16 @@ func appendString(b []byte, s string) []byte {
 			b = append(b, '\\', c)
 		case c < 0x20:
 			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
+		case c < utf8.RuneSelf:
 			b = append(b, c)
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				b = append(b, `\ufffd`...)
+			} else {
+				b = append(b, s[i:i+size]...)
+			}
+			i += size - 1
 		}
 	}
 	return append(b, '"')

@@ -3,7 +3,6 @@ package handlers
 import (
 	"encoding/json"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,61 +52,73 @@ func TestTopicName(t *testing.T) {
 	}
 }
 
-// TestParseParamsMatchesURLQuery pins parseParams to what r.URL.Query() gave the send endpoints before:
-// the same first values, the same presence, and an unknown parameter reported iff the query has one.
-func TestParseParamsMatchesURLQuery(t *testing.T) {
-	for _, tc := range []struct{ name, raw string }{
-		{"empty", ""},
-		{"one", "size=10"},
-		{"all", "broker=nsq&topic=a&topic2=b&size=3&topics=4&mode=sequential"},
-		{"first value wins", "topic=a&topic=b"},
-		{"empty value", "topic="},
-		{"no equals sign", "topic"},
-		{"escapes", "topic=a%2Eb&topic2=c+d"},
-		{"escaped key", "to%70ic=x"},
-		{"bad escape skipped", "topic=%zz&size=5"},
-		{"bad escape in key skipped", "%zz=1&size=5"},
-		{"semicolon pair skipped", "topic=a;b&size=5"},
-		{"empty pairs", "&&size=5&"},
-		{"unknown", "sise=5"},
-		{"unknown after known", "size=5&bogus=1"},
-		{"unknown with bad escape is skipped", "bo%zzgus=1"},
+// TestParseParams: a well-formed query reads as url.ParseQuery reads it; a malformed one, which
+// url.ParseQuery would partly skip, is an error naming the parameter (or "query") and the problem.
+func TestParseParams(t *testing.T) {
+	for _, tc := range []struct {
+		name, raw string
+		field     string // "" for a well-formed query
+		mentions  string // in the error message
+	}{
+		{name: "empty", raw: ""},
+		{name: "one", raw: "size=10"},
+		{name: "all", raw: "broker=nsq&topic=a&topic2=b&size=3&topics=4&mode=sequential"},
+		{name: "empty value", raw: "topic="},
+		{name: "no equals sign", raw: "topic"},
+		{name: "escapes", raw: "topic=a%2Eb&topic2=c+d"},
+		{name: "escaped name", raw: "to%70ic=x"},
+		{name: "empty pairs", raw: "&&size=5&"},
+		{name: "equals sign in value", raw: "topic=a=b"},
+
+		{"semicolon separator", "topic=a;size=5", "query", "';'"},
+		{"semicolon after a good pair", "size=5&topic=a;b", "query", "topic=a;b"},
+		{"bad escape in value", "topic=%zz&size=5", "topic", "%zz"},
+		{"truncated escape in value", "size=5&topic=a%2", "topic", "%2"},
+		{"bad escape in name", "%zz=1&size=5", "query", "%zz"},
+		{"empty name", "=5", "query", "empty parameter name"},
+		{"duplicated", "topic=a&topic=b", "topic", "more than once"},
+		{"duplicated through an escape", "size=1&si%7Ae=2", "size", "more than once"},
+		{"duplicated with the same value", "mode=batch&mode=batch", "mode", "more than once"},
+		{"unknown", "sise=5", "sise", "unknown parameter"},
+		{"unknown after known", "size=5&bogus=1", "bogus", "unknown parameter"},
+		{"unknown with bad escape", "bo%zzgus=1", "query", "bo%zzgus"},
+		{"first problem wins", "bogus=1&topic=%zz", "bogus", "unknown parameter"},
+		{"too many pairs", strings.Repeat("&", maxQueryPairs) + "size=5", "query", "at most 100"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			want, _ := url.ParseQuery(tc.raw)
-			got, unknown, found := parseParams(tc.raw)
+			got, err := parseParams(tc.raw)
+			if tc.field != "" {
+				switch {
+				case err == nil:
+					t.Fatalf("parseParams(%q) = %+v, want an error for %s", tc.raw, got, tc.field)
+				case err.Status != 400 || err.Field != tc.field || !strings.Contains(err.Msg, tc.mentions):
+					t.Errorf("error %d field %q %q, want 400 field %q mentioning %q", err.Status, err.Field, err.Msg, tc.field, tc.mentions)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseParams(%q): %v", tc.raw, err)
+			}
+			want, werr := url.ParseQuery(tc.raw)
+			if werr != nil {
+				t.Fatalf("case is not well-formed: %v", werr)
+			}
 			for i, name := range paramNames {
 				if got.has[i] != want.Has(name) || got.val[i] != want.Get(name) {
 					t.Errorf("%s: has=%v val=%q, url.Values has=%v get=%q", name, got.has[i], got.val[i], want.Has(name), want.Get(name))
 				}
-			}
-			var unknowns []string
-			for k := range want {
-				if paramIndex(k) < 0 {
-					unknowns = append(unknowns, k)
-				}
-			}
-			if found != (len(unknowns) > 0) || (found && !slices.Contains(unknowns, unknown)) {
-				t.Errorf("unknown = %q (found %v), url.Values unknown keys %v", unknown, found, unknowns)
 			}
 		})
 	}
 }
 
 func TestParseParamsLimit(t *testing.T) {
-	under := "size=5" + strings.Repeat("&topic=a", maxQueryPairs-1)
-	for _, tc := range []struct {
-		name, raw string
-	}{
-		{"at the limit", under},
-		{"over the limit", under + "&topic=a"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			want, _ := url.ParseQuery(tc.raw)
-			if p, _, _ := parseParams(tc.raw); p.has[pSize] != want.Has("size") {
-				t.Errorf("size read = %v, url.ParseQuery has it = %v", p.has[pSize], want.Has("size"))
-			}
-		})
+	at := "size=5" + strings.Repeat("&", maxQueryPairs-1)
+	if _, err := parseParams(at); err != nil {
+		t.Errorf("%d pairs: %v", maxQueryPairs, err)
+	}
+	if _, err := parseParams(at + "&"); err == nil || err.Field != "query" {
+		t.Errorf("%d pairs: %v, want an error for query", maxQueryPairs+1, err)
 	}
 }
 
@@ -117,4 +128,31 @@ func TestContentLength(t *testing.T) {
 			t.Errorf("contentLength(%d) = %q", n, got)
 		}
 	}
+}
+
+// FuzzParseParams: parseParams never accepts what url.ParseQuery would read differently: an accepted
+// query parses there too, with the same value for every parameter and no parameter twice.
+func FuzzParseParams(f *testing.F) {
+	for _, seed := range []string{"", "size=10", "topic=a;b", "%zz=1", "topic=a&topic=b", "to%70ic=x&mode=batch", "=", "&&", "topic=%C3%A9+x"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		got, err := parseParams(raw)
+		if err != nil {
+			if err.Status != 400 || err.Field == "" || err.Msg == "" {
+				t.Fatalf("parseParams(%q): error %+v without status 400, field and message", raw, err)
+			}
+			return
+		}
+		want, werr := url.ParseQuery(raw)
+		if werr != nil {
+			t.Fatalf("parseParams accepted %q, url.ParseQuery: %v", raw, werr)
+		}
+		for k, vs := range want {
+			i := paramIndex(k)
+			if i < 0 || len(vs) != 1 || !got.has[i] || got.val[i] != vs[0] {
+				t.Fatalf("parseParams(%q) = %+v, url.ParseQuery %q = %q", raw, got, k, vs)
+			}
+		}
+	})
 }

@@ -3,6 +3,7 @@ package handlers
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -51,42 +52,49 @@ type params struct {
 	has [nParams]bool
 }
 
-// maxQueryPairs is net/url's default limit (GODEBUG urlmaxqueryparams): beyond it url.Query ignores
-// the whole query, and so does parseParams.
-const maxQueryPairs = 10000
+// maxQueryPairs bounds the pairs of a query (empty ones included). A valid query has at most one pair per
+// send parameter; the bound only keeps the refusal of a huge one cheap.
+const maxQueryPairs = 100
 
-// parseParams reads a raw query as url.ParseQuery does (pairs split on '&'; pairs holding ';' or
-// undecodable escapes skipped; the first value wins, as with Values.Get) without building a map, which
-// would be an allocation per request. unknown is the first parameter that is not a send parameter.
-func parseParams(raw string) (p params, unknown string, found bool) {
-	if strings.Count(raw, "&") >= maxQueryPairs {
-		return p, "", false
+// parseParams reads a raw query without building a map, which would be an allocation per request. Unlike
+// url.ParseQuery, which skips what it cannot parse, every malformed part is an error, so a typo never
+// silently benchmarks the defaults: a ';' (not a separator), an undecodable %-escape, an empty name, an
+// unknown or repeated parameter, or more than maxQueryPairs pairs. Errors name the parameter, or
+// "query" when there is no name to give.
+func parseParams(raw string) (p params, err *Error) {
+	if n := strings.Count(raw, "&") + 1; n > maxQueryPairs {
+		return p, badField("query", "%d parameters, at most %d are read", n, maxQueryPairs)
 	}
 	for raw != "" {
 		var pair string
 		pair, raw, _ = strings.Cut(raw, "&")
-		if pair == "" || strings.Contains(pair, ";") {
-			continue
+		if pair == "" {
+			continue // "a=1&&b=2", a trailing '&': nothing is lost
+		}
+		if strings.Contains(pair, ";") {
+			return p, badField("query", "%q: ';' does not separate parameters, '&' does", pair)
 		}
 		k, v, _ := strings.Cut(pair, "=")
-		k, err := url.QueryUnescape(k)
-		if err != nil {
-			continue
-		}
-		if v, err = url.QueryUnescape(v); err != nil {
-			continue
-		}
-		i := paramIndex(k)
+		name, kerr := url.QueryUnescape(k)
 		switch {
-		case i < 0:
-			if !found {
-				unknown, found = k, true
-			}
-		case !p.has[i]:
-			p.val[i], p.has[i] = v, true
+		case kerr != nil:
+			return p, badField("query", "parameter name %q: %v", k, kerr)
+		case name == "":
+			return p, badField("query", "%q: empty parameter name", pair)
 		}
+		i := paramIndex(name)
+		if i < 0 {
+			return p, badField(name, "unknown parameter %q (known: broker, topic, topic2, size, topics, mode)", name)
+		}
+		if p.has[i] {
+			return p, badField(name, "given more than once")
+		}
+		if p.val[i], kerr = url.QueryUnescape(v); kerr != nil {
+			return p, badField(name, "%q: %v", v, kerr)
+		}
+		p.has[i] = true
 	}
-	return p, unknown, found
+	return p, nil
 }
 
 func paramIndex(name string) int {
@@ -100,9 +108,9 @@ func paramIndex(name string) int {
 
 // parseSend reads the query parameters and body of a send request.
 func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest, error) {
-	q, unknown, found := parseParams(r.URL.RawQuery)
-	if found {
-		return sendRequest{}, badField(unknown, "unknown parameter %q (known: broker, topic, topic2, size, topics, mode)", unknown)
+	q, qerr := parseParams(r.URL.RawQuery)
+	if qerr != nil {
+		return sendRequest{}, qerr
 	}
 	req := sendRequest{broker: s.defaultBroker, topic: s.topic, topic2: s.topic2, size: s.size, mode: modeBatch, topics: 1}
 	if v := q.val[pBroker]; v != "" {
@@ -161,9 +169,14 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 	if r.Body != nil && r.Body != http.NoBody && r.Method == http.MethodPost {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.maxSize)))
 		var tooBig *http.MaxBytesError
+		var netErr net.Error
 		switch {
 		case errors.As(err, &tooBig):
 			return sendRequest{}, &Error{Status: http.StatusRequestEntityTooLarge, Field: "body", Msg: "request body exceeds message.max_size (" + strconv.Itoa(s.maxSize) + " bytes)"}
+		case errors.As(err, &netErr) && netErr.Timeout():
+			// net/http closes the connection after this answer: the rest of the body is not worth waiting for.
+			return sendRequest{}, &Error{Status: http.StatusRequestTimeout, Field: "body",
+				Msg: "request body not received within http.read_timeout (" + s.readTimeout.String() + ")"}
 		case err != nil:
 			return sendRequest{}, badField("body", "reading request body: %v", err)
 		}

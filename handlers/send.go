@@ -37,8 +37,11 @@ type roundRobin struct{ n atomic.Uint64 }
 
 func (rr *roundRobin) next(n int) int { return int((rr.n.Add(1) - 1) % uint64(n)) }
 
+// publishCtx is the context a publish is handed to a broker client with: detached from the client's
+// cancellation, so a publish, once started, finishes under publish_timeout whatever the client does (a
+// client retry loop that resends after a cancellation would otherwise store the message again).
 func (s *Server) publishCtx(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.Context(), s.publishTimeout)
+	return context.WithTimeout(context.WithoutCancel(r.Context()), s.publishTimeout)
 }
 
 // send1 publishes one message to the first host and answers once the broker acknowledged it.
@@ -59,8 +62,7 @@ func (s *Server) publishOne(w http.ResponseWriter, r *http.Request, req *sendReq
 	if err := req.pub.Publish(ctx, host, topic, body); err != nil {
 		return err
 	}
-	writeReply(w, http.StatusOK, req.broker, topic, "published", []sent{m})
-	return nil
+	return reply(w, r, http.StatusOK, req.broker, topic, "published", []sent{m})
 }
 
 // send2 publishes two messages to one topic: one batch (the broker's PublishBatch) by default, two publishes one after
@@ -86,8 +88,7 @@ func (s *Server) send2(w http.ResponseWriter, r *http.Request) error {
 	} else if err := req.pub.PublishBatch(ctx, 0, topic, [][]byte{b1, b2}); err != nil {
 		return err
 	}
-	writeReply(w, http.StatusOK, req.broker, topic, "published", []sent{m1, m2})
-	return nil
+	return reply(w, r, http.StatusOK, req.broker, topic, "published", []sent{m1, m2})
 }
 
 // send2Topic publishes one message to each of two topics, both in flight at once.
@@ -117,8 +118,7 @@ func (s *Server) send2Topic(w http.ResponseWriter, r *http.Request) error {
 	case err2 != nil:
 		return &partialError{published: 1, err: fmt.Errorf("topic %s: %w", topic2, err2)}
 	}
-	writeReply(w, http.StatusOK, req.broker, topic1, "published", []sent{m1, m2})
-	return nil
+	return reply(w, r, http.StatusOK, req.broker, topic1, "published", []sent{m1, m2})
 }
 
 // sendAsync hands one message to the async publisher and answers 202 at once; 429 when the in-flight
@@ -133,8 +133,7 @@ func (s *Server) sendAsync(w http.ResponseWriter, r *http.Request) error {
 	if err := s.startAsync(&req, topic, body, s.async.done); err != nil {
 		return err
 	}
-	writeReply(w, http.StatusAccepted, req.broker, topic, "accepted", []sent{m})
-	return nil
+	return reply(w, r, http.StatusAccepted, req.broker, topic, "accepted", []sent{m})
 }
 
 // sendAsyncWait publishes asynchronously and answers when the broker's completion arrives, or 504 after
@@ -160,11 +159,13 @@ func (s *Server) sendAsyncWait(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+	case <-r.Context().Done():
+		// The client left; the publish stays accounted for by the async limiter.
+		return &clientGone{}
 	case <-ctx.Done():
 		return &Error{Status: http.StatusGatewayTimeout, Msg: "no broker acknowledgement within publish_timeout (" + s.publishTimeout.String() + "); the message is still in flight"}
 	}
-	writeReply(w, http.StatusOK, req.broker, topic, "published", []sent{m})
-	return nil
+	return reply(w, r, http.StatusOK, req.broker, topic, "published", []sent{m})
 }
 
 // startAsync takes an async slot and starts the publish; done must release the slot.

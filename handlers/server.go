@@ -5,11 +5,14 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -29,8 +32,12 @@ type Options struct {
 	MaxMessageSize int
 	PublishTimeout time.Duration
 	AsyncLimit     int
-	Registry       *prometheus.Registry // metrics are registered here and served on /metrics
-	Log            *slog.Logger
+	// ReadTimeout bounds reading a request body, from the moment the handler starts; 0: no bound.
+	ReadTimeout time.Duration
+	// MaxRequests bounds the send requests in their handlers at once; beyond it 503. 0: no bound.
+	MaxRequests int
+	Registry    *prometheus.Registry // metrics are registered here and served on /metrics
+	Log         *slog.Logger
 	// Setup is shown on / as the effective broker setup (hosts, embedded or not, …).
 	Setup any
 }
@@ -46,6 +53,10 @@ type Server struct {
 	ids            *message.Source
 	topicSeq       roundRobin
 	async          *asyncLimiter
+	readTimeout    time.Duration
+	maxRequests    int64
+	requests       atomic.Int64 // send requests in their handlers
+	lameDuck       atomic.Bool
 	log            *slog.Logger
 	setup          any
 	reg            *prometheus.Registry
@@ -78,7 +89,7 @@ var (
 // send is a send endpoint's row; h builds its handler once per Server, so per-route state such as
 // /send3Host's round-robin lives as long as the Server.
 func send(path, summary string, h func(s *Server) handlerFunc) route {
-	return route{Endpoint{path, summary, sendMethods, true}, func(s *Server) http.Handler { return s.adapt(h(s)) }}
+	return route{Endpoint{path, summary, sendMethods, true}, func(s *Server) http.Handler { return s.adapt(s.limit(h(s))) }}
 }
 
 // routeTable is the one list of routes: the router, the index (GET /) and the README check in
@@ -100,7 +111,7 @@ var routeTable = []route{
 		func(s *Server) handlerFunc { return s.sendNHost(3) }),
 	{Endpoint{"/healthz", "200 while the process serves", getHead, false},
 		func(*Server) http.Handler { return http.HandlerFunc(healthz) }},
-	{Endpoint{"/readyz", "200 when every host of every broker answers a ping, else 503 with the failures", getHead, false},
+	{Endpoint{"/readyz", "200 when every host of every broker answers a ping, else 503 with the failures; 503 during a shutdown's lame-duck phase", getHead, false},
 		func(s *Server) http.Handler { return http.HandlerFunc(s.readyz) }},
 	{Endpoint{"/metrics", "Prometheus metrics (OpenMetrics and native histograms negotiated)", []string{http.MethodGet}, false},
 		func(s *Server) http.Handler {
@@ -132,6 +143,8 @@ func New(o Options) *Server {
 		publishTimeout: o.PublishTimeout,
 		ids:            message.NewSource(),
 		async:          &asyncLimiter{limit: int64(o.AsyncLimit)},
+		readTimeout:    o.ReadTimeout,
+		maxRequests:    int64(o.MaxRequests),
 		log:            o.Log,
 		setup:          o.Setup,
 		reg:            o.Registry,
@@ -152,7 +165,70 @@ func New(o Options) *Server {
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.lameDuck.Load() {
+		// net/http closes the connection after this answer, so a keep-alive client reconnects (to another
+		// instance) instead of sending its next request into the shutdown.
+		w.Header()["Connection"] = connectionClose
+	}
+	if s.readTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
+		s.boundBody(w, r)
+	}
+	s.handler.ServeHTTP(w, r)
+}
+
+var connectionClose = []string{"close"}
+
+// EnterLameDuck starts the lame-duck phase before a shutdown: /readyz answers 503 and every answer
+// carries "Connection: close", while requests are still served.
+func (s *Server) EnterLameDuck() { s.lameDuck.Store(true) }
+
+// boundBody gives the client readTimeout to send the body. It is a connection read deadline, not
+// http.Server.ReadTimeout: that one also stays on the connection while the handler runs, and when net/http's
+// background read (which watches for the client going away) hits it, it cancels the request's context,
+// so every request slower than the timeout would look like a client that left. Here the deadline is
+// lifted as soon as the body is read; a body that is never read (a GET with a Content-Length) keeps it,
+// so net/http's discard of it after the answer is bounded too.
+func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(s.readTimeout)) != nil {
+		return // not a net/http connection (tests' recorders)
+	}
+	r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+}
+
+// deadlineBody lifts the connection's read deadline once the body has been read to its end.
+type deadlineBody struct {
+	io.ReadCloser
+	rc *http.ResponseController
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// limit answers 503 at once when maxRequests send requests are already in their handlers, so overload
+// shows as fast refusals instead of unbounded memory and latency.
+func (s *Server) limit(h handlerFunc) handlerFunc {
+	if s.maxRequests <= 0 {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) error {
+		defer s.requests.Add(-1)
+		if s.requests.Add(1) > s.maxRequests {
+			w.Header()["Retry-After"] = retryAfter
+			return &Error{Status: http.StatusServiceUnavailable, Field: "http.max_requests",
+				Msg: "too many requests in progress (http.max_requests = " + strconv.FormatInt(s.maxRequests, 10) + ")"}
+		}
+		return h(w, r)
+	}
+}
+
+var retryAfter = []string{"1"}
 
 // DrainAsync refuses new async publishes and waits for those in flight until ctx ends.
 func (s *Server) DrainAsync(ctx context.Context) AsyncStats { return s.async.drain(ctx) }
@@ -219,8 +295,13 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
 }
 
-// readyz answers 200 when every host of every publisher answers a ping, else 503 with the failures.
+// readyz answers 200 when every host of every publisher answers a ping, else 503 with the failures; 503
+// without pinging during the lame-duck phase, so load balancers stop sending before the shutdown.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.lameDuck.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"ready":false,"shutting_down":true,"hosts":[]}`+"\n"))
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.publishTimeout)
 	defer cancel()
 	type check struct {

@@ -92,6 +92,8 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 		MaxMessageSize: cfg.Message.MaxSize,
 		PublishTimeout: cfg.PublishTimeout,
 		AsyncLimit:     cfg.Async.MaxInFlight,
+		ReadTimeout:    cfg.HTTP.ReadTimeout,
+		MaxRequests:    cfg.HTTP.MaxRequests,
 		Registry:       reg,
 		Log:            log,
 		Setup:          setup,
@@ -100,6 +102,9 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("http.addr: %w", err)
 	}
+	if cfg.HTTP.MaxConnections > 0 {
+		a.ln = newLimitListener(a.ln, cfg.HTTP.MaxConnections)
+	}
 	if cfg.PProf.Addr != "" {
 		if a.pprof, err = listenPprof(cfg.PProf.Addr, log); err != nil {
 			return nil, err
@@ -107,10 +112,12 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 		a.pprof.serve()
 		log.Info("pprof listening", "addr", a.pprof.ln.Addr().String())
 	}
+	// No ReadTimeout: the handlers bound the body themselves (handlers.Options.ReadTimeout says why).
 	a.http = &http.Server{
 		Handler:           a.handlers,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
+		IdleTimeout:       cfg.HTTP.IdleTimeout,
+		MaxHeaderBytes:    cfg.HTTP.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	go func() { a.served <- a.http.Serve(a.ln) }()
@@ -129,17 +136,40 @@ func (a *App) PprofAddr() string {
 	return a.pprof.ln.Addr().String()
 }
 
-// Run serves until ctx ends (a signal), then shuts down within the configured grace period.
+// Run serves until ctx ends (a signal), then, after the lame-duck phase, shuts down within the
+// configured grace period.
 func (a *App) Run(ctx context.Context) error {
 	var serveErr error
 	select {
 	case <-ctx.Done():
+		a.lameDuck()
 	case serveErr = <-a.served:
 		a.served <- serveErr // Shutdown reads it again
 	}
 	grace, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownGrace)
 	defer cancel()
 	return errors.Join(serveErr, a.Shutdown(grace))
+}
+
+// lameDuck serves for shutdown_lame_duck more with /readyz answering 503 and every answer closing its
+// connection. http.Server.Shutdown closes the connections it finds idle, and a client that sent a request
+// on one at that moment gets a reset instead of an answer; after this phase the connections of clients
+// that kept sending are closed by their last answer instead, and load balancers have seen /readyz fail.
+func (a *App) lameDuck() {
+	d := a.cfg.ShutdownLameDuck
+	if d <= 0 {
+		return
+	}
+	a.log.Info("lame duck: /readyz answers 503, answers close their connections", "for", d)
+	a.handlers.EnterLameDuck()
+	// A fixed wait is the point here: it is the time clients get to notice.
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case err := <-a.served: // the server failed meanwhile; nothing left to wait for
+		a.served <- err
+	}
 }
 
 // Shutdown stops accepting connections, lets in-flight requests finish, waits for async publishes,

@@ -1,0 +1,241 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mqtarget/mqtarget/config"
+)
+
+// startApp starts mqtarget on an ephemeral port with external brokers that are never dialled at start.
+func startApp(t *testing.T, mod func(*config.Config)) *App {
+	t.Helper()
+	cfg := config.Default()
+	cfg.HTTP.Addr = "127.0.0.1:0"
+	cfg.NSQ.Hosts = []string{"127.0.0.1:1"}
+	cfg.STOMP.Hosts = []string{"127.0.0.1:1"}
+	mod(&cfg)
+	a, err := Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return a
+}
+
+// keepAliveClient sends requests one after the other on one connection until an answer says
+// "Connection: close"; any request without an answer is an error. warm is signalled after the first answer.
+func keepAliveClient(addr string, warm func()) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	for n := 1; ; n++ {
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: mqtarget\r\n\r\n"); err != nil {
+			return fmt.Errorf("request %d: %w", n, err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return fmt.Errorf("request %d sent, no answer: %w", n, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("request %d: status %d", n, resp.StatusCode)
+		}
+		if n == 1 {
+			warm()
+		}
+		if resp.Close {
+			return nil
+		}
+	}
+}
+
+// TestLameDuckKeepAlive: on shutdown, clients busy on keep-alive connections get an answer to every
+// request they sent (the last one saying "Connection: close"), never a reset, and /readyz reports the
+// shutdown while it is still served.
+func TestLameDuckKeepAlive(t *testing.T) {
+	a := startApp(t, func(c *config.Config) { c.ShutdownLameDuck = 3 * time.Second })
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- a.Run(ctx) }()
+
+	const clients = 50
+	var warm, done sync.WaitGroup
+	warm.Add(clients)
+	errs := make(chan error, clients)
+	for range clients {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			var once sync.Once
+			err := keepAliveClient(a.Addr(), func() { once.Do(warm.Done) })
+			once.Do(warm.Done) // a client that failed at once must not hold up the test
+			errs <- err
+		}()
+	}
+	warm.Wait()
+	stop()
+
+	// /readyz says so during the lame-duck phase, on a fresh connection.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		resp, err := client.Get("http://" + a.Addr() + "/readyz")
+		if err != nil {
+			t.Fatalf("/readyz during the lame-duck phase: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(body), `"shutting_down":true`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz %d %s, want 503 shutting_down", resp.StatusCode, body)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, bounded by the deadline
+	}
+
+	done.Wait()
+	close(errs)
+	failed := 0
+	for err := range errs {
+		if err != nil {
+			failed++
+			if failed <= 5 {
+				t.Error(err)
+			}
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d keep-alive clients lost a request", failed, clients)
+	}
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after the lame-duck phase and the shutdown")
+	}
+}
+
+// TestLimitListener: past the limit Accept waits until a connection closes; Close ends a waiting Accept.
+func TestLimitListener(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimitListener(inner, 2)
+	defer l.Close()
+	for range 3 {
+		c, err := net.Dial("tcp", l.Addr().String()) // completes in the kernel backlog
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	var accepted []net.Conn
+	for range 2 {
+		c, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepted = append(accepted, c)
+	}
+	third := make(chan net.Conn, 1)
+	go func() {
+		c, _ := l.Accept()
+		third <- c
+	}()
+	select {
+	case <-third:
+		t.Fatal("a third connection was accepted with 2 open and a limit of 2")
+	case <-time.After(100 * time.Millisecond): // absence can only be observed for a while
+	}
+	accepted[0].Close()
+	accepted[0].Close() // a second Close must not free a second slot
+	select {
+	case c := <-third:
+		if c == nil {
+			t.Fatal("Accept failed after a slot was freed")
+		}
+		accepted = append(accepted, c)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Accept still waiting after a connection closed")
+	}
+	// Two are open again: the next Accept waits, and Close ends it.
+	ended := make(chan error, 1)
+	go func() {
+		_, err := l.Accept()
+		ended <- err
+	}()
+	l.Close()
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Error("Accept after Close succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end a waiting Accept")
+	}
+	for _, c := range accepted[1:] {
+		c.Close()
+	}
+}
+
+// TestHTTPLimits: the http.* limits reach the server mqtarget runs.
+func TestHTTPLimits(t *testing.T) {
+	a := startApp(t, func(c *config.Config) {
+		c.HTTP.ReadTimeout = 200 * time.Millisecond
+		c.HTTP.MaxHeaderBytes = 4096
+		c.HTTP.MaxConnections = 3
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = a.Shutdown(ctx)
+	})
+	if l, ok := a.ln.(*limitListener); !ok || cap(l.slots) != 3 {
+		t.Errorf("listener %T, want a limitListener of 3 (http.max_connections)", a.ln)
+	}
+	for _, tc := range []struct {
+		name, req string
+		status    int
+	}{
+		{"http.read_timeout", "POST /send1 HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc", http.StatusRequestTimeout},
+		{"http.max_header_bytes", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 8192) + "\r\n\r\n", http.StatusRequestHeaderFieldsTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", a.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second)) // without the limit: no answer at all
+			if _, err := io.WriteString(c, tc.req); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Errorf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+		})
+	}
+}
