@@ -88,11 +88,14 @@ type Conn struct {
 	next    uint64 // sequence number of the next command
 	live    int    // entries in pending whose done is still set
 	closing bool
+	broken  error // the write that failed; the read loop still takes the answers already sent
+	failed  bool  // fail ran
 
-	dead atomic.Bool
-	quit chan struct{} // closed by fail: the writer stops
-	wake chan struct{} // the writer has something to send
-	wsem chan struct{} // held around every write, so Close's goodbye never interleaves with a batch
+	dead     atomic.Bool   // no new commands: the connection failed, or its write side broke
+	quit     chan struct{} // closed by fail: the writer stops
+	readDone chan struct{} // closed when the read loop ends
+	wake     chan struct{} // the writer has something to send
+	wsem     chan struct{} // held around every write, so Close's goodbye never interleaves with a batch
 
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -108,13 +111,14 @@ type entry struct {
 // New starts the writer and read loop on nc, which has finished its handshake.
 func New(nc net.Conn, cfg Config) *Conn {
 	c := &Conn{
-		nc:   nc,
-		cfg:  cfg,
-		next: 1,
-		head: 1,
-		quit: make(chan struct{}),
-		wake: make(chan struct{}, 1),
-		wsem: make(chan struct{}, 1),
+		nc:       nc,
+		cfg:      cfg,
+		next:     1,
+		head:     1,
+		quit:     make(chan struct{}),
+		readDone: make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		wsem:     make(chan struct{}, 1),
 	}
 	c.arm()
 	c.wg.Add(2)
@@ -253,9 +257,10 @@ func (c *Conn) writeLoop() {
 		<-c.wsem
 		if err != nil {
 			if isTimeout(err) {
-				err = fmt.Errorf("%w (write blocked): %v", ErrStalled, err)
+				c.fail(kind(c.cfg.Unavailable, fmt.Errorf("%w (write blocked): %v", ErrStalled, err)))
+				return
 			}
-			c.fail(kind(c.cfg.Unavailable, err))
+			c.breakWrites(err)
 			return
 		}
 		c.writes.Add(1)
@@ -266,9 +271,22 @@ func (c *Conn) writeLoop() {
 	}
 }
 
+// breakWrites stops the connection taking commands after a failed write, but leaves it to the read
+// loop to fail what is outstanding: a broker that refuses a command and closes the connection while it
+// is being written (nsqd with an oversize message) has answered the commands before it, and those
+// answers are still to be read. The read loop gets at most the grace to read them.
+func (c *Conn) breakWrites(err error) {
+	c.mu.Lock()
+	c.broken = err
+	c.dead.Store(true)
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.cfg.StallGrace))
+	c.mu.Unlock()
+}
+
 // readLoop runs the callbacks of answers until the connection ends.
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
+	defer close(c.readDone)
 	r := bufio.NewReaderSize(c.nc, 16<<10)
 	for {
 		if r.Buffered() == 0 {
@@ -276,10 +294,13 @@ func (c *Conn) readLoop() {
 		}
 		a, err := c.cfg.Read(r)
 		if err != nil {
-			if isTimeout(err) {
-				c.mu.Lock()
-				outstanding := c.live
-				c.mu.Unlock()
+			c.mu.Lock()
+			outstanding, broken := c.live, c.broken
+			c.mu.Unlock()
+			switch {
+			case broken != nil:
+				err = fmt.Errorf("write failed: %w (then read: %v)", broken, err)
+			case isTimeout(err):
 				if outstanding > 0 {
 					err = fmt.Errorf("%w: %v", ErrStalled, err)
 				} else {
@@ -308,6 +329,7 @@ func (c *Conn) arm() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
+	case c.broken != nil: // breakWrites set the deadline
 	case c.live > 0:
 		_ = c.nc.SetReadDeadline(c.pending[c.off].by.Add(c.cfg.StallGrace))
 	case c.cfg.IdleTimeout > 0:
@@ -354,10 +376,11 @@ func (c *Conn) trim() {
 // fail closes the connection and fails every outstanding command with err; later calls do nothing.
 func (c *Conn) fail(err error) {
 	c.mu.Lock()
-	if c.dead.Load() {
+	if c.failed {
 		c.mu.Unlock()
 		return
 	}
+	c.failed = true
 	c.dead.Store(true)
 	close(c.quit)
 	pending := c.pending
@@ -392,7 +415,15 @@ func (c *Conn) Close() {
 		c.mu.Lock()
 		c.closing = true
 		c.queued = nil
+		draining := c.broken != nil && !c.failed
 		c.mu.Unlock()
+		if draining {
+			// Answers sent before the broker closed may still be in flight: let the read loop take them.
+			select {
+			case <-c.readDone:
+			case <-time.After(c.cfg.StallGrace):
+			}
+		}
 		if c.cfg.Goodbye != nil && !c.dead.Load() {
 			select {
 			case c.wsem <- struct{}{}:
