@@ -320,8 +320,8 @@ func (p *NSQ) probeMaxMsgSize(ctx context.Context, addr string) (int64, error) {
 
 var nop = []byte("NOP\n")
 
-// readNSQAnswer reads one frame: OK answers the oldest command, an error rejects it (nsqd closes the
-// connection after most errors; the read that follows fails the rest), a heart-beat wants a NOP.
+// readNSQAnswer reads one frame: OK answers the oldest command, an error rejects it and ends the
+// connection, a heart-beat wants a NOP.
 func readNSQAnswer(r *bufio.Reader) (wire.Answer, error) {
 	hdr, err := r.Peek(8)
 	if err != nil {
@@ -354,7 +354,10 @@ func readNSQAnswer(r *bufio.Reader) (wire.Answer, error) {
 	case frameType == nsq.FrameTypeResponse:
 		return wire.Answer{Kind: wire.Next}, nil
 	case frameType == nsq.FrameTypeError:
-		return wire.Answer{Kind: wire.Next, Err: wrap(ErrRejected, nsq.ErrProtocol{Reason: string(data)})}, nil
+		// Every error nsqd answers a producer command with is fatal: it closes the connection.
+		reason := string(data)
+		return wire.Answer{Kind: wire.Next, Err: wrap(ErrRejected, nsq.ErrProtocol{Reason: reason}),
+			Close: wrap(ErrUnavailable, fmt.Errorf("nsqd closed the connection after %s", reason))}, nil
 	default:
 		return wire.Answer{}, fmt.Errorf("unexpected frame type %d", frameType)
 	}

@@ -354,6 +354,10 @@ func (c *Conn) answer(a Answer) {
 		c.live--
 		c.trim()
 	}
+	if a.Close != nil {
+		// Before the callback runs, so its caller's next command goes to a new connection.
+		c.dead.Store(true)
+	}
 	c.mu.Unlock()
 	if done == nil {
 		c.cfg.Log.Warn(c.cfg.Name+" broker answered a command nobody waits for", "addr", c.RemoteAddr(), "id", a.ID)
