@@ -13,6 +13,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nsqio/go-nsq"
@@ -31,6 +32,9 @@ type NSQConfig struct {
 	DialTimeout time.Duration `yaml:"dial_timeout" help:"timeout for connecting to nsqd (at most publish_timeout)"`
 	// Embedded is the number of in-process nsqd instances started when Hosts is empty.
 	Embedded int `yaml:"embedded" help:"number of in-process nsqd instances started when nsq.hosts is empty"`
+	// Coalesce sends concurrent single-message publishes to the same host and topic as one MPUB while
+	// the previous command is in flight (no timer); each request still waits for its own message.
+	Coalesce bool `yaml:"coalesce" help:"send concurrent /send1 publishes to one host and topic as one MPUB while the previous is in flight"`
 }
 
 // DefaultNSQConfig returns the NSQ defaults.
@@ -79,9 +83,11 @@ func validateHostPort(h string) error {
 // protocol's definitions. go-nsq's Producer cannot be used: it takes no context, writes one command per
 // syscall, and reconnecting one after nsqd restarts is a data race in v1.1.0.
 type NSQ struct {
-	pool *pool[*nsqConn]
-	dial time.Duration
-	log  *slog.Logger
+	pool       *pool[*nsqConn]
+	dial       time.Duration
+	log        *slog.Logger
+	coalesce   bool
+	coalescers sync.Map // coalesceKey → *coalescer, while busy
 }
 
 // Timings of the connection handling.
@@ -102,7 +108,7 @@ func NewNSQ(c NSQConfig, log *slog.Logger) (*NSQ, error) {
 	if len(c.Hosts) == 0 {
 		return nil, errors.New("nsq.hosts: at least one host is required")
 	}
-	p := &NSQ{dial: c.DialTimeout, log: log}
+	p := &NSQ{dial: c.DialTimeout, log: log, coalesce: c.Coalesce}
 	p.pool = newPool("nsq", c.Hosts, c.ProducersPerHost, p.connect)
 	return p, nil
 }
@@ -118,8 +124,11 @@ func (p *NSQ) ValidateTopic(name string) error {
 	return nil
 }
 
-// Publish implements Publisher with PUB.
+// Publish implements Publisher with PUB, or through a coalescer with nsq.coalesce.
 func (p *NSQ) Publish(ctx context.Context, host int, topic string, body []byte) error {
+	if p.coalesce {
+		return p.publishCoalesced(ctx, host, topic, body)
+	}
 	return await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, body, nil, done) })
 }
 

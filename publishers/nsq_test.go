@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,17 +18,18 @@ import (
 	"github.com/mqtarget/mqtarget/publishers"
 )
 
-// startNSQD starts a real nsqd (MQTARGET_NSQD_BIN) with a 1000-byte message limit and a publisher on it.
-func startNSQD(t *testing.T, ignoreLimit bool) (*itest.NSQ, *publishers.NSQ) {
+// startNSQD starts a real nsqd (MQTARGET_NSQD_BIN) with a 1000-byte message limit (and a 2000-byte
+// MPUB body limit) and a publisher on it with one connection.
+func startNSQD(t *testing.T, ignoreLimit, coalesce bool) (*itest.NSQ, *itest.NSQDProc, *publishers.NSQ) {
 	itest.Integration(t)
 	bin := os.Getenv("MQTARGET_NSQD_BIN")
 	if bin == "" {
 		t.Fatal("MQTARGET_NSQD_BIN is not set (scripts/nsqd.sh build prints it)")
 	}
-	proc := itest.StartNSQDProc(t, bin, "-max-msg-size", "1000")
+	proc := itest.StartNSQDProc(t, bin, "-max-msg-size", "1000", "-max-body-size", "2000")
 	h := &itest.NSQ{TCP: []string{proc.TCPAddr}, HTTP: []string{proc.HTTPAddr}}
 	cfg := publishers.DefaultNSQConfig()
-	cfg.Hosts, cfg.ProducersPerHost = h.TCP, 1
+	cfg.Hosts, cfg.ProducersPerHost, cfg.Coalesce = h.TCP, 1, coalesce
 	p, err := publishers.NewNSQ(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +38,7 @@ func startNSQD(t *testing.T, ignoreLimit bool) (*itest.NSQ, *publishers.NSQ) {
 		publishers.IgnoreNSQSizeLimit(p)
 	}
 	t.Cleanup(func() { p.Close() })
-	return h, p
+	return h, proc, p
 }
 
 // burst publishes normal messages from 20 goroutines alongside one oversize message per round, and
@@ -80,7 +83,7 @@ func burst(t *testing.T, p *publishers.NSQ, topic string, rounds int, oversize [
 // close with our PUB unread sends a reset, which can destroy OK answers not yet read: some messages
 // reported failed may be stored. Hence the local check, which TestNSQOversizeRefusedLocally covers.)
 func TestNSQOversizeReachingNSQD(t *testing.T) {
-	h, p := startNSQD(t, true)
+	h, _, p := startNSQD(t, true, false)
 	topic := "wire-oversize-" + time.Now().Format("150405.000000")
 	acked, normalErrs, bigErrs := burst(t, p, topic, 10, bytes.Repeat([]byte("b"), 8<<20))
 	for i, err := range bigErrs {
@@ -109,7 +112,7 @@ func TestNSQOversizeReachingNSQD(t *testing.T) {
 // Issue #9 defect 2: with nsqd's limit learned, an oversize message is refused before it reaches the
 // shared connection (ErrTooLarge, 413), and concurrent normal publishes are all acknowledged and stored.
 func TestNSQOversizeRefusedLocally(t *testing.T) {
-	h, p := startNSQD(t, false)
+	h, _, p := startNSQD(t, false, false)
 	topic := "wire-refused-" + time.Now().Format("150405.000000")
 	acked, normalErrs, bigErrs := burst(t, p, topic, 10, bytes.Repeat([]byte("b"), 1001))
 	for _, err := range normalErrs {
@@ -131,5 +134,104 @@ func TestNSQOversizeRefusedLocally(t *testing.T) {
 	}
 	if stored := h.Stored(t, 0, topic); int64(stored) != acked {
 		t.Errorf("nsqd holds %d messages, %d were acknowledged", stored, acked)
+	}
+}
+
+func publishCtx(p *publishers.NSQ, d time.Duration, topic string, body []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return p.Publish(ctx, 0, topic, body)
+}
+
+// nsq.coalesce: concurrent publishes leave in fewer commands than messages, every one is acknowledged
+// only once stored, and nsqd holds exactly the acknowledged ones.
+func TestNSQCoalesce(t *testing.T) {
+	h, _, p := startNSQD(t, false, true)
+	topic := "wire-coalesce-" + time.Now().Format("150405.000000")
+	const n = 300
+	var (
+		wg    sync.WaitGroup
+		acked atomic.Int64
+	)
+	for i := range n {
+		wg.Go(func() {
+			if err := publishCtx(p, 10*time.Second, topic, []byte(strconv.Itoa(i))); err != nil {
+				t.Errorf("publish %d: %v", i, err)
+				return
+			}
+			acked.Add(1)
+		})
+	}
+	wg.Wait()
+	if cmds := publishers.NSQCommands(p); cmds >= n {
+		t.Errorf("%d messages took %d commands: nothing coalesced", n, cmds)
+	}
+	if stored := h.Stored(t, 0, topic); int64(stored) != acked.Load() || stored != n {
+		t.Errorf("nsqd holds %d messages, %d of %d were acknowledged", stored, acked.Load(), n)
+	}
+}
+
+// With nsqd frozen, the first publish is in flight and the next ones queue. Those whose caller gives
+// up while queued are never sent; the rest leave as one MPUB when nsqd answers, and nsqd rejecting that
+// MPUB (body over --max-body-size) fails every request in it.
+func TestNSQCoalesceQueued(t *testing.T) {
+	h, proc, p := startNSQD(t, false, true)
+	topic := "wire-coalesce-q-" + time.Now().Format("150405.000000")
+	body := bytes.Repeat([]byte("q"), 900) // a PUB of it fits; an MPUB of three exceeds 2000 bytes
+	if err := publishCtx(p, 5*time.Second, topic, body); err != nil {
+		t.Fatal(err) // connects before nsqd is frozen
+	}
+	proc.Freeze(t)
+	frozen := true
+	defer func() {
+		if frozen {
+			proc.Thaw(t)
+		}
+	}()
+	lead := make(chan error, 1)
+	go func() { lead <- publishCtx(p, 10*time.Second, topic, body) }()
+	itest.Eventually(t, 5*time.Second, "the first publish in flight", func() error {
+		if publishers.NSQCommands(p) < 2 {
+			return errors.New("not sent")
+		}
+		return nil
+	})
+	var wg sync.WaitGroup
+	gaveUp := make([]error, 3)
+	for i := range gaveUp {
+		wg.Go(func() { gaveUp[i] = publishCtx(p, 300*time.Millisecond, topic, body) })
+	}
+	wg.Wait()
+	for i, err := range gaveUp {
+		if !errors.Is(err, publishers.ErrTimeout) {
+			t.Errorf("publish %d that gave up while queued: %v, want ErrTimeout", i, err)
+		}
+	}
+	if q := publishers.CoalesceQueued(p, 0, topic); q != 0 {
+		t.Errorf("%d publishes still queued after their callers gave up", q)
+	}
+	batch := make([]error, 4)
+	for i := range batch {
+		wg.Go(func() { batch[i] = publishCtx(p, 10*time.Second, topic, body) })
+	}
+	itest.Eventually(t, 5*time.Second, "four publishes queued", func() error {
+		if q := publishers.CoalesceQueued(p, 0, topic); q != 4 {
+			return fmt.Errorf("%d queued", q)
+		}
+		return nil
+	})
+	proc.Thaw(t)
+	frozen = false
+	wg.Wait()
+	if err := <-lead; err != nil {
+		t.Errorf("publish in flight while frozen: %v", err)
+	}
+	for i, err := range batch {
+		if !errors.Is(err, publishers.ErrRejected) {
+			t.Errorf("publish %d of the rejected MPUB: %v, want ErrRejected", i, err)
+		}
+	}
+	if stored := h.Stored(t, 0, topic); stored != 2 {
+		t.Errorf("nsqd holds %d messages, want the 2 acknowledged", stored)
 	}
 }

@@ -87,6 +87,28 @@ func (p *pool[L]) close() {
 	wg.Wait()
 }
 
+// live returns a live connection to host without dialing or waiting for a slot being dialed, or nil.
+func (p *pool[L]) live(host int) L {
+	var zero L
+	if p.checkHost(host) != nil || p.closed.Load() {
+		return zero
+	}
+	slots := p.slots[host]
+	start := int(p.next[host].Add(1))
+	for i := range slots {
+		s := slots[(start+i)%len(slots)]
+		if !s.mu.TryLock() {
+			continue
+		}
+		c, ok := s.cur, s.live && !s.cur.Dead()
+		s.mu.Unlock()
+		if ok {
+			return c
+		}
+	}
+	return zero
+}
+
 // slot holds one of a host's connections.
 type slot[L link] struct {
 	addr string
