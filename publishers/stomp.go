@@ -30,8 +30,8 @@ type STOMPConfig struct {
 	Prefix string `yaml:"prefix" help:"destination prefix put before every topic: /queue/ (point-to-point) or /topic/ (publish-subscribe)"`
 	// Persistent adds persistent:true to every SEND, so brokers store the messages durably.
 	Persistent bool `yaml:"persistent" help:"send messages with persistent:true (stored durably by the broker)"`
-	// ConnectionsPerHost is the number of STOMP connections per host. One connection's frames are written
-	// one at a time (receipts are pipelined), so more than one lets concurrent writes overlap.
+	// ConnectionsPerHost is the number of STOMP connections per host. Requests are pipelined on each and
+	// gathered into few writes; more than one spreads the broker's per-connection work.
 	ConnectionsPerHost int `yaml:"connections_per_host" help:"STOMP connections per broker host"`
 	// HeartBeat is how often mqtarget offers to send heart-beats; 0 sends none.
 	HeartBeat time.Duration `yaml:"heartbeat" help:"client heart-beat send interval offered in CONNECT (0: none; Artemis drops connections idle 60s without)"`
