@@ -147,9 +147,6 @@ func (p *NSQ) PublishAsync(host int, topic string, body []byte, done func(error)
 
 // send queues a PUB of body, or an MPUB of bodies when body is nil, on a connection to host.
 func (p *NSQ) send(ctx context.Context, host int, topic string, body []byte, bodies [][]byte, done func(error)) error {
-	if ctx.Err() != nil {
-		return ctxErr(ctx)
-	}
 	conn, err := p.pool.get(ctx, host)
 	if err != nil {
 		return err

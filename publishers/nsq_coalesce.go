@@ -37,9 +37,6 @@ type coalesced struct {
 
 // publishCoalesced publishes body through host and topic's coalescer and waits for its outcome.
 func (p *NSQ) publishCoalesced(ctx context.Context, host int, topic string, body []byte) error {
-	if ctx.Err() != nil {
-		return ctxErr(ctx)
-	}
 	conn, err := p.pool.get(ctx, host)
 	if err != nil {
 		return err

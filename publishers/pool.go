@@ -58,11 +58,15 @@ func (p *pool[L]) checkHost(host int) error {
 	return nil
 }
 
-// get returns a live connection to host, the next slot in turn, dialing if needed.
+// get returns a live connection to host, the next slot in turn, dialing if needed; nothing once ctx
+// ended, so no command is sent for a caller that left.
 func (p *pool[L]) get(ctx context.Context, host int) (L, error) {
+	var zero L
 	if err := p.checkHost(host); err != nil {
-		var zero L
 		return zero, err
+	}
+	if ctx.Err() != nil {
+		return zero, ctxErr(ctx)
 	}
 	slots := p.slots[host]
 	return slots[int(p.next[host].Add(1))%len(slots)].get(ctx, p)

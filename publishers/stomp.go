@@ -217,9 +217,6 @@ func (p *STOMP) PublishAsync(host int, topic string, body []byte, done func(erro
 // send queues a SEND of body, or a transaction of bodies when body is nil, on a connection to host. The
 // receipt id is the command's sequence number on its connection.
 func (p *STOMP) send(ctx context.Context, host int, topic string, body []byte, bodies [][]byte, done func(error)) error {
-	if ctx.Err() != nil {
-		return ctxErr(ctx)
-	}
 	conn, err := p.pool.get(ctx, host)
 	if err != nil {
 		return err
@@ -252,16 +249,8 @@ func appendSEND(b []byte, dest string, body []byte, persistent bool, tx, receipt
 	if persistent {
 		b = append(b, "persistent:true\n"...)
 	}
-	if tx != 0 {
-		b = append(b, "transaction:tx-"...)
-		b = strconv.AppendUint(b, tx, 10)
-		b = append(b, '\n')
-	}
-	if receipt != 0 {
-		b = append(b, "receipt:"...)
-		b = strconv.AppendUint(b, receipt, 10)
-		b = append(b, '\n')
-	}
+	b = appendIDHeader(b, "transaction:tx-", tx)
+	b = appendIDHeader(b, "receipt:", receipt)
 	b = append(b, '\n')
 	b = append(b, body...)
 	return append(b, 0)
@@ -270,15 +259,20 @@ func appendSEND(b []byte, dest string, body []byte, persistent bool, tx, receipt
 // appendTxFrame encodes BEGIN or COMMIT of transaction tx-<tx>, with a receipt unless receipt is 0.
 func appendTxFrame(b []byte, command string, tx, receipt uint64) []byte {
 	b = append(b, command...)
-	b = append(b, "\ntransaction:tx-"...)
-	b = strconv.AppendUint(b, tx, 10)
 	b = append(b, '\n')
-	if receipt != 0 {
-		b = append(b, "receipt:"...)
-		b = strconv.AppendUint(b, receipt, 10)
-		b = append(b, '\n')
-	}
+	b = appendIDHeader(b, "transaction:tx-", tx)
+	b = appendIDHeader(b, "receipt:", receipt)
 	return append(b, '\n', 0)
+}
+
+// appendIDHeader appends the header line prefix<id>, or nothing when id is 0.
+func appendIDHeader(b []byte, prefix string, id uint64) []byte {
+	if id == 0 {
+		return b
+	}
+	b = append(b, prefix...)
+	b = strconv.AppendUint(b, id, 10)
+	return append(b, '\n')
 }
 
 // Ping connects to host (CONNECT answered by CONNECTED) on a connection of its own, so a check never
