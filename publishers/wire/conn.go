@@ -188,7 +188,7 @@ func (c *Conn) Send(by time.Time, enc func(b []byte, id uint64) []byte, done fun
 func (c *Conn) queueRaw(b []byte) {
 	c.mu.Lock()
 	wasIdle := len(c.queued) == 0
-	if !c.closing {
+	if !c.closing && !c.failed {
 		c.queued = append(c.queued, b...)
 	}
 	c.mu.Unlock()
