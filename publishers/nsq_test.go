@@ -3,10 +3,12 @@ package publishers_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
 	"sync"
@@ -134,6 +136,23 @@ func TestNSQOversizeRefusedLocally(t *testing.T) {
 	}
 	if stored := h.Stored(t, 0, topic); int64(stored) != acked {
 		t.Errorf("nsqd holds %d messages, %d were acknowledged", stored, acked)
+	}
+	// Learning the limit must not create a topic on nsqd.
+	resp, err := http.Get("http://" + h.HTTP[0] + "/stats?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var stats struct {
+		Topics []struct {
+			Name string `json:"topic_name"`
+		} `json:"topics"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&stats); err != nil {
+		t.Fatal(err)
+	}
+	if len(stats.Topics) != 1 || stats.Topics[0].Name != topic {
+		t.Errorf("nsqd topics %+v, want only %s", stats.Topics, topic)
 	}
 }
 
