@@ -40,8 +40,8 @@ type NSQConfig struct {
 
 // DefaultNSQConfig returns the NSQ defaults.
 func DefaultNSQConfig() NSQConfig {
-	// One connection per host: measured against 2 and 4 (docs in the commit introducing publishers/wire),
-	// it made the fewest writes per request at the same or lower CPU.
+	// One connection per host: with wrk -c50 against a separate nsqd it made 0.10 writes per request
+	// (2: 0.17, 4: 0.32) at the same or lower CPU per request.
 	return NSQConfig{ProducersPerHost: 1, DialTimeout: time.Second, Embedded: 3}
 }
 
