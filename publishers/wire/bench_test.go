@@ -61,4 +61,3 @@ func BenchmarkSendParallel(b *testing.B) {
 	writes, commands := c.Stats()
 	b.ReportMetric(float64(commands)/float64(max(writes, 1)), "cmds/write")
 }
-
