@@ -211,7 +211,7 @@ func (c *Conn) writeLoop() {
 	if c.cfg.HeartBeat > 0 {
 		// Ticking at half the interval and writing when nothing else was written since the last tick
 		// keeps every silence under the interval.
-		t := time.NewTicker(c.cfg.HeartBeat / 2)
+		t := time.NewTicker(max(c.cfg.HeartBeat/2, time.Millisecond))
 		defer t.Stop()
 		tick = t.C
 	}
