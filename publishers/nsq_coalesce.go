@@ -96,6 +96,8 @@ func (c *coalescer) send(conn *nsqConn, batch []*coalesced) {
 			if err = conn.Send(by, enc, func(err error) { c.answered(conn, batch, err) }); err == nil {
 				return
 			}
+		} else if c.p.pool.closed.Load() {
+			err = ErrClosed
 		} else {
 			err = wrap(ErrUnavailable, err)
 		}
