@@ -97,6 +97,8 @@ func statusOf(err error) (int, string) {
 		return he.Status, he.Field
 	case errors.Is(err, publishers.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout, ""
+	case errors.Is(err, publishers.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, ""
 	case errors.Is(err, publishers.ErrRejected):
 		return http.StatusBadGateway, ""
 	case errors.Is(err, publishers.ErrUnavailable), errors.Is(err, publishers.ErrClosed), errors.Is(err, context.Canceled):

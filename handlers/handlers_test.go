@@ -506,6 +506,7 @@ var kindCases = []struct {
 	{"unavailable", fmt.Errorf("dial h0: %w", publishers.ErrUnavailable), 503},
 	{"timeout", fmt.Errorf("h0: %w", publishers.ErrTimeout), 504},
 	{"rejected", fmt.Errorf("E_BAD_TOPIC: %w", publishers.ErrRejected), 502},
+	{"too large", fmt.Errorf("nsq.hosts[0]: %w", publishers.ErrTooLarge), 413},
 	{"closed", fmt.Errorf("nsq: %w", publishers.ErrClosed), 503},
 	{"other", errors.New("something odd"), 500},
 	{"deadline", fmt.Errorf("waiting: %w", context.DeadlineExceeded), 504},

@@ -8,12 +8,11 @@ import (
 	"time"
 )
 
-// link is one live broker connection managed by a pool: it pipelines requests, and its read loop runs
-// their callbacks.
+// link is one broker connection managed by a pool. It owns its goroutines: Close says goodbye if the
+// protocol has a way, fails what is pending with ErrClosed and waits for them.
 type link interface {
-	isDead() bool
-	readLoop() // runs until the connection ends; the pool owns the goroutine
-	shutdown() // says goodbye if the protocol has a way, then fails what is pending with ErrClosed
+	Dead() bool
+	Close()
 }
 
 // pool holds a broker's connections: a fixed number of slots per host, used round-robin, each redialed
@@ -26,7 +25,6 @@ type pool[L link] struct {
 	dial  func(ctx context.Context, addr string) (L, error)
 
 	closed atomic.Bool
-	loops  sync.WaitGroup // one read loop per live connection
 }
 
 // Redial backoff: after a failed dial a slot fails fast with that error for poolBackoffMin, doubling
@@ -60,31 +58,59 @@ func (p *pool[L]) checkHost(host int) error {
 	return nil
 }
 
-// get returns a live connection to host, the next slot in turn, dialing if needed.
+// get returns a live connection to host, the next slot in turn, dialing if needed; nothing once ctx
+// ended, so no command is sent for a caller that left.
 func (p *pool[L]) get(ctx context.Context, host int) (L, error) {
+	var zero L
 	if err := p.checkHost(host); err != nil {
-		var zero L
 		return zero, err
+	}
+	if ctx.Err() != nil {
+		return zero, ctxErr(ctx)
 	}
 	slots := p.slots[host]
 	return slots[int(p.next[host].Add(1))%len(slots)].get(ctx, p)
 }
 
-// close shuts every connection down and waits for the read loops. It is idempotent.
+// close closes every connection, dead ones included, so every connection goroutine has ended when it
+// returns. It is idempotent.
 func (p *pool[L]) close() {
 	if p.closed.Swap(true) {
 		return
 	}
+	var wg sync.WaitGroup
 	for _, slots := range p.slots {
 		for _, s := range slots {
 			s.mu.Lock() // after this the slot never dials again: get checks closed under mu
 			if s.live {
-				s.cur.shutdown()
+				wg.Go(s.cur.Close) // in parallel: each may wait up to a second for its goodbye
 			}
 			s.mu.Unlock()
 		}
 	}
-	p.loops.Wait()
+	wg.Wait()
+}
+
+// live returns a live connection to host without dialing or waiting for a slot being dialed, or nil.
+func (p *pool[L]) live(host int) L {
+	var zero L
+	if p.checkHost(host) != nil || p.closed.Load() {
+		return zero
+	}
+	slots := p.slots[host]
+	start := int(p.next[host].Add(1))
+	for i := range slots {
+		s := slots[(start+i)%len(slots)]
+		if !s.mu.TryLock() {
+			continue
+		}
+		c, ok := s.cur, s.live && !s.cur.Dead()
+		s.mu.Unlock()
+		if ok {
+			return c
+		}
+	}
+	return zero
 }
 
 // slot holds one of a host's connections.
@@ -93,7 +119,7 @@ type slot[L link] struct {
 
 	mu       sync.Mutex
 	cur      L
-	live     bool // cur is set
+	live     bool // cur is set (it may have died since; it is closed when replaced)
 	lastErr  error
 	failures int
 	retryAt  time.Time
@@ -107,8 +133,11 @@ func (s *slot[L]) get(ctx context.Context, p *pool[L]) (L, error) {
 	if p.closed.Load() {
 		return zero, ErrClosed
 	}
-	if s.live && !s.cur.isDead() {
+	if s.live && !s.cur.Dead() {
 		return s.cur, nil
+	}
+	if s.live {
+		s.cur.Close() // dead already: this only waits for its goroutines, which are ending
 	}
 	s.cur, s.live = zero, false
 	if s.lastErr != nil && time.Now().Before(s.retryAt) {
@@ -126,11 +155,6 @@ func (s *slot[L]) get(ctx context.Context, p *pool[L]) (L, error) {
 	}
 	s.lastErr, s.failures = nil, 0
 	s.cur, s.live = c, true
-	p.loops.Add(1)
-	go func() {
-		defer p.loops.Done()
-		c.readLoop()
-	}()
 	return c, nil
 }
 

@@ -41,6 +41,8 @@ var (
 	ErrRejected = errors.New("broker rejected the message")
 	// ErrClosed: the publisher is shutting down (503).
 	ErrClosed = errors.New("publisher closed")
+	// ErrTooLarge: the message exceeds the broker's size limit and was refused before it was sent (413).
+	ErrTooLarge = errors.New("message too large for the broker")
 )
 
 // kindError attaches an error kind to the broker's own error, keeping both visible to errors.Is.
@@ -69,7 +71,7 @@ func Result(err error) string {
 		return "ok"
 	case errors.Is(err, ErrTimeout):
 		return "timeout"
-	case errors.Is(err, ErrRejected):
+	case errors.Is(err, ErrRejected), errors.Is(err, ErrTooLarge):
 		return "rejected"
 	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrClosed):
 		return "unavailable"

@@ -2,7 +2,6 @@ package publishers
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,11 +9,12 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/go-stomp/stomp/v3/frame"
+
+	"github.com/mqtarget/mqtarget/publishers/wire"
 )
 
 // STOMPConfig configures the STOMP publisher.
@@ -30,8 +30,8 @@ type STOMPConfig struct {
 	Prefix string `yaml:"prefix" help:"destination prefix put before every topic: /queue/ (point-to-point) or /topic/ (publish-subscribe)"`
 	// Persistent adds persistent:true to every SEND, so brokers store the messages durably.
 	Persistent bool `yaml:"persistent" help:"send messages with persistent:true (stored durably by the broker)"`
-	// ConnectionsPerHost is the number of STOMP connections per host. One connection's frames are written
-	// one at a time (receipts are pipelined), so more than one lets concurrent writes overlap.
+	// ConnectionsPerHost is the number of STOMP connections per host. Requests are pipelined on each and
+	// gathered into few writes; more than one spreads the broker's per-connection work.
 	ConnectionsPerHost int `yaml:"connections_per_host" help:"STOMP connections per broker host"`
 	// HeartBeat is how often mqtarget offers to send heart-beats; 0 sends none.
 	HeartBeat time.Duration `yaml:"heartbeat" help:"client heart-beat send interval offered in CONNECT (0: none; Artemis drops connections idle 60s without)"`
@@ -134,10 +134,10 @@ func checkHeaderText(s string) error {
 // non-blocking way to wait for a receipt (async would need a goroutine per message), it takes no
 // context, and when a receipt waiter has given up its read loop blocks forever delivering to it.
 //
-// Here every SEND carries a receipt header and is written at once; the pending callbacks sit in a map
-// keyed by receipt id and the connection's read loop runs them when the RECEIPT (or an ERROR) arrives.
-// Sync publishes wait for their callback or their context, PublishAsync returns after the write, and the
-// only goroutine per connection is its read loop (plus a heart-beat timer), which Close waits for.
+// Here every SEND carries a receipt header whose id is the request's sequence number on the connection,
+// and is queued on the shared connection core (publishers/wire), which writes many requests at once and
+// runs each callback when its RECEIPT (or an ERROR) arrives. Sync publishes wait for their callback or
+// their context; PublishAsync returns once queued.
 type STOMP struct {
 	cfg  STOMPConfig
 	pool *pool[*stompConn]
@@ -146,8 +146,8 @@ type STOMP struct {
 
 // Timings of the connection handling.
 const (
-	stompReceiptTimeout = 30 * time.Second // a connection whose oldest receipt is this late is dead
-	stompWriteTimeout   = 5 * time.Second  // bound on one write, also when ctx allows more
+	stompReceiptTimeout = 30 * time.Second // bounds requests without a deadline (async publishes)
+	stompStallGrace     = time.Second      // how far past its deadline the oldest receipt may be late
 )
 
 // NewSTOMP creates the publisher. It does not connect: connections are made on first use and again
@@ -199,50 +199,80 @@ func validateSTOMPTopic(name string) error {
 
 // Publish implements Publisher with one SEND carrying a receipt header.
 func (p *STOMP) Publish(ctx context.Context, host int, topic string, body []byte) error {
-	return p.wait(ctx, host, func(c *stompConn, w *frame.Writer, receipt string) error {
-		return w.Write(c.sendFrame(p.cfg.Prefix+topic, body, receipt, ""))
-	})
+	return await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, body, nil, done) })
 }
 
 // PublishBatch implements Publisher with a transaction: BEGIN, one SEND per body, COMMIT with a receipt,
-// all written at once. The broker acknowledges the commit once every message is in.
+// all queued at once. The broker acknowledges the commit once every message is in.
 func (p *STOMP) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
-	return p.wait(ctx, host, func(c *stompConn, w *frame.Writer, receipt string) error {
-		tx := "tx-" + receipt
-		if err := w.Write(frame.New(frame.BEGIN, frame.Transaction, tx)); err != nil {
-			return err
-		}
-		for _, body := range bodies {
-			if err := w.Write(c.sendFrame(p.cfg.Prefix+topic, body, "", tx)); err != nil {
-				return err
-			}
-		}
-		return w.Write(frame.New(frame.COMMIT, frame.Transaction, tx, frame.Receipt, receipt))
-	})
+	return await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, nil, bodies, done) })
 }
 
-// PublishAsync implements Publisher: it writes a SEND with a receipt header and returns; done runs on
+// PublishAsync implements Publisher: it queues a SEND with a receipt header and returns; done runs on
 // the connection's read loop when the receipt arrives (or the connection fails), so it must be quick.
 func (p *STOMP) PublishAsync(host int, topic string, body []byte, done func(error)) error {
-	return p.send(context.Background(), host, func(c *stompConn, w *frame.Writer, receipt string) error {
-		return w.Write(c.sendFrame(p.cfg.Prefix+topic, body, receipt, ""))
-	}, done)
+	return p.send(context.Background(), host, topic, body, nil, done)
 }
 
-// encoder writes one request's frames; receipt is the id its last frame must ask a receipt for.
-type encoder func(c *stompConn, w *frame.Writer, receipt string) error
-
-// wait sends a request and waits for its receipt or the end of ctx.
-func (p *STOMP) wait(ctx context.Context, host int, enc encoder) error {
-	return await(ctx, func(done func(error)) error { return p.send(ctx, host, enc, done) })
-}
-
-func (p *STOMP) send(ctx context.Context, host int, enc encoder, done func(error)) error {
+// send queues a SEND of body, or a transaction of bodies when body is nil, on a connection to host. The
+// receipt id is the command's sequence number on its connection.
+func (p *STOMP) send(ctx context.Context, host int, topic string, body []byte, bodies [][]byte, done func(error)) error {
 	conn, err := p.pool.get(ctx, host)
 	if err != nil {
 		return err
 	}
-	return conn.send(ctx, enc, done)
+	by, _ := ctx.Deadline()
+	dest := p.cfg.Prefix + topic
+	persistent := p.cfg.Persistent
+	if bodies == nil {
+		return conn.Send(by, func(b []byte, id uint64) []byte {
+			return appendSEND(b, dest, body, persistent, 0, id)
+		}, done)
+	}
+	return conn.Send(by, func(b []byte, id uint64) []byte {
+		b = appendTxFrame(b, "BEGIN", id, 0)
+		for _, body := range bodies {
+			b = appendSEND(b, dest, body, persistent, id, 0)
+		}
+		return appendTxFrame(b, "COMMIT", id, id)
+	}, done)
+}
+
+// appendSEND encodes a SEND; tx and receipt are left out when 0. dest passed validation, so no header
+// escaping is needed.
+func appendSEND(b []byte, dest string, body []byte, persistent bool, tx, receipt uint64) []byte {
+	b = append(b, "SEND\ndestination:"...)
+	b = append(b, dest...)
+	b = append(b, "\ncontent-length:"...)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	b = append(b, '\n')
+	if persistent {
+		b = append(b, "persistent:true\n"...)
+	}
+	b = appendIDHeader(b, "transaction:tx-", tx)
+	b = appendIDHeader(b, "receipt:", receipt)
+	b = append(b, '\n')
+	b = append(b, body...)
+	return append(b, 0)
+}
+
+// appendTxFrame encodes BEGIN or COMMIT of transaction tx-<tx>, with a receipt unless receipt is 0.
+func appendTxFrame(b []byte, command string, tx, receipt uint64) []byte {
+	b = append(b, command...)
+	b = append(b, '\n')
+	b = appendIDHeader(b, "transaction:tx-", tx)
+	b = appendIDHeader(b, "receipt:", receipt)
+	return append(b, '\n', 0)
+}
+
+// appendIDHeader appends the header line prefix<id>, or nothing when id is 0.
+func appendIDHeader(b []byte, prefix string, id uint64) []byte {
+	if id == 0 {
+		return b
+	}
+	b = append(b, prefix...)
+	b = strconv.AppendUint(b, id, 10)
+	return append(b, '\n')
 }
 
 // Ping connects to host (CONNECT answered by CONNECTED) on a connection of its own, so a check never
@@ -369,276 +399,68 @@ func (p *STOMP) Close() error {
 	return nil
 }
 
-// shutdown says DISCONNECT, then fails what is pending.
-func (c *stompConn) shutdown() {
-	c.disconnect()
-	c.fail(ErrClosed)
-}
-
-// disconnect sends DISCONNECT (without waiting for a receipt), so brokers see a client leaving rather
-// than a connection failure; best effort, within a second.
-func (c *stompConn) disconnect() {
-	select {
-	case c.wsem <- struct{}{}:
-	case <-time.After(time.Second):
-		return
-	}
-	defer func() { <-c.wsem }()
-	if c.isDead() {
-		return
-	}
-	_ = c.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	_ = frame.NewWriter(c.conn).Write(frame.New(frame.DISCONNECT))
-}
-
 // stompConn is one publishing connection.
-type stompConn struct {
-	conn       net.Conn
-	hb         heartBeats
-	grace      int
-	persistent bool
-	log        *slog.Logger
+type stompConn struct{ *wire.Conn }
 
-	wsem    chan struct{} // write lock; a channel so waiting for it honours ctx
-	buf     bytes.Buffer  // frames of one request, written with one Write; reused under wsem
-	w       *frame.Writer // encodes into buf
-	ids     uint64        // receipt id counter, under wsem
-	hbTimer *time.Timer   // sends a heart-beat after hb.send without writes
-
-	pmu     sync.Mutex // guards pending and dead; the read loop removes while writers add
-	pending map[string]stompPending
-	dead    bool
-}
-
-type stompPending struct {
-	done func(error)
-}
+var (
+	stompHeartBeat  = []byte{'\n'}
+	stompDisconnect = []byte("DISCONNECT\n\n\x00")
+)
 
 func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
-	c := &stompConn{
-		conn:       conn,
-		hb:         hb,
-		grace:      p.cfg.HeartBeatGrace,
-		persistent: p.cfg.Persistent,
-		log:        p.log,
-		wsem:       make(chan struct{}, 1),
-		pending:    map[string]stompPending{},
-	}
-	c.w = frame.NewWriter(&c.buf)
-	if hb.send > 0 {
-		c.hbTimer = time.AfterFunc(hb.send, c.heartBeat)
-	}
-	return c
-}
-
-func (c *stompConn) isDead() bool {
-	c.pmu.Lock()
-	defer c.pmu.Unlock()
-	return c.dead
-}
-
-// sendFrame builds a SEND; receipt and tx are left out when empty.
-func (c *stompConn) sendFrame(dest string, body []byte, receipt, tx string) *frame.Frame {
-	f := frame.New(frame.SEND, frame.Destination, dest, frame.ContentLength, strconv.Itoa(len(body)))
-	if c.persistent {
-		f.Header.Add("persistent", "true")
-	}
-	if tx != "" {
-		f.Header.Add(frame.Transaction, tx)
-	}
-	if receipt != "" {
-		f.Header.Add(frame.Receipt, receipt)
-	}
-	f.Body = body
-	return f
-}
-
-// send encodes one request under a fresh receipt id, registers done for that receipt and writes the
-// frames. If it returns an error, done is not called.
-func (c *stompConn) send(ctx context.Context, enc encoder, done func(error)) error {
-	select {
-	case c.wsem <- struct{}{}:
-	case <-ctx.Done():
-		return ctxErr(ctx)
-	}
-	defer func() { <-c.wsem }()
-	c.ids++
-	receipt := strconv.FormatUint(c.ids, 10)
-	c.buf.Reset()
-	if err := enc(c, c.w, receipt); err != nil {
-		return err // encoding into a buffer fails only on a bug
-	}
-	c.pmu.Lock()
-	if c.dead {
-		c.pmu.Unlock()
-		return wrap(ErrUnavailable, errors.New("connection closed"))
-	}
-	if len(c.pending) == 0 {
-		// Nothing was outstanding, so the read deadline was the idle one; now the receipt bounds it.
-		_ = c.conn.SetReadDeadline(time.Now().Add(stompReceiptTimeout))
-	}
-	c.pending[receipt] = stompPending{done: done}
-	c.pmu.Unlock()
-	dl := time.Now().Add(stompWriteTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
-		dl = d
-	}
-	_ = c.conn.SetWriteDeadline(dl)
-	_, err := c.conn.Write(c.buf.Bytes())
-	if c.buf.Cap() > 1<<20 {
-		c.buf = bytes.Buffer{} // don't pin a buffer sized for one huge message
-	}
-	if c.hbTimer != nil {
-		c.hbTimer.Reset(c.hb.send)
-	}
-	if err == nil {
-		return nil
-	}
-	c.pmu.Lock()
-	if c.dead {
-		// The read loop already failed every pending callback, ours included.
-		c.pmu.Unlock()
-		return nil
-	}
-	delete(c.pending, receipt)
-	c.pmu.Unlock()
-	c.fail(err)
-	if ctx.Err() != nil {
-		return ctxErr(ctx)
-	}
-	return wrap(ErrUnavailable, err)
-}
-
-// heartBeat writes an EOL when nothing was written for hb.send; it runs on the timer's goroutine.
-func (c *stompConn) heartBeat() {
-	select {
-	case c.wsem <- struct{}{}:
-	default:
-		// A request is being written right now; it counts as a heart-beat and resets the timer.
-		return
-	}
-	defer func() { <-c.wsem }()
-	if c.isDead() {
-		return
-	}
-	_ = c.conn.SetWriteDeadline(time.Now().Add(stompWriteTimeout))
-	if _, err := c.conn.Write([]byte{'\n'}); err != nil {
-		c.fail(err)
-		return
-	}
-	c.hbTimer.Reset(c.hb.send)
-}
-
-// idleDeadline is the read deadline with nothing outstanding: the broker's heart-beats bound it.
-func (c *stompConn) idleDeadline() time.Time {
-	if c.hb.recv == 0 {
-		return time.Time{}
-	}
-	return time.Now().Add(c.hb.recv * time.Duration(c.grace))
-}
-
-// readLoop runs the callbacks of receipts and errors until the connection ends.
-func (c *stompConn) readLoop() {
-	r := frame.NewReader(bufio.NewReaderSize(c.conn, 4096))
-	c.pmu.Lock()
-	if len(c.pending) == 0 {
-		_ = c.conn.SetReadDeadline(c.idleDeadline())
-	}
-	c.pmu.Unlock()
-	for {
-		f, err := r.Read()
-		if err != nil {
-			if isTimeout(err) {
-				err = fmt.Errorf("broker silent too long (receipts or heart-beats overdue): %w", err)
-			}
-			c.fail(err)
-			return
+	var fr *frame.Reader
+	read := func(r *bufio.Reader) (wire.Answer, error) {
+		if fr == nil {
+			fr = frame.NewReader(r)
 		}
-		if f == nil { // heart-beat
-			c.rearm()
-			continue
-		}
-		switch f.Command {
-		case frame.RECEIPT:
-			c.pop(f.Header.Get(frame.ReceiptId), nil)
-		case frame.ERROR:
-			// The broker closes the connection after an ERROR; the connection is marked dead before any
-			// callback runs, so no request is sent on it afterwards. The request the ERROR names is
-			// rejected and the others outstanding are unavailable; when it names none, every request
-			// outstanding is rejected (the broker refused one of them, e.g. a SEND in a transaction).
-			err := wrap(ErrRejected, fmt.Errorf("broker ERROR: %s", errorText(f)))
-			id, named := f.Header.Contains(frame.ReceiptId)
-			if named {
-				c.failNamed(fmt.Errorf("connection closed after a broker ERROR: %s", errorText(f)), id, err)
-			} else {
-				c.fail(err)
-			}
-			return
-		default:
-			c.log.Warn("stomp broker sent an unexpected frame", "addr", c.conn.RemoteAddr().String(), "command", f.Command)
-		}
-		c.rearm()
+		return readSTOMPAnswer(fr, p.log, conn)
 	}
+	return &stompConn{wire.New(conn, wire.Config{
+		Name:           "stomp",
+		Read:           read,
+		MaxWait:        stompReceiptTimeout,
+		StallGrace:     stompStallGrace,
+		IdleTimeout:    hb.recv * time.Duration(p.cfg.HeartBeatGrace),
+		HeartBeat:      hb.send,
+		HeartBeatFrame: stompHeartBeat,
+		Goodbye:        stompDisconnect,
+		Unavailable:    ErrUnavailable,
+		Closed:         ErrClosed,
+		Log:            p.log,
+	})}
 }
 
-// rearm sets the read deadline after a frame: the receipt window while receipts are outstanding, else
-// the heart-beat bound.
-func (c *stompConn) rearm() {
-	c.pmu.Lock()
-	defer c.pmu.Unlock()
-	if len(c.pending) > 0 {
-		_ = c.conn.SetReadDeadline(time.Now().Add(stompReceiptTimeout))
-	} else {
-		_ = c.conn.SetReadDeadline(c.idleDeadline())
-	}
-}
-
-func (c *stompConn) pop(id string, err error) {
-	c.pmu.Lock()
-	p, ok := c.pending[id]
-	delete(c.pending, id)
-	c.pmu.Unlock()
-	if !ok {
-		c.log.Warn("stomp broker sent a receipt nobody waits for", "addr", c.conn.RemoteAddr().String(), "receipt", id)
-		return
-	}
-	p.done(err)
-}
-
-// fail closes the connection and fails every pending request; later calls do nothing.
-func (c *stompConn) fail(cause error) { c.failNamed(cause, "", nil) }
-
-// failNamed is fail, with the request of receipt id failed with namedErr instead.
-func (c *stompConn) failNamed(cause error, id string, namedErr error) {
-	c.pmu.Lock()
-	if c.dead {
-		c.pmu.Unlock()
-		return
-	}
-	c.dead = true
-	pending := c.pending
-	c.pending = nil
-	c.pmu.Unlock()
-	if c.hbTimer != nil {
-		c.hbTimer.Stop()
-	}
-	_ = c.conn.Close()
-	err := cause
-	if !errors.Is(cause, ErrClosed) && !errors.Is(cause, ErrRejected) {
-		err = wrap(ErrUnavailable, cause)
-	}
+// readSTOMPAnswer reads one frame: a RECEIPT answers the request of its id; an ERROR ends the
+// connection (the broker closes it): the request it names is rejected and the others outstanding are
+// unavailable, and when it names none every request outstanding is rejected (the broker refused one of
+// them, e.g. a SEND in a transaction).
+func readSTOMPAnswer(r *frame.Reader, log *slog.Logger, conn net.Conn) (wire.Answer, error) {
+	f, err := r.Read()
 	switch {
-	case errors.Is(cause, ErrClosed):
-	case len(pending) > 0:
-		c.log.Warn("stomp connection lost with requests pending", "addr", c.conn.RemoteAddr().String(), "pending", len(pending), "err", cause)
-	default:
-		c.log.Debug("stomp connection lost", "addr", c.conn.RemoteAddr().String(), "err", cause)
+	case err != nil:
+		return wire.Answer{}, err
+	case f == nil: // heart-beat
+		return wire.Answer{}, nil
 	}
-	for rid, p := range pending {
-		if namedErr != nil && rid == id {
-			p.done(namedErr)
-		} else {
-			p.done(err)
+	switch f.Command {
+	case frame.RECEIPT:
+		id, err := strconv.ParseUint(f.Header.Get(frame.ReceiptId), 10, 64)
+		if err != nil {
+			log.Warn("stomp broker sent a receipt nobody waits for", "addr", conn.RemoteAddr().String(), "receipt", f.Header.Get(frame.ReceiptId))
+			return wire.Answer{}, nil
 		}
+		return wire.Answer{Kind: wire.ByID, ID: id}, nil
+	case frame.ERROR:
+		rejected := wrap(ErrRejected, fmt.Errorf("broker ERROR: %s", errorText(f)))
+		if s, named := f.Header.Contains(frame.ReceiptId); named {
+			if id, err := strconv.ParseUint(s, 10, 64); err == nil {
+				return wire.Answer{Kind: wire.ByID, ID: id, Err: rejected,
+					Close: wrap(ErrUnavailable, fmt.Errorf("connection closed after a broker ERROR: %s", errorText(f)))}, nil
+			}
+		}
+		return wire.Answer{Close: rejected}, nil
+	default:
+		log.Warn("stomp broker sent an unexpected frame", "addr", conn.RemoteAddr().String(), "command", f.Command)
+		return wire.Answer{}, nil
 	}
 }

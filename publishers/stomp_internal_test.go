@@ -362,3 +362,51 @@ func TestSTOMPErrors(t *testing.T) {
 		}
 	})
 }
+
+// Receipts are matched by id: a broker answering out of order (here: each pair reversed) gets every
+// request its own outcome, and one connection carries many requests.
+func TestSTOMPReceiptsOutOfOrder(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		held *frame.Frame
+	)
+	b := startFakeBroker(t, func(w *frame.Writer, f *frame.Frame) {
+		mu.Lock()
+		defer mu.Unlock()
+		if held == nil {
+			held = f
+			return
+		}
+		for _, g := range []*frame.Frame{f, held} {
+			id := g.Header.Get(frame.Receipt)
+			if string(g.Body) == "bad" {
+				_ = w.Write(frame.New(frame.ERROR, frame.Message, "refused", frame.ReceiptId, id))
+				continue
+			}
+			_ = w.Write(frame.New(frame.RECEIPT, frame.ReceiptId, id))
+		}
+		held = nil
+	})
+	p := newTestSTOMP(t, func(c *STOMPConfig) { c.ConnectionsPerHost = 1 }, b.addr())
+	const n = 100
+	errs := make([]chan error, n)
+	for i := range n {
+		errs[i] = make(chan error, 1)
+		if err := p.PublishAsync(0, "t", fmt.Appendf(nil, "m%d", i), func(err error) { errs[i] <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		select {
+		case err := <-errs[i]:
+			if err != nil {
+				t.Fatalf("message %d: %v", i, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("message %d: no outcome within 5s", i)
+		}
+	}
+	if got := len(b.received()); got != n+1 {
+		t.Errorf("broker received %d frames, want CONNECT and %d SENDs", got, n)
+	}
+}

@@ -37,16 +37,16 @@ func TestEmbeddedNSQ(t *testing.T) {
 	t.Run("bad input", func(t *testing.T) { RunBadInput(t, h) })
 }
 
-// TestNSQRejects checks that a message nsqd refuses answers 502, and that the connection nsqd closes
-// after such an error is replaced transparently: the next request succeeds.
+// TestNSQRejects checks that a message over nsqd's --max-msg-size answers 413 (refused before it reaches
+// nsqd, which would close the shared connection), and that the next request succeeds.
 func TestNSQRejects(t *testing.T) {
 	p := StartNSQDProc(t, nsqdBin(t), "-max-msg-size", "1000")
 	h := &NSQ{TCP: []string{p.TCPAddr}, HTTP: []string{p.HTTPAddr}}
 	tg := StartTarget(t, h, nil)
 	topic := uniqueTopic("itreject")
 	for i := range 3 {
-		if r := tg.Get(t, "/send1?size=2000&topic="+topic); r.Status != 502 || r.Error == "" {
-			t.Fatalf("round %d: oversized for nsqd: %d %q, want 502", i, r.Status, r.Error)
+		if r := tg.Get(t, "/send1?size=2000&topic="+topic); r.Status != 413 || r.Error == "" {
+			t.Fatalf("round %d: oversized for nsqd: %d %q, want 413", i, r.Status, r.Error)
 		}
 		Eventually(t, 5*time.Second, "a normal message after a rejected one", func() error {
 			if r := tg.Get(t, "/send1?size=1000&topic="+topic); r.Status != 200 {

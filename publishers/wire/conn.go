@@ -1,0 +1,463 @@
+// Package wire is the connection core the pipelining publishers (NSQ, STOMP) share: commands queue in
+// order, one writer goroutine per connection sends everything queued in one write, a read loop matches
+// the broker's answers to the waiting callbacks (in order, or by id), and any failure fails every
+// outstanding command at once. The protocols supply framing and answer classification only.
+//
+// Why a writer goroutine: one write per command under a mutex made write syscalls a third of mqtarget's
+// CPU. Here a handler only appends its frames to the connection's buffer; the writer yields once
+// (runtime.Gosched) before taking the buffer, so handlers already running get to append too, and sends
+// the lot with one Write. There is no timer: an idle connection's first command leaves at once.
+package wire
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config is what a protocol tells the core about a connection.
+type Config struct {
+	// Name is the broker family, for log messages.
+	Name string
+	// Read reads the next frame from r and classifies it. An error ends the connection.
+	Read func(r *bufio.Reader) (Answer, error)
+	// MaxWait bounds how long a command without a deadline (async publishes) may go unanswered.
+	MaxWait time.Duration
+	// StallGrace: the connection fails when its oldest command is unanswered this long past its deadline.
+	StallGrace time.Duration
+	// IdleTimeout is the read deadline with nothing outstanding (the broker's heart-beats bound it);
+	// 0 means none.
+	IdleTimeout time.Duration
+	// HeartBeat, when positive, writes HeartBeatFrame if nothing else was written for about that long.
+	HeartBeat      time.Duration
+	HeartBeatFrame []byte
+	// Goodbye is written by Close, best effort within a second (STOMP DISCONNECT); nil writes nothing.
+	Goodbye []byte
+	// Unavailable and Closed are the error kinds callbacks get when the connection breaks or is closed.
+	Unavailable, Closed error
+	Log                 *slog.Logger
+}
+
+// AnswerKind says which command a frame answers.
+type AnswerKind uint8
+
+const (
+	// None: the frame answers no command (a heart-beat, an informational frame).
+	None AnswerKind = iota
+	// Next: the frame answers the oldest outstanding command (NSQ answers in order).
+	Next
+	// ByID: the frame answers the command with sequence number ID (STOMP receipt ids).
+	ByID
+)
+
+// Answer is one frame from the broker, classified by the protocol.
+type Answer struct {
+	Kind AnswerKind
+	ID   uint64
+	// Err is the answered command's outcome; nil means acknowledged.
+	Err error
+	// Reply is queued for writing, as is (NSQ answers heart-beats with NOP).
+	Reply []byte
+	// Close, when set, ends the connection after this frame: every other outstanding command fails
+	// with Close as is (the protocol chooses its kind).
+	Close error
+}
+
+// ErrStalled fails a connection whose oldest command stayed unanswered past its caller's deadline and the
+// grace: without it a frozen broker would pile up callbacks until a long read timeout.
+var ErrStalled = errors.New("broker left a command unanswered past its deadline")
+
+// Conn is one pipelined broker connection. Its goroutines (writer, reader) are owned by it: Close
+// waits for both.
+type Conn struct {
+	nc  net.Conn
+	cfg Config
+
+	mu      sync.Mutex
+	queued  []byte    // frames waiting for the writer
+	batchBy time.Time // earliest deadline among the commands in queued
+	pending []entry   // outstanding commands, oldest first, from pending[off]; it has sequence number head
+	off     int
+	head    uint64
+	next    uint64 // sequence number of the next command
+	live    int    // entries in pending whose done is still set
+	closing bool
+	broken  error // the write that failed; the read loop still takes the answers already sent
+	failed  bool  // fail ran
+
+	dead     atomic.Bool   // no new commands: the connection failed, or its write side broke
+	quit     chan struct{} // closed by fail: the writer stops
+	readDone chan struct{} // closed when the read loop ends
+	wake     chan struct{} // the writer has something to send
+	wsem     chan struct{} // held around every write, so Close's goodbye never interleaves with a batch
+
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+	writes    atomic.Uint64 // writes done, for tests and benchmarks
+	commands  atomic.Uint64 // commands queued
+}
+
+type entry struct {
+	done func(error)
+	by   time.Time
+}
+
+// New starts the writer and read loop on nc, which has finished its handshake.
+func New(nc net.Conn, cfg Config) *Conn {
+	c := &Conn{
+		nc:       nc,
+		cfg:      cfg,
+		next:     1,
+		head:     1,
+		quit:     make(chan struct{}),
+		readDone: make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		wsem:     make(chan struct{}, 1),
+	}
+	c.arm()
+	c.wg.Add(2)
+	go c.writeLoop()
+	go c.readLoop()
+	return c
+}
+
+// Dead reports whether the connection failed or was closed.
+func (c *Conn) Dead() bool { return c.dead.Load() }
+
+// RemoteAddr is the broker's address.
+func (c *Conn) RemoteAddr() string { return c.nc.RemoteAddr().String() }
+
+// Stats returns the writes done and commands queued so far.
+func (c *Conn) Stats() (writes, commands uint64) { return c.writes.Load(), c.commands.Load() }
+
+// Send queues one command: enc appends its frames to b; id is the command's sequence number, which a
+// protocol matching answers by id puts into the frames. by is when the caller stops waiting (zero:
+// MaxWait from now). done is called exactly once with the answer or the connection's failure, unless
+// Send returns an error; it runs on the read loop (or on whoever fails the connection), so it must be
+// quick. enc runs under the connection's lock.
+func (c *Conn) Send(by time.Time, enc func(b []byte, id uint64) []byte, done func(error)) error {
+	now := time.Now()
+	if limit := now.Add(c.cfg.MaxWait); by.IsZero() || by.After(limit) {
+		by = limit
+	} else if by.Before(now) {
+		by = now
+	}
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return kind(c.cfg.Closed, errors.New("connection closing"))
+	}
+	if c.dead.Load() {
+		c.mu.Unlock()
+		return kind(c.cfg.Unavailable, errors.New("connection closed"))
+	}
+	id := c.next
+	c.next++
+	wasIdle := len(c.queued) == 0
+	c.queued = enc(c.queued, id)
+	if c.batchBy.IsZero() || by.Before(c.batchBy) {
+		c.batchBy = by
+	}
+	if c.live == 0 {
+		// The read loop may be waiting with the idle deadline; now this command bounds it.
+		_ = c.nc.SetReadDeadline(by.Add(c.cfg.StallGrace))
+	}
+	if c.off > 0 && len(c.pending) == cap(c.pending) {
+		// Reuse the answered front instead of growing the array.
+		n := copy(c.pending, c.pending[c.off:])
+		clear(c.pending[n:])
+		c.pending, c.off = c.pending[:n], 0
+	}
+	c.pending = append(c.pending, entry{done: done, by: by})
+	c.live++
+	c.mu.Unlock()
+	c.commands.Add(1)
+	if wasIdle {
+		c.signal()
+	}
+	return nil
+}
+
+// queueRaw queues bytes that expect no answer (heart-beats, NOP).
+func (c *Conn) queueRaw(b []byte) {
+	c.mu.Lock()
+	wasIdle := len(c.queued) == 0
+	if !c.closing && !c.failed {
+		c.queued = append(c.queued, b...)
+	}
+	c.mu.Unlock()
+	if wasIdle {
+		c.signal()
+	}
+}
+
+func (c *Conn) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default: // a wake-up is pending already; the writer will take our bytes with it
+	}
+}
+
+// writeLoop sends what is queued, many commands per write, until the connection fails or closes.
+func (c *Conn) writeLoop() {
+	defer c.wg.Done()
+	var tick <-chan time.Time
+	if c.cfg.HeartBeat > 0 {
+		// Ticking at half the interval and writing when nothing else was written since the last tick
+		// keeps every silence under the interval.
+		t := time.NewTicker(max(c.cfg.HeartBeat/2, time.Millisecond))
+		defer t.Stop()
+		tick = t.C
+	}
+	var (
+		out   []byte
+		wrote bool
+	)
+	for {
+		select {
+		case <-c.quit:
+			return
+		case <-tick:
+			if !wrote {
+				c.queueRaw(c.cfg.HeartBeatFrame)
+			}
+			wrote = false
+			continue
+		case <-c.wake:
+		}
+		// Handlers already running get to queue their commands into this write: fuller writes, fewer
+		// syscalls, and no timer delaying a lone command.
+		runtime.Gosched()
+		c.mu.Lock()
+		out, c.queued = c.queued, out[:0]
+		by := c.batchBy
+		c.batchBy = time.Time{}
+		c.mu.Unlock()
+		if len(out) == 0 {
+			continue
+		}
+		if by.IsZero() { // only raw bytes
+			by = time.Now().Add(c.cfg.MaxWait)
+		}
+		c.wsem <- struct{}{}
+		if c.dead.Load() {
+			<-c.wsem
+			return
+		}
+		// One deadline per gathered write: a write still blocked past the earliest caller's deadline
+		// and the grace means the broker stopped reading.
+		_ = c.nc.SetWriteDeadline(by.Add(c.cfg.StallGrace))
+		_, err := c.nc.Write(out)
+		<-c.wsem
+		if err != nil {
+			if isTimeout(err) {
+				c.fail(kind(c.cfg.Unavailable, fmt.Errorf("%w (write blocked): %v", ErrStalled, err)))
+				return
+			}
+			c.breakWrites(err)
+			return
+		}
+		c.writes.Add(1)
+		wrote = true
+		if cap(out) > 1<<20 {
+			out = nil // don't pin a buffer sized for a few huge messages
+		}
+	}
+}
+
+// breakWrites stops the connection taking commands after a failed write, but leaves it to the read
+// loop to fail what is outstanding: a broker that refuses a command and closes the connection while it
+// is being written (nsqd with an oversize message) has answered the commands before it, and those
+// answers are still to be read. The read loop gets at most the grace to read them.
+func (c *Conn) breakWrites(err error) {
+	c.mu.Lock()
+	c.broken = err
+	c.dead.Store(true)
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.cfg.StallGrace))
+	c.mu.Unlock()
+}
+
+// readLoop runs the callbacks of answers until the connection ends.
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	defer close(c.readDone)
+	r := bufio.NewReaderSize(c.nc, 16<<10)
+	for {
+		if r.Buffered() == 0 {
+			c.arm()
+		}
+		a, err := c.cfg.Read(r)
+		if err != nil {
+			c.mu.Lock()
+			outstanding, broken := c.live, c.broken
+			c.mu.Unlock()
+			switch {
+			case broken != nil:
+				err = fmt.Errorf("write failed: %w (then read: %v)", broken, err)
+			case isTimeout(err):
+				if outstanding > 0 {
+					err = fmt.Errorf("%w: %v", ErrStalled, err)
+				} else {
+					err = fmt.Errorf("broker silent too long (heart-beats overdue): %w", err)
+				}
+			}
+			c.fail(kind(c.cfg.Unavailable, err))
+			return
+		}
+		if a.Reply != nil {
+			c.queueRaw(a.Reply)
+		}
+		if a.Kind != None {
+			c.answer(a)
+		}
+		if a.Close != nil {
+			c.fail(a.Close)
+			return
+		}
+	}
+}
+
+// arm sets the read deadline: the oldest outstanding command's deadline plus the grace, else the idle
+// bound. It runs under mu so that it and Send's arming are ordered.
+func (c *Conn) arm() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.broken != nil: // breakWrites set the deadline
+	case c.live > 0:
+		_ = c.nc.SetReadDeadline(c.pending[c.off].by.Add(c.cfg.StallGrace))
+	case c.cfg.IdleTimeout > 0:
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout))
+	default:
+		_ = c.nc.SetReadDeadline(time.Time{})
+	}
+}
+
+// answer runs the callback of the command a names.
+func (c *Conn) answer(a Answer) {
+	c.mu.Lock()
+	var done func(error)
+	q := c.pending[c.off:]
+	i := uint64(0) // Next: q[0] is always outstanding (answered entries are trimmed from the front)
+	if a.Kind == ByID {
+		i = a.ID - c.head // wraps to a huge value for ids already trimmed
+	}
+	if i < uint64(len(q)) && q[i].done != nil {
+		done = q[i].done
+		q[i] = entry{}
+		c.live--
+		c.trim()
+	}
+	if a.Close != nil {
+		// Before the callback runs, so its caller's next command goes to a new connection.
+		c.dead.Store(true)
+	}
+	c.mu.Unlock()
+	if done == nil {
+		c.cfg.Log.Warn(c.cfg.Name+" broker answered a command nobody waits for", "addr", c.RemoteAddr(), "id", a.ID)
+		return
+	}
+	done(a.Err)
+}
+
+// trim drops answered entries from the front, so pending[off] is the oldest outstanding command.
+func (c *Conn) trim() {
+	for c.off < len(c.pending) && c.pending[c.off].done == nil {
+		c.off++
+		c.head++
+	}
+	if c.off == len(c.pending) {
+		c.pending, c.off = c.pending[:0], 0
+	}
+}
+
+// fail closes the connection and fails every outstanding command with err; later calls do nothing.
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.failed {
+		c.mu.Unlock()
+		return
+	}
+	c.failed = true
+	c.dead.Store(true)
+	close(c.quit)
+	pending := c.pending
+	c.pending, c.off, c.live, c.queued = nil, 0, 0, nil
+	c.mu.Unlock()
+	_ = c.nc.Close()
+	n := 0
+	for _, p := range pending {
+		if p.done != nil {
+			n++
+		}
+	}
+	switch {
+	case errors.Is(err, c.cfg.Closed):
+	case n > 0:
+		c.cfg.Log.Warn(c.cfg.Name+" connection lost with commands pending", "addr", c.RemoteAddr(), "pending", n, "err", err)
+	default:
+		c.cfg.Log.Debug(c.cfg.Name+" connection lost", "addr", c.RemoteAddr(), "err", err)
+	}
+	for _, p := range pending {
+		if p.done != nil {
+			p.done(err)
+		}
+	}
+}
+
+// Close writes the goodbye (best effort, within a second), fails what is outstanding with the Closed
+// kind, and waits for the connection's goroutines. Commands queued but not yet written are dropped, so
+// the broker never sees a command whose caller was told it failed. Close is idempotent.
+func (c *Conn) Close() {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closing = true
+		c.queued = nil
+		draining := c.broken != nil && !c.failed
+		c.mu.Unlock()
+		if draining {
+			// Answers sent before the broker closed may still be in flight: let the read loop take them.
+			select {
+			case <-c.readDone:
+			case <-time.After(c.cfg.StallGrace):
+			}
+		}
+		if c.cfg.Goodbye != nil && !c.dead.Load() {
+			select {
+			case c.wsem <- struct{}{}:
+				if !c.dead.Load() {
+					_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+					_, _ = c.nc.Write(c.cfg.Goodbye)
+				}
+				<-c.wsem
+			case <-time.After(time.Second): // a write is stuck; fail below unblocks it
+			}
+		}
+		c.fail(kind(c.cfg.Closed, errors.New("connection closed")))
+		c.wg.Wait()
+	})
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// kindError attaches an error kind to a cause, keeping both visible to errors.Is.
+type kindError struct{ kind, err error }
+
+func (e *kindError) Error() string   { return e.kind.Error() + ": " + e.err.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }
+
+func kind(k, err error) error {
+	if k == nil || errors.Is(err, k) {
+		return err
+	}
+	return &kindError{kind: k, err: err}
+}

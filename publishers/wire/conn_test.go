@@ -1,0 +1,422 @@
+package wire
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var (
+	errUnavailable = errors.New("unavailable")
+	errClosed      = errors.New("closed")
+	errRejected    = errors.New("rejected")
+)
+
+// A line protocol for the tests: the client writes "C <id>\n" (or what enc says); the broker answers
+// "A <id> ok|err\n"; "H\n" is a heart-beat from the broker that wants "P\n" back; "X <id>\n" rejects
+// <id> and ends the connection.
+func readLine(kind AnswerKind) func(r *bufio.Reader) (Answer, error) {
+	return func(r *bufio.Reader) (Answer, error) {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return Answer{}, err
+		}
+		f := strings.Fields(line)
+		if f[0] == "H" {
+			return Answer{Reply: []byte("P\n")}, nil
+		}
+		id, _ := strconv.ParseUint(f[1], 10, 64)
+		switch {
+		case f[0] == "X":
+			return Answer{Kind: ByID, ID: id, Err: errRejected, Close: fmt.Errorf("%w: after X", errUnavailable)}, nil
+		case f[2] == "err":
+			return Answer{Kind: kind, ID: id, Err: errRejected}, nil
+		default:
+			return Answer{Kind: kind, ID: id}, nil
+		}
+	}
+}
+
+func encLine(b []byte, id uint64) []byte {
+	b = append(b, "C "...)
+	b = strconv.AppendUint(b, id, 10)
+	return append(b, '\n')
+}
+
+// broker is a scripted server for one connection: serve gets every line the client wrote.
+type broker struct {
+	t     *testing.T
+	ln    net.Listener
+	mu    sync.Mutex
+	lines []string
+	done  chan struct{}
+}
+
+func startBroker(t *testing.T, serve func(w io.Writer, line string, conn net.Conn)) (*broker, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &broker{t: t, ln: ln, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.lines = append(b.lines, strings.TrimSpace(line))
+			b.mu.Unlock()
+			serve(c, strings.TrimSpace(line), c)
+		}
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ln.Close()
+		nc.Close()
+		<-b.done
+	})
+	return b, nc
+}
+
+func (b *broker) received() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.lines...)
+}
+
+// okAll answers every command in order; ids ending in 7 are rejected.
+func okAll(w io.Writer, line string, _ net.Conn) {
+	if id, ok := strings.CutPrefix(line, "C "); ok {
+		verdict := "ok"
+		if strings.HasSuffix(id, "7") {
+			verdict = "err"
+		}
+		fmt.Fprintf(w, "A %s %s\n", id, verdict)
+	}
+}
+
+func testConfig(kind AnswerKind) Config {
+	return Config{
+		Name:        "test",
+		Read:        readLine(kind),
+		MaxWait:     5 * time.Second,
+		StallGrace:  time.Second,
+		Unavailable: errUnavailable,
+		Closed:      errClosed,
+		Log:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+// result collects a callback's outcome and checks it runs exactly once.
+type result struct {
+	calls atomic.Int32
+	ch    chan error
+}
+
+func newResult() *result { return &result{ch: make(chan error, 2)} }
+
+func (r *result) done(err error) {
+	r.calls.Add(1)
+	r.ch <- err
+}
+
+func (r *result) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-r.ch:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("callback not called within 10s")
+		return nil
+	}
+}
+
+func TestAnswersMatched(t *testing.T) {
+	cases := []struct {
+		name  string
+		kind  AnswerKind
+		serve func(w io.Writer, line string, conn net.Conn)
+	}{
+		{"in order", Next, okAll},
+		{"by id, answered in reverse per pair", ByID, func() func(io.Writer, string, net.Conn) {
+			var held string
+			return func(w io.Writer, line string, c net.Conn) {
+				if held == "" {
+					held = line
+					return
+				}
+				okAll(w, line, c)
+				okAll(w, held, c)
+				held = ""
+			}
+		}()},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, nc := startBroker(t, tc.serve)
+			c := New(nc, testConfig(tc.kind))
+			defer c.Close()
+			const n = 200 // even, so the reverse-pair broker answers all
+			results := make([]*result, n)
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			ids := map[int]uint64{}
+			for i := range n {
+				results[i] = newResult()
+				wg.Go(func() {
+					err := c.Send(time.Time{}, func(b []byte, id uint64) []byte {
+						mu.Lock()
+						ids[i] = id
+						mu.Unlock()
+						return encLine(b, id)
+					}, results[i].done)
+					if err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			for i, r := range results {
+				err := r.wait(t)
+				wantErr := strings.HasSuffix(strconv.FormatUint(ids[i], 10), "7")
+				if (err != nil) != wantErr || (err != nil && !errors.Is(err, errRejected)) {
+					t.Errorf("command %d (id %d): %v, want rejected=%v", i, ids[i], err, wantErr)
+				}
+			}
+			c.Close()
+			for i, r := range results {
+				if n := r.calls.Load(); n != 1 {
+					t.Errorf("command %d: done called %d times", i, n)
+				}
+			}
+		})
+	}
+}
+
+// Commands queued while a write is under way leave together in the next write.
+func TestWriterGathers(t *testing.T) {
+	_, nc := startBroker(t, okAll)
+	c := New(nc, testConfig(Next))
+	defer c.Close()
+	c.wsem <- struct{}{} // hold the writer at its next write
+	results := make([]*result, 100)
+	for i := range results {
+		results[i] = newResult()
+		if err := c.Send(time.Time{}, encLine, results[i].done); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-c.wsem
+	for _, r := range results {
+		if err := r.wait(t); err != nil && !errors.Is(err, errRejected) {
+			t.Fatal(err)
+		}
+	}
+	if writes, commands := c.Stats(); commands != 100 || writes > 2 {
+		t.Errorf("%d commands in %d writes, want 100 in at most 2", commands, writes)
+	}
+}
+
+func TestConnectionFailure(t *testing.T) {
+	t.Run("broker closes: every pending command fails once, later sends are refused", func(t *testing.T) {
+		var seen atomic.Int32
+		_, nc := startBroker(t, func(_ io.Writer, _ string, conn net.Conn) {
+			if seen.Add(1) == 3 {
+				conn.Close()
+			}
+		})
+		c := New(nc, testConfig(Next))
+		defer c.Close()
+		results := make([]*result, 3)
+		for i := range results {
+			results[i] = newResult()
+			if err := c.Send(time.Time{}, encLine, results[i].done); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, r := range results {
+			if err := r.wait(t); !errors.Is(err, errUnavailable) {
+				t.Errorf("command %d: %v, want unavailable", i, err)
+			}
+		}
+		if !c.Dead() {
+			t.Error("connection not dead")
+		}
+		if err := c.Send(time.Time{}, encLine, func(error) { t.Error("done called after a refused Send") }); !errors.Is(err, errUnavailable) {
+			t.Errorf("send on a dead connection: %v, want unavailable", err)
+		}
+		c.Close()
+		for i, r := range results {
+			if n := r.calls.Load(); n != 1 {
+				t.Errorf("command %d: done called %d times", i, n)
+			}
+		}
+	})
+	t.Run("broker answers with an error and closes: that command rejected, the others unavailable", func(t *testing.T) {
+		_, nc := startBroker(t, func(w io.Writer, line string, conn net.Conn) {
+			if line == "C 2" {
+				fmt.Fprint(w, "A 1 ok\nX 2\n")
+				conn.Close()
+			}
+		})
+		c := New(nc, testConfig(ByID))
+		defer c.Close()
+		results := make([]*result, 3)
+		c.wsem <- struct{}{} // all three in one write
+		for i := range results {
+			results[i] = newResult()
+			if err := c.Send(time.Time{}, encLine, results[i].done); err != nil {
+				t.Fatal(err)
+			}
+		}
+		<-c.wsem
+		for i, want := range []error{nil, errRejected, errUnavailable} {
+			if err := results[i].wait(t); !errors.Is(err, want) || (want == nil && err != nil) {
+				t.Errorf("command %d: %v, want %v", i+1, err, want)
+			}
+		}
+	})
+	t.Run("broker stops answering: stalled after the deadline and the grace", func(t *testing.T) {
+		_, nc := startBroker(t, func(io.Writer, string, net.Conn) {})
+		cfg := testConfig(Next)
+		cfg.StallGrace = 100 * time.Millisecond
+		c := New(nc, cfg)
+		defer c.Close()
+		r := newResult()
+		start := time.Now()
+		if err := c.Send(start.Add(200*time.Millisecond), encLine, r.done); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.wait(t); !errors.Is(err, errUnavailable) || !errors.Is(err, ErrStalled) {
+			t.Fatalf("got %v, want unavailable (stalled)", err)
+		}
+		if d := time.Since(start); d < 300*time.Millisecond || d > 5*time.Second {
+			t.Errorf("stall detected after %v, want about 300ms", d)
+		}
+	})
+	t.Run("an answer for nothing is ignored", func(t *testing.T) {
+		_, nc := startBroker(t, func(w io.Writer, line string, c net.Conn) {
+			fmt.Fprint(w, "A 99 ok\n")
+			okAll(w, line, c)
+		})
+		c := New(nc, testConfig(ByID))
+		defer c.Close()
+		r := newResult()
+		if err := c.Send(time.Time{}, encLine, r.done); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.wait(t); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestClose(t *testing.T) {
+	b, nc := startBroker(t, func(io.Writer, string, net.Conn) {})
+	cfg := testConfig(Next)
+	cfg.Goodbye = []byte("BYE 0\n")
+	c := New(nc, cfg)
+	r := newResult()
+	if err := c.Send(time.Time{}, encLine, r.done); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(b.received()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // polling what the broker received, with a deadline
+	}
+	c.Close()
+	c.Close()
+	if err := r.wait(t); !errors.Is(err, errClosed) {
+		t.Errorf("pending command: %v, want closed", err)
+	}
+	if err := c.Send(time.Time{}, encLine, func(error) { t.Error("done called after a refused Send") }); !errors.Is(err, errClosed) {
+		t.Errorf("send after Close: %v, want closed", err)
+	}
+	<-b.done // the broker saw the connection end
+	if got := strings.Join(b.received(), ","); got != "C 1,BYE 0" {
+		t.Errorf("broker received %q, want the command and the goodbye", got)
+	}
+	if n := r.calls.Load(); n != 1 {
+		t.Errorf("done called %d times", n)
+	}
+}
+
+// Close racing with senders: every accepted command's callback runs exactly once.
+func TestCloseRacingSenders(t *testing.T) {
+	_, nc := startBroker(t, okAll)
+	c := New(nc, testConfig(Next))
+	var (
+		calls, accepted atomic.Int64
+		wg              sync.WaitGroup
+	)
+	for range 8 {
+		wg.Go(func() {
+			for range 200 {
+				if c.Send(time.Time{}, encLine, func(error) { calls.Add(1) }) == nil {
+					accepted.Add(1)
+				}
+			}
+		})
+	}
+	time.Sleep(time.Millisecond) // let some commands through before closing; not synchronisation
+	c.Close()
+	wg.Wait()
+	if calls.Load() != accepted.Load() {
+		t.Errorf("%d callbacks for %d accepted commands", calls.Load(), accepted.Load())
+	}
+}
+
+// A silent connection writes heart-beats; the broker's heart-beats are answered with the protocol's Reply.
+func TestHeartBeats(t *testing.T) {
+	var pongs atomic.Int32
+	b, nc := startBroker(t, func(w io.Writer, line string, _ net.Conn) {
+		switch line {
+		case "HB 0":
+			fmt.Fprint(w, "H\n")
+		case "P":
+			pongs.Add(1)
+		}
+	})
+	cfg := testConfig(Next)
+	cfg.HeartBeat = 20 * time.Millisecond
+	cfg.HeartBeatFrame = []byte("HB 0\n")
+	c := New(nc, cfg)
+	defer c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n := 0
+		for _, l := range b.received() {
+			if l == "HB 0" {
+				n++
+			}
+		}
+		if n >= 2 && pongs.Load() >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d heart-beats and %d replies within 5s of silence, want at least 2 and 1", n, pongs.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
