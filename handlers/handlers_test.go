@@ -750,9 +750,9 @@ func TestDrainAsync(t *testing.T) {
 		if w := ts.do(http.MethodGet, "/sendAsync", ""); w.Code != 202 {
 			t.Fatalf("status %d", w.Code)
 		}
+		start := time.Now() // before the deadline is set, so elapsed can't undershoot it
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 		defer cancel()
-		start := time.Now()
 		st := ts.srv.DrainAsync(ctx)
 		if want := (handlers.AsyncStats{Accepted: 1, Abandoned: 1}); st != want {
 			t.Errorf("DrainAsync = %+v, want %+v", st, want)
