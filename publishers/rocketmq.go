@@ -104,9 +104,10 @@ type RocketMQ struct {
 	admin   *rmqadmin.Client
 	log     *slog.Logger
 
-	slots  []*rmqSlot
-	next   atomic.Uint32
-	queues []atomic.Uint32 // per host: round-robin over that broker's queues
+	slots   []*rmqSlot
+	targets []*primitive.MessageQueue // per host: what message() puts in Queue for brokerSelector
+	next    atomic.Uint32
+	queues  []atomic.Uint32 // per host: round-robin over that broker's queues
 
 	topics sync.Map // topic -> *rmqTopic, when CreateTopics
 
@@ -197,6 +198,9 @@ func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *Rocket
 		p.hosts = append(p.hosts, b.String())
 	}
 	p.queues = make([]atomic.Uint32, len(p.brokers))
+	for i, b := range p.brokers {
+		p.targets = append(p.targets, &primitive.MessageQueue{BrokerName: b.Name, QueueId: i})
+	}
 	for _, t := range topics {
 		if err := p.ensureTopic(ctx, t); err != nil {
 			return nil, fmt.Errorf("rocketmq.create_topics: topic %s: %w", t, err)
@@ -288,8 +292,8 @@ func (p *RocketMQ) ValidateTopic(name string) error { return ValidateRocketMQTop
 
 func (p *RocketMQ) message(host int, topic string, body []byte) *primitive.Message {
 	m := primitive.NewMessage(topic, body)
-	// Queue carries the target host to brokerSelector (QueueId = host index).
-	m.Queue = &primitive.MessageQueue{Topic: topic, BrokerName: p.brokers[host].Name, QueueId: host}
+	// Queue carries the target host to brokerSelector (QueueId = host index); the client only reads it.
+	m.Queue = p.targets[host]
 	return m
 }
 
@@ -319,19 +323,25 @@ func (p *RocketMQ) sendSync(ctx context.Context, host int, topic string, bodies 
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
-	defer cancel()
-	if err := p.ensureTopic(ctx, topic); err != nil {
-		return err
+	dl := time.Now().Add(p.cfg.SendTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
+	if p.cfg.CreateTopics {
+		tctx, cancel := context.WithDeadline(ctx, dl)
+		err := p.ensureTopic(tctx, topic)
+		cancel()
+		if err != nil {
+			return err
+		}
 	}
 	if ctx.Err() != nil { // the caller left before anything was sent
 		return ctxErr(ctx)
 	}
 	// Once handed to the client the send finishes under its own deadline whatever the caller does: the
 	// client resent a cancelled send at once, so a hung-up HTTP client left 1+retries copies in the broker.
-	dl, _ := ctx.Deadline()
-	sctx, scancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
-	defer scancel()
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
+	defer cancel()
 	msgs := make([]*primitive.Message, len(bodies))
 	for i, b := range bodies {
 		msgs[i] = p.message(host, topic, b)

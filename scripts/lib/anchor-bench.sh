@@ -1,0 +1,67 @@
+# shellcheck shell=bash
+# Shared by scripts/bench-rocketmq.sh and scripts/bench-stomp.sh: wrk runs against a mqtarget built from
+# this tree, on 127.0.0.1, with a bounded duration. Source it after `cd` to the repository root and set
+#   TMP (a scratch directory the caller removes), WARMUP and DURATION (seconds).
+# Logs go to stderr; stdout is left for the caller's markdown table.
+
+log() { printf '[%s +%ss] %s\n' "${BENCH_NAME:-bench}" "$SECONDS" "$*" >&2; }
+die() { printf '[%s] ERROR: %s\n' "${BENCH_NAME:-bench}" "$*" >&2; exit 1; }
+
+MQT_PID=""
+
+# need_wrk: install wrk from Debian when missing and we are root, else fail.
+need_wrk() {
+    command -v wrk >/dev/null && return
+    if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+        log "installing wrk (Debian package)"
+        apt-get install -y wrk >/dev/null
+    else
+        die "wrk not found: apt-get install wrk"
+    fi
+}
+
+# start_mqtarget URL ARGS...: build mqtarget, start it with ARGS on 127.0.0.1:$PORT and wait until URL
+# answers 2xx (at most 30 s).
+start_mqtarget() {
+    local url="$1"
+    shift
+    log "building and starting mqtarget on 127.0.0.1:$PORT"
+    go build -o "$TMP/mqtarget" ./cmd/mqtarget
+    "$TMP/mqtarget" -http.addr "127.0.0.1:$PORT" -log.level warn "$@" >"$TMP/mqtarget.log" 2>&1 &
+    MQT_PID=$!
+    local deadline=$((SECONDS + 30))
+    until curl -fsS -o /dev/null "$url" 2>/dev/null; do
+        kill -0 "$MQT_PID" 2>/dev/null || { cat "$TMP/mqtarget.log" >&2; die "mqtarget exited"; }
+        ((SECONDS < deadline)) || { cat "$TMP/mqtarget.log" >&2; die "mqtarget does not answer $url"; }
+        sleep 0.1
+    done
+}
+
+# stop_mqtarget: SIGTERM the mqtarget started here and wait for it.
+stop_mqtarget() {
+    if [[ -n "$MQT_PID" ]]; then
+        kill "$MQT_PID" 2>/dev/null || true
+        wait "$MQT_PID" 2>/dev/null || true
+        MQT_PID=""
+    fi
+}
+
+# wrk_run N URL: a WARMUP-second run (discarded), then a DURATION-second one with -cN.
+# Prints "RPS AVG P50 P99 NON2XX SOCKET_ERRORS" (latencies as wrk prints them).
+wrk_run() {
+    local n="$1" url="$2" t out="$TMP/wrk-$1.out"
+    t=$((n < 2 ? n : 2))
+    wrk -t"$t" -c"$n" -d"${WARMUP}s" "$url" >/dev/null
+    wrk -t"$t" -c"$n" -d"${DURATION}s" --latency "$url" >"$out"
+    awk '
+        /^ +Latency / && !lat { avg = $2; lat = 1 }
+        /^ +50% / { p50 = $2 }
+        /^ +99% / { p99 = $2 }
+        /^Requests\/sec:/ { rps = $2 }
+        /Non-2xx or 3xx responses:/ { non2xx = $NF }
+        /Socket errors:/ { gsub(/,/, ""); sock = $4 + $6 + $8 + $10 }
+        END { printf "%d %s %s %s %d %d\n", rps, avg, p50, p99, non2xx, sock }' "$out"
+}
+
+# ratio A B: A/B with two decimals ("-" when B is 0).
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'; }
