@@ -25,30 +25,14 @@ BENCH_NAME=bench-rocketmq
 # shellcheck source=scripts/lib/anchor-bench.sh
 source scripts/lib/anchor-bench.sh
 
-CONNS="${BENCH_CONNS:-1 4 16}"
-DURATION="${BENCH_DURATION:-10}"
-WARMUP="${BENCH_WARMUP:-5}"
-PORT="${BENCH_PORT:-18080}"
-TOPIC="${BENCH_TOPIC:-mqtarget-bench}"
-SIZE=100
-
-need_wrk
 command -v java >/dev/null || die "java not found"
-TMP="$(mktemp -d)"
 JAVA_PID=""
 STARTED_RMQ=0
-cleanup() {
-    local rc=$?
-    if ((rc != 0)) && [[ -s "$TMP/mqtarget.log" ]]; then
-        echo "--- mqtarget log (tail) ---" >&2
-        tail -n 40 "$TMP/mqtarget.log" >&2
-    fi
+on_exit() {
     if [[ -n "$JAVA_PID" ]]; then kill "$JAVA_PID" 2>/dev/null || true; fi
-    stop_mqtarget
     if ((STARTED_RMQ == 1)); then scripts/rocketmq.sh stop >&2 || true; fi
-    rm -rf "$TMP"
 }
-trap cleanup EXIT
+bench_init "1 4 16" 5 18080 mqtarget-bench
 
 if [[ -n "${MQTARGET_ROCKETMQ_NAMESRV:-}" ]]; then
     NAMESRV="$MQTARGET_ROCKETMQ_NAMESRV"
@@ -81,6 +65,7 @@ curl -fsS "$URL" | grep -q 'broker-a@' || die "mqtarget does not publish to brok
 # (RT weighted by TPS). Prints "TPS AVG_RT_MS FAILED".
 java_run() {
     local n="$1" out="$TMP/java-$1.out" skip=$((2 * WARMUP)) want=$((2 * WARMUP + DURATION))
+    : >"$out" # exists before the polling below reads it
     java -Xms256m -Xmx256m -Duser.home="$TMP/javahome" -cp "$BENCH_CP" \
         org.apache.rocketmq.example.benchmark.Producer -n "$NAMESRV" -w "$n" -s "$SIZE" -t "$TOPIC" -ri 1000 \
         >"$out" 2>&1 &
@@ -107,7 +92,7 @@ for n in $CONNS; do
     java_run "$n" >"$TMP/java.res" # not in a subshell: cleanup must see JAVA_PID
     read -r jtps jrt jfail <"$TMP/java.res"
     log "N=$n: Go publisher, $n senders"
-    read -r grps gp50 _ gfail < <("$TMP/rmqdirect" -namesrv "$NAMESRV" -topic "$TOPIC" -broker broker-a -c "$n" \
+    read -r grps gp50 _ gfail _ < <("$TMP/rmqdirect" -namesrv "$NAMESRV" -topic "$TOPIC" -broker broker-a -c "$n" \
         -size "$SIZE" -d "${DURATION}s" -warmup "${WARMUP}s")
     log "N=$n: wrk -c$n on /send1"
     read -r rps _ p50 p99 non2xx sock < <(wrk_run "$n" "$URL")

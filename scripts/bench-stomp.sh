@@ -21,29 +21,11 @@ BENCH_NAME=bench-stomp
 # shellcheck source=scripts/lib/anchor-bench.sh
 source scripts/lib/anchor-bench.sh
 
-CONNS="${BENCH_CONNS:-1 4 16 50}"
-DURATION="${BENCH_DURATION:-10}"
-WARMUP="${BENCH_WARMUP:-3}"
-PORT="${BENCH_PORT:-18081}"
-TOPIC="${BENCH_TOPIC:-mqtarget-stomp-bench}"
+STARTED_ARTEMIS=0
+on_exit() { if ((STARTED_ARTEMIS == 1)); then scripts/artemis.sh stop >&2 || true; fi; }
+bench_init "1 4 16 50" 3 18081 mqtarget-stomp-bench
 STOMP_ADDR="127.0.0.1:${ARTEMIS_STOMP_PORT:-61613}"
 export ARTEMIS_LOGIN="${ARTEMIS_LOGIN:-artemis}" ARTEMIS_PASSCODE="${ARTEMIS_PASSCODE:-artemis}"
-SIZE=100
-
-need_wrk
-TMP="$(mktemp -d)"
-STARTED_ARTEMIS=0
-cleanup() {
-    local rc=$?
-    if ((rc != 0)) && [[ -s "$TMP/mqtarget.log" ]]; then
-        echo "--- mqtarget log (tail) ---" >&2
-        tail -n 40 "$TMP/mqtarget.log" >&2
-    fi
-    stop_mqtarget
-    if ((STARTED_ARTEMIS == 1)); then scripts/artemis.sh stop >&2 || true; fi
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
 
 if ! scripts/artemis.sh status >/dev/null 2>&1; then
     log "no Artemis on $STOMP_ADDR: starting one (scripts/artemis.sh)"
@@ -57,14 +39,26 @@ URL="http://127.0.0.1:$PORT/send1?broker=stomp&topic=$TOPIC&size=$SIZE"
 start_mqtarget "$URL" -broker stomp -stomp.hosts "$STOMP_ADDR" \
     -stomp.login "$ARTEMIS_LOGIN" -stomp.passcode "$ARTEMIS_PASSCODE"
 
+# drain: empty the queue, so that no run pays for Artemis paging what earlier runs left (no consumer
+# reads during the runs, and past its global-max-size Artemis pages to disk).
+drain() {
+    local got
+    got=$(timeout 150 "$TMP/stompanchor" -drain -addr "$STOMP_ADDR" -login "$ARTEMIS_LOGIN" -passcode "$ARTEMIS_PASSCODE" \
+        -dest "/queue/$TOPIC" -d 120s) || die "draining /queue/$TOPIC failed"
+    log "drained $got messages"
+}
+
+drain
 echo "| N | direct Go client msg/s | direct p50 | direct p99 | mqtarget /send1 req/s | wrk p50 | wrk p99 | ratio mqtarget/direct | errors (direct / wrk non-2xx / wrk socket) |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for n in $CONNS; do
     log "N=$n: direct client, $n senders"
-    read -r arps ap50 ap99 aerr _ < <("$TMP/stompanchor" -addr "$STOMP_ADDR" -login "$ARTEMIS_LOGIN" \
+    read -r arps ap50 ap99 aerr _ < <(timeout $((WARMUP + DURATION + 60)) "$TMP/stompanchor" -addr "$STOMP_ADDR" -login "$ARTEMIS_LOGIN" \
         -passcode "$ARTEMIS_PASSCODE" -dest "/queue/$TOPIC" -c "$n" -size "$SIZE" \
         -d "${DURATION}s" -warmup "${WARMUP}s")
+    drain
     log "N=$n: wrk -c$n on /send1"
     read -r rps _ p50 p99 non2xx sock < <(wrk_run "$n" "$URL")
+    drain
     echo "| $n | $arps | ${ap50}ms | ${ap99}ms | $rps | $p50 | $p99 | $(ratio "$rps" "$arps") | $aerr / $non2xx / $sock |"
 done

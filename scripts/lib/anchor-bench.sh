@@ -1,13 +1,40 @@
 # shellcheck shell=bash
-# Shared by scripts/bench-rocketmq.sh and scripts/bench-stomp.sh: wrk runs against a mqtarget built from
-# this tree, on 127.0.0.1, with a bounded duration. Source it after `cd` to the repository root and set
-#   TMP (a scratch directory the caller removes), WARMUP and DURATION (seconds).
+# Shared by scripts/bench-rocketmq.sh and scripts/bench-stomp.sh: settings, clean-up, and wrk runs
+# against a mqtarget built from this tree, on 127.0.0.1, with a bounded duration. Source it after `cd` to
+# the repository root, define on_exit (what to stop besides mqtarget) and call bench_init.
 # Logs go to stderr; stdout is left for the caller's markdown table.
 
 log() { printf '[%s +%ss] %s\n' "${BENCH_NAME:-bench}" "$SECONDS" "$*" >&2; }
 die() { printf '[%s] ERROR: %s\n' "${BENCH_NAME:-bench}" "$*" >&2; exit 1; }
 
 MQT_PID=""
+
+# bench_init CONNS WARMUP PORT TOPIC: the defaults of BENCH_CONNS, BENCH_WARMUP, BENCH_PORT and
+# BENCH_TOPIC (BENCH_DURATION defaults to 10); sets CONNS DURATION WARMUP PORT TOPIC SIZE and TMP, and
+# cleans up at exit.
+# shellcheck disable=SC2034 # the settings are read by the sourcing script
+bench_init() {
+    CONNS="${BENCH_CONNS:-$1}"
+    DURATION="${BENCH_DURATION:-10}"
+    WARMUP="${BENCH_WARMUP:-$2}"
+    PORT="${BENCH_PORT:-$3}"
+    TOPIC="${BENCH_TOPIC:-$4}"
+    SIZE=100
+    need_wrk
+    TMP="$(mktemp -d)"
+    trap bench_exit EXIT
+}
+
+bench_exit() {
+    local rc=$?
+    if ((rc != 0)) && [[ -s "$TMP/mqtarget.log" ]]; then
+        echo "--- mqtarget log (tail) ---" >&2
+        tail -n 40 "$TMP/mqtarget.log" >&2
+    fi
+    stop_mqtarget
+    on_exit
+    rm -rf "$TMP"
+}
 
 # need_wrk: install wrk from Debian when missing and we are root, else fail.
 need_wrk() {

@@ -4,12 +4,13 @@
 // topic's queues on one broker, either through mqtarget's publisher (-mode publisher) or through a bare
 // rocketmq-client-go producer (-mode client). With -cpuprofile it writes a CPU profile of the measured part.
 //
-// It prints one line: "RPS P50_MS P99_MS ERRORS".
+// It prints one line: "RPS P50_MS P99_MS ERRORS SENT".
 //
 //	go run ./internal/bench/rmqdirect -namesrv 127.0.0.1:9876 -topic mqtarget-bench -c 16
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -18,7 +19,6 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +27,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
+	"github.com/mqtarget/mqtarget/internal/bench/closedloop"
 	"github.com/mqtarget/mqtarget/publishers"
 )
 
@@ -68,85 +69,40 @@ func run(o options) error {
 		return err
 	}
 	defer closeFn()
-	body := make([]byte, o.size)
-	for i := range body {
-		body[i] = 'x'
-	}
-	start := time.Now()
-	from, to := start.Add(o.warmup), start.Add(o.warmup+o.duration)
-	ctx, cancel := context.WithDeadline(context.Background(), to)
-	defer cancel()
-	var (
-		failed atomic.Int64
-		mu     sync.Mutex
-		lat    []time.Duration
-		first  error
-		wg     sync.WaitGroup
-	)
-	for range o.senders {
-		wg.Go(func() {
-			var mine []time.Duration
-			for ctx.Err() == nil {
-				sctx, scancel := context.WithTimeout(context.Background(), 3*time.Second)
-				t0 := time.Now()
-				err := send(sctx, body)
-				t1 := time.Now()
-				scancel()
-				if t0.Before(from) || t1.After(to) {
-					continue
+	body := bytes.Repeat([]byte{'x'}, o.size)
+	var prof *os.File
+	var profErr error
+	r := closedloop.Run(closedloop.Options{
+		Senders: o.senders, Warmup: o.warmup, Duration: o.duration,
+		Send: func(int) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			return send(ctx, body)
+		},
+		Window: func(start bool) {
+			switch {
+			case o.cpuprofile == "":
+			case start:
+				if prof, profErr = os.Create(o.cpuprofile); profErr == nil {
+					profErr = pprof.StartCPUProfile(prof)
 				}
-				if err != nil {
-					if failed.Add(1) == 1 {
-						mu.Lock()
-						first = err
-						mu.Unlock()
-					}
-					continue
-				}
-				mine = append(mine, t1.Sub(t0))
+			case profErr == nil:
+				pprof.StopCPUProfile()
+				profErr = prof.Close()
 			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		})
+		},
+	})
+	if profErr != nil {
+		return profErr
 	}
-	if o.cpuprofile != "" {
-		if err := profile(ctx, o.cpuprofile, from); err != nil {
-			return err
-		}
+	if r.FirstErr != nil {
+		fmt.Fprintf(os.Stderr, "rmqdirect: %d sends failed, the first: %v\n", r.Failed, r.FirstErr)
 	}
-	wg.Wait()
-	if first != nil {
-		fmt.Fprintf(os.Stderr, "rmqdirect: %d sends failed, the first: %v\n", failed.Load(), first)
-	}
-	if len(lat) == 0 {
+	if r.Sent == 0 {
 		return errors.New("no send completed in the measured window")
 	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / float64(time.Millisecond)
-	}
-	fmt.Printf("%.0f %.3f %.3f %d\n", float64(len(lat))/o.duration.Seconds(), pct(0.5), pct(0.99), failed.Load())
+	fmt.Println(r)
 	return nil
-}
-
-// profile records a CPU profile from the start of the measured window until ctx ends.
-func profile(ctx context.Context, path string, from time.Time) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	select {
-	case <-time.After(time.Until(from)):
-	case <-ctx.Done():
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	pprof.StopCPUProfile()
-	return f.Close()
 }
 
 func sender(o options) (sendFunc, func(), error) {

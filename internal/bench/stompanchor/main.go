@@ -5,28 +5,31 @@
 // per sender is what gives concurrency.
 //
 // It runs -warmup, then measures for -d and prints one line: "RPS P50_MS P99_MS ERRORS SENT".
+// With -drain it instead consumes the destination until it stays empty for 3 seconds (at most -d) and
+// prints how many messages it read: the benchmark empties the queue between runs, so that no run pays
+// for the broker paging what the runs before it left.
 //
 //	go run ./internal/bench/stompanchor -addr 127.0.0.1:61613 -login artemis -passcode artemis -c 16
 package main
 
 import (
-	"context"
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-stomp/stomp/v3"
+
+	"github.com/mqtarget/mqtarget/internal/bench/closedloop"
 )
 
 type options struct {
 	addr, login, passcode, dest string
 	senders, size               int
 	duration, warmup            time.Duration
+	drain                       bool
 }
 
 func main() {
@@ -39,10 +42,20 @@ func main() {
 	flag.IntVar(&o.size, "size", 100, "message size in bytes")
 	flag.DurationVar(&o.duration, "d", 10*time.Second, "measured duration")
 	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "unmeasured warm-up before it")
+	flag.BoolVar(&o.drain, "drain", false, "consume the destination until empty instead (at most -d)")
 	flag.Parse()
 	if o.senders < 1 || o.size < 0 || o.duration <= 0 || o.warmup < 0 {
 		fmt.Fprintln(os.Stderr, "stompanchor: -c must be at least 1, -d positive, -size and -warmup not negative")
 		os.Exit(2)
+	}
+	if o.drain {
+		n, err := drain(o)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "stompanchor:", err)
+			os.Exit(1)
+		}
+		fmt.Println(n)
+		return
 	}
 	r, err := run(o)
 	if err != nil {
@@ -52,16 +65,7 @@ func main() {
 	fmt.Println(r)
 }
 
-type result struct {
-	rps, p50, p99 float64
-	errors, sent  int64
-}
-
-func (r result) String() string {
-	return fmt.Sprintf("%.0f %.3f %.3f %d %d", r.rps, r.p50, r.p99, r.errors, r.sent)
-}
-
-func run(o options) (result, error) {
+func run(o options) (closedloop.Result, error) {
 	conns := make([]*stomp.Conn, o.senders)
 	defer func() {
 		for _, c := range conns {
@@ -73,70 +77,60 @@ func run(o options) (result, error) {
 	for i := range conns {
 		c, err := stomp.Dial("tcp", o.addr, stomp.ConnOpt.Login(o.login, o.passcode))
 		if err != nil {
-			return result{}, fmt.Errorf("connection %d: %w", i, err)
+			return closedloop.Result{}, fmt.Errorf("connection %d: %w", i, err)
 		}
 		conns[i] = c
 	}
-	body := make([]byte, o.size)
-	for i := range body {
-		body[i] = 'x'
+	body := bytes.Repeat([]byte{'x'}, o.size)
+	r := closedloop.Run(closedloop.Options{
+		Senders: o.senders, Warmup: o.warmup, Duration: o.duration,
+		Send: func(i int) error { return conns[i].Send(o.dest, "", body, stomp.SendOpt.Receipt) },
+	})
+	if r.FirstErr != nil {
+		fmt.Fprintf(os.Stderr, "stompanchor: %d sends failed, the first: %v\n", r.Failed, r.FirstErr)
 	}
-	start := time.Now()
-	measureFrom, measureTo := start.Add(o.warmup), start.Add(o.warmup+o.duration)
-	ctx, cancel := context.WithDeadline(context.Background(), measureTo)
-	defer cancel()
-	var (
-		errs    atomic.Int64
-		mu      sync.Mutex
-		lat     []time.Duration
-		firstEr error
-		wg      sync.WaitGroup
-	)
-	for _, c := range conns {
-		wg.Go(func() {
-			var mine []time.Duration
-			for ctx.Err() == nil {
-				t0 := time.Now()
-				err := c.Send(o.dest, "", body, stomp.SendOpt.Receipt)
-				t1 := time.Now()
-				if t0.Before(measureFrom) || t1.After(measureTo) {
-					continue
-				}
-				if err != nil {
-					errs.Add(1)
-					mu.Lock()
-					if firstEr == nil {
-						firstEr = err
-					}
-					mu.Unlock()
-					if errors.Is(err, stomp.ErrAlreadyClosed) {
-						return
-					}
-					continue
-				}
-				mine = append(mine, t1.Sub(t0))
+	if r.Sent == 0 {
+		return r, errors.New("no send completed in the measured window")
+	}
+	return r, nil
+}
+
+// drainIdle: how long the destination must stay quiet to count as empty; Artemis on busy cores can pause
+// deliveries for over a second.
+const drainIdle = 3 * time.Second
+
+// drain consumes o.dest until no message arrives for drainIdle, or o.duration passed.
+func drain(o options) (int, error) {
+	c, err := stomp.Dial("tcp", o.addr, stomp.ConnOpt.Login(o.login, o.passcode))
+	if err != nil {
+		return 0, err
+	}
+	// no UNSUBSCRIBE or DISCONNECT receipt: go-stomp's read loop may be blocked delivering a message
+	// nobody reads any more, and would never see the receipt
+	defer func() { _ = c.MustDisconnect() }()
+	sub, err := c.Subscribe(o.dest, stomp.AckAuto)
+	if err != nil {
+		return 0, err
+	}
+	end := time.After(o.duration)
+	idle := time.NewTimer(drainIdle)
+	defer idle.Stop()
+	n := 0
+	for {
+		select {
+		case m, ok := <-sub.C:
+			if !ok {
+				return n, errors.New("subscription closed")
 			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		})
+			if m.Err != nil {
+				return n, m.Err
+			}
+			n++
+			idle.Reset(drainIdle)
+		case <-idle.C:
+			return n, nil
+		case <-end:
+			return n, fmt.Errorf("still draining after %v (%d messages read)", o.duration, n)
+		}
 	}
-	wg.Wait()
-	if firstEr != nil {
-		fmt.Fprintf(os.Stderr, "stompanchor: %d sends failed, the first: %v\n", errs.Load(), firstEr)
-	}
-	if len(lat) == 0 {
-		return result{errors: errs.Load()}, errors.New("no send completed in the measured window")
-	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / float64(time.Millisecond)
-	}
-	return result{
-		rps:    float64(len(lat)) / o.duration.Seconds(),
-		p50:    pct(0.50),
-		p99:    pct(0.99),
-		errors: errs.Load(),
-		sent:   int64(len(lat)),
-	}, nil
 }
