@@ -62,39 +62,44 @@ curl -fsS "$URL" | grep -q 'broker-a@' || die "mqtarget does not publish to brok
 
 # java_run N: the Java producer with N threads reporting every second; the first 2*WARMUP reports (a
 # fresh JVM: start-up and JIT warm-up take longer than Go's) are dropped and the next DURATION averaged
-# (RT weighted by TPS). Prints "TPS AVG_RT_MS FAILED".
+# (RT weighted by TPS); its CPU time is sampled when the measured reports begin and end.
+# Prints "TPS AVG_RT_MS FAILED CPU_US_PER_MSG".
 java_run() {
     local n="$1" out="$TMP/java-$1.out" skip=$((2 * WARMUP)) want=$((2 * WARMUP + DURATION))
+    local reports=0 t0="" t1="" deadline=$((SECONDS + 60 + 2 * WARMUP + DURATION))
     : >"$out" # exists before the polling below reads it
     java -Xms256m -Xmx256m -Duser.home="$TMP/javahome" -cp "$BENCH_CP" \
         org.apache.rocketmq.example.benchmark.Producer -n "$NAMESRV" -w "$n" -s "$SIZE" -t "$TOPIC" -ri 1000 \
         >"$out" 2>&1 &
     JAVA_PID=$!
-    local deadline=$((SECONDS + 60 + want))
-    while (($(grep -c 'Send TPS' "$out" || true) < want)); do
+    while ((reports < want)); do
         kill -0 "$JAVA_PID" 2>/dev/null || { cat "$out" >&2; die "java producer exited"; }
         ((SECONDS < deadline)) || { cat "$out" >&2; die "java producer reported too little"; }
-        sleep 0.2
+        sleep 0.1
+        reports=$(grep -c 'Send TPS' "$out" || true)
+        if [[ -z "$t0" ]] && ((reports >= skip)); then t0=$(cpu_ticks "$JAVA_PID"); fi
     done
+    t1=$(cpu_ticks "$JAVA_PID")
     kill "$JAVA_PID" 2>/dev/null || true
     wait "$JAVA_PID" 2>/dev/null || true
     JAVA_PID=""
-    grep 'Send TPS' "$out" | tail -n +$((skip + 1)) | head -n "$DURATION" | awk -F'|' '
+    grep 'Send TPS' "$out" | tail -n +$((skip + 1)) | head -n "$DURATION" |
+        awk -F'|' -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" '
         { split($2, a, ":"); split($4, r, ":"); split($5, f, ":")
           tps += a[2]; rt += r[2] * a[2]; failed += f[2]; k++ }
-        END { printf "%d %.3f %d\n", tps / k, (tps ? rt / tps : 0), failed }'
+        END { printf "%d %.3f %d %.0f\n", tps / k, (tps ? rt / tps : 0), failed, (tps ? ticks / hz * 1e6 / tps : 0) }'
 }
 
-echo "| N | Java Producer msg/s | Java avg RT | Go publisher msg/s (no HTTP) | Go p50 | mqtarget /send1 req/s | wrk p50 | wrk p99 | mqtarget / Java | Go publisher / Java | failed (Java / Go / wrk non-2xx / wrk socket) |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| N | Java Producer msg/s | Java avg RT | Java CPU/msg | Go publisher msg/s (no HTTP) | Go p50 | Go CPU/msg | mqtarget /send1 req/s | wrk p50 | wrk p99 | mqtarget CPU/req | mqtarget / Java | Go publisher / Java | failed (Java / Go / wrk non-2xx / wrk socket) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for n in $CONNS; do
     log "N=$n: Java benchmark Producer -w $n"
     java_run "$n" >"$TMP/java.res" # not in a subshell: cleanup must see JAVA_PID
-    read -r jtps jrt jfail <"$TMP/java.res"
+    read -r jtps jrt jfail jcpu <"$TMP/java.res"
     log "N=$n: Go publisher, $n senders"
-    read -r grps gp50 _ gfail _ < <("$TMP/rmqdirect" -namesrv "$NAMESRV" -topic "$TOPIC" -broker broker-a -c "$n" \
+    read -r grps gp50 _ gfail _ gcpu < <("$TMP/rmqdirect" -namesrv "$NAMESRV" -topic "$TOPIC" -broker broker-a -c "$n" \
         -size "$SIZE" -d "${DURATION}s" -warmup "${WARMUP}s")
     log "N=$n: wrk -c$n on /send1"
-    read -r rps _ p50 p99 non2xx sock < <(wrk_run "$n" "$URL")
-    echo "| $n | $jtps | ${jrt}ms | $grps | ${gp50}ms | $rps | $p50 | $p99 | $(ratio "$rps" "$jtps") | $(ratio "$grps" "$jtps") | $jfail / $gfail / $non2xx / $sock |"
+    read -r rps _ p50 p99 non2xx sock mcpu < <(wrk_run "$n" "$URL")
+    echo "| $n | $jtps | ${jrt}ms | ${jcpu}µs | $grps | ${gp50}ms | ${gcpu}µs | $rps | $p50 | $p99 | ${mcpu}µs | $(ratio "$rps" "$jtps") | $(ratio "$grps" "$jtps") | $jfail / $gfail / $non2xx / $sock |"
 done

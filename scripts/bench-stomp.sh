@@ -49,8 +49,8 @@ drain() {
 }
 
 drain
-echo "| N | direct Go client msg/s | direct p50 | direct p99 | mqtarget /send1 req/s | wrk p50 | wrk p99 | ratio mqtarget/direct | errors (direct / wrk non-2xx / wrk socket) |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| N | direct Go client msg/s | direct p50 | direct p99 | mqtarget /send1 req/s | wrk p50 | wrk p99 | mqtarget CPU/req | ratio mqtarget/direct | errors (direct / wrk non-2xx / wrk socket) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for n in $CONNS; do
     log "N=$n: direct client, $n senders"
     read -r arps ap50 ap99 aerr _ < <(timeout $((WARMUP + DURATION + 60)) "$TMP/stompanchor" -addr "$STOMP_ADDR" -login "$ARTEMIS_LOGIN" \
@@ -58,7 +58,7 @@ for n in $CONNS; do
         -d "${DURATION}s" -warmup "${WARMUP}s")
     drain
     log "N=$n: wrk -c$n on /send1"
-    read -r rps _ p50 p99 non2xx sock < <(wrk_run "$n" "$URL")
+    read -r rps _ p50 p99 non2xx sock mcpu < <(wrk_run "$n" "$URL")
     drain
-    echo "| $n | $arps | ${ap50}ms | ${ap99}ms | $rps | $p50 | $p99 | $(ratio "$rps" "$arps") | $aerr / $non2xx / $sock |"
+    echo "| $n | $arps | ${ap50}ms | ${ap99}ms | $rps | $p50 | $p99 | ${mcpu}µs | $(ratio "$rps" "$arps") | $aerr / $non2xx / $sock |"
 done

@@ -73,21 +73,28 @@ stop_mqtarget() {
     fi
 }
 
-# wrk_run N URL: a WARMUP-second run (discarded), then a DURATION-second one with -cN.
-# Prints "RPS AVG P50 P99 NON2XX SOCKET_ERRORS" (latencies as wrk prints them).
+# cpu_ticks PID: user+system CPU time of PID so far, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# wrk_run N URL: a WARMUP-second run (discarded), then a DURATION-second one with -cN. Prints
+# "RPS AVG P50 P99 NON2XX SOCKET_ERRORS CPU_US" (latencies as wrk prints them; CPU_US: mqtarget's CPU
+# time per request of the measured run, in microseconds).
 wrk_run() {
-    local n="$1" url="$2" t out="$TMP/wrk-$1.out"
+    local n="$1" url="$2" t out="$TMP/wrk-$1.out" before after
     t=$((n < 2 ? n : 2))
     wrk -t"$t" -c"$n" -d"${WARMUP}s" "$url" >/dev/null
+    before=$(cpu_ticks "$MQT_PID")
     wrk -t"$t" -c"$n" -d"${DURATION}s" --latency "$url" >"$out"
-    awk '
+    after=$(cpu_ticks "$MQT_PID")
+    awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" '
         /^ +Latency / && !lat { avg = $2; lat = 1 }
         /^ +50% / { p50 = $2 }
         /^ +99% / { p99 = $2 }
+        /^Requests:|requests in/ { if ($1 ~ /^[0-9]+$/) total = $1 }
         /^Requests\/sec:/ { rps = $2 }
         /Non-2xx or 3xx responses:/ { non2xx = $NF }
         /Socket errors:/ { gsub(/,/, ""); sock = $4 + $6 + $8 + $10 }
-        END { printf "%d %s %s %s %d %d\n", rps, avg, p50, p99, non2xx, sock }' "$out"
+        END { printf "%d %s %s %s %d %d %.0f\n", rps, avg, p50, p99, non2xx, sock, (total ? ticks / hz * 1e6 / total : 0) }' "$out"
 }
 
 # ratio A B: A/B with two decimals ("-" when B is 0).

@@ -4,7 +4,8 @@
 // topic's queues on one broker, either through mqtarget's publisher (-mode publisher) or through a bare
 // rocketmq-client-go producer (-mode client). With -cpuprofile it writes a CPU profile of the measured part.
 //
-// It prints one line: "RPS P50_MS P99_MS ERRORS SENT".
+// It prints one line: "RPS P50_MS P99_MS ERRORS SENT CPU_US" (CPU_US: the process's CPU time per answered
+// send in the measured window, in microseconds).
 //
 //	go run ./internal/bench/rmqdirect -namesrv 127.0.0.1:9876 -topic mqtarget-bench -c 16
 package main
@@ -20,6 +21,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
@@ -72,6 +74,7 @@ func run(o options) error {
 	body := bytes.Repeat([]byte{'x'}, o.size)
 	var prof *os.File
 	var profErr error
+	var cpu time.Duration // process CPU time in the measured window
 	r := closedloop.Run(closedloop.Options{
 		Senders: o.senders, Warmup: o.warmup, Duration: o.duration,
 		Send: func(int) error {
@@ -80,6 +83,11 @@ func run(o options) error {
 			return send(ctx, body)
 		},
 		Window: func(start bool) {
+			if start {
+				cpu = -cpuTime()
+			} else {
+				cpu += cpuTime()
+			}
 			switch {
 			case o.cpuprofile == "":
 			case start:
@@ -101,8 +109,15 @@ func run(o options) error {
 	if r.Sent == 0 {
 		return errors.New("no send completed in the measured window")
 	}
-	fmt.Println(r)
+	fmt.Printf("%v %.0f\n", r, float64(cpu)/float64(time.Microsecond)/float64(r.Sent))
 	return nil
+}
+
+// cpuTime is the CPU time this process used so far, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func sender(o options) (sendFunc, func(), error) {
