@@ -29,7 +29,7 @@ type RocketMQConfig struct {
 	NameServers []string      `yaml:"name_servers" help:"RocketMQ name server addresses host:port, comma-separated; empty disables RocketMQ"`
 	Group       string        `yaml:"group" help:"RocketMQ producer group"`
 	SendTimeout time.Duration `yaml:"send_timeout" help:"RocketMQ send timeout per request, retries included (capped by publish_timeout)"`
-	Retries     int           `yaml:"retries" help:"RocketMQ sync send retries, always to the same broker (0..16)"`
+	Retries     int           `yaml:"retries" help:"RocketMQ sync send retries, to the same broker, only when the send certainly stored nothing (the broker refused it, or it never left); never after a timeout (0..16)"`
 	AccessKey   string        `yaml:"access_key" help:"RocketMQ ACL access key (optional)"`
 	SecretKey   Secret        `yaml:"secret_key" help:"RocketMQ ACL secret key (optional, never printed)"`
 	// CreateTopics makes mqtarget create every topic it publishes to on every broker before the first
@@ -104,9 +104,10 @@ type RocketMQ struct {
 	admin   *rmqadmin.Client
 	log     *slog.Logger
 
-	slots  []*rmqSlot
-	next   atomic.Uint32
-	queues []atomic.Uint32 // per host: round-robin over that broker's queues
+	slots   []*rmqSlot
+	targets []*primitive.MessageQueue // per host: what message() puts in Queue for brokerSelector
+	next    atomic.Uint32
+	queues  []atomic.Uint32 // per host: round-robin over that broker's queues
 
 	topics sync.Map // topic -> *rmqTopic, when CreateTopics
 
@@ -197,6 +198,9 @@ func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *Rocket
 		p.hosts = append(p.hosts, b.String())
 	}
 	p.queues = make([]atomic.Uint32, len(p.brokers))
+	for i, b := range p.brokers {
+		p.targets = append(p.targets, &primitive.MessageQueue{BrokerName: b.Name, QueueId: i})
+	}
 	for _, t := range topics {
 		if err := p.ensureTopic(ctx, t); err != nil {
 			return nil, fmt.Errorf("rocketmq.create_topics: topic %s: %w", t, err)
@@ -222,7 +226,9 @@ func (p *RocketMQ) newProducer() (*rmqProducer, error) {
 		producer.WithGroupName(p.cfg.Group),
 		// unique per producer: the client library shares one client per instance name in a process
 		producer.WithInstanceName(fmt.Sprintf("mqtarget-%d-%d", os.Getpid(), rmqInstance.Add(1))),
-		producer.WithRetry(p.cfg.Retries),
+		// sendSync retries itself: the client's loop also resends after a timeout or a cancellation,
+		// when the broker may already have stored the message
+		producer.WithRetry(0),
 		producer.WithSendMsgTimeout(p.cfg.SendTimeout),
 		producer.WithQueueSelector(&brokerSelector{p: p, pr: pr}),
 		producer.WithCompressMsgBodyOverHowmuch(math.MaxInt32), // publish payloads verbatim
@@ -286,8 +292,8 @@ func (p *RocketMQ) ValidateTopic(name string) error { return ValidateRocketMQTop
 
 func (p *RocketMQ) message(host int, topic string, body []byte) *primitive.Message {
 	m := primitive.NewMessage(topic, body)
-	// Queue carries the target host to brokerSelector (QueueId = host index).
-	m.Queue = &primitive.MessageQueue{Topic: topic, BrokerName: p.brokers[host].Name, QueueId: host}
+	// Queue carries the target host to brokerSelector (QueueId = host index); the client only reads it.
+	m.Queue = p.targets[host]
 	return m
 }
 
@@ -317,18 +323,69 @@ func (p *RocketMQ) sendSync(ctx context.Context, host int, topic string, bodies 
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
-	defer cancel()
-	if err := p.ensureTopic(ctx, topic); err != nil {
-		return err
+	dl := time.Now().Add(p.cfg.SendTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
 	}
+	if p.cfg.CreateTopics {
+		tctx, cancel := context.WithDeadline(ctx, dl)
+		err := p.ensureTopic(tctx, topic)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil { // the caller left before anything was sent
+		return ctxErr(ctx)
+	}
+	// Once handed to the client the send finishes under its own deadline whatever the caller does: the
+	// client resent a cancelled send at once, so a hung-up HTTP client left 1+retries copies in the broker.
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
+	defer cancel()
 	msgs := make([]*primitive.Message, len(bodies))
 	for i, b := range bodies {
 		msgs[i] = p.message(host, topic, b)
 	}
-	res, err := pr.p.SendSync(ctx, msgs...)
+	var res *primitive.SendResult
+	for attempt := 0; ; attempt++ {
+		res, err = pr.p.SendSync(sctx, msgs...)
+		if err == nil || attempt >= p.cfg.Retries || sctx.Err() != nil || !rmqNotStored(err) {
+			break
+		}
+	}
 	p.refreshIfStale(s, pr)
-	return p.result(ctx, res, err)
+	return p.result(sctx, res, err)
+}
+
+// rmqNotStored reports whether a failed send certainly left nothing in the broker, so that resending it
+// cannot store the message twice: the broker answered with a code the client itself retries on
+// (SYSTEM_ERROR, SERVICE_NOT_AVAILABLE, NO_PERMISSION, TOPIC_NOT_EXIST), the request never left (no
+// route, no connection), or writing it failed (the client then closes the connection, and the broker
+// drops the partial frame). A timeout is ambiguous, the broker may have stored the message: it is never
+// resent and answered 504.
+func rmqNotStored(err error) bool {
+	if code, ok := rmqCode(err); ok {
+		switch code {
+		case 1, 14, 16, 17:
+			return true
+		}
+		return false
+	}
+	if strings.Contains(err.Error(), "route info not found") {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && (op.Op == "dial" || op.Op == "write")
+}
+
+// rmqCode extracts the broker's response code from the client's "CODE: n, DESC: ..." error.
+func rmqCode(err error) (int, bool) {
+	code, ok := strings.CutPrefix(err.Error(), "CODE: ")
+	if !ok {
+		return 0, false
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(code, ",", 2)[0]))
+	return n, true
 }
 
 // PublishAsync implements Publisher with SendAsync; done runs on the client's goroutine.
@@ -378,8 +435,7 @@ func (p *RocketMQ) result(ctx context.Context, res *primitive.SendResult, err er
 	if errors.As(err, &ne) {
 		return wrap(ErrUnavailable, err)
 	}
-	if code, ok := strings.CutPrefix(err.Error(), "CODE: "); ok {
-		n, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(code, ",", 2)[0]))
+	if n, ok := rmqCode(err); ok {
 		switch n {
 		case 1, 2, 14: // SYSTEM_ERROR, SYSTEM_BUSY (flow control), SERVICE_NOT_AVAILABLE
 			return wrap(ErrUnavailable, err)

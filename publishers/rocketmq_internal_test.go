@@ -87,6 +87,34 @@ func TestRocketMQResult(t *testing.T) {
 	}
 }
 
+// TestRocketMQNotStored: only failures that certainly stored nothing are resent; a timeout never is, the
+// broker may hold the message already (issue #9, defect 8).
+func TestRocketMQNotStored(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"request timeout", rmqerrors.ErrRequestTimeout, false},
+		{"deadline", context.DeadlineExceeded, false},
+		{"canceled", context.Canceled, false},
+		{"read broke", &net.OpError{Op: "read", Err: errors.New("connection reset by peer")}, false},
+		{"dial refused", &net.OpError{Op: "dial", Err: errors.New("connection refused")}, true},
+		{"write failed", fmt.Errorf("send: %w", &net.OpError{Op: "write", Err: errors.New("broken pipe")}), true},
+		{"no route", errors.New("the topic=x route info not found"), true},
+		{"system error", errors.New("CODE: 1, DESC: error"), true},
+		{"service not available", errors.New("CODE: 14, DESC: store not available"), true},
+		{"no permission", errors.New("CODE: 16, DESC: no permission"), true},
+		{"topic not exist", errors.New("CODE: 17, DESC: topic not exist"), true},
+		{"message illegal", errors.New("CODE: 13, DESC: too big"), false},
+		{"not running", rmqerrors.ErrNotRunning, false},
+	} {
+		if got := rmqNotStored(c.err); got != c.want {
+			t.Errorf("%s: resend = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 func TestRocketMQLogAdapter(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))

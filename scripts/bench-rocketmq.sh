@@ -1,128 +1,105 @@
 #!/usr/bin/env bash
-# Anchor benchmark for RocketMQ (docs/benchmarks.md): RocketMQ's own Java benchmark producer
-# (org.apache.rocketmq.example.benchmark.Producer, sync sends from -w N threads) against
-# wrk -cN on mqtarget's /send1?broker=rocketmq, for N in 1 4 16, one after the other in one run, against the
-# same broker (broker-a of scripts/rocketmq.sh: the topic exists only there) with 100-byte messages.
-# Prints a markdown table of TPS and latency side by side. All traffic stays on 127.0.0.1.
+# RocketMQ anchor benchmark (docs/benchmarks.md, issue #8 item 4): for each N, one after the other in one
+# run, against the same broker (broker-a: the topic exists only there) with 100-byte messages:
+#   1. RocketMQ's own Java benchmark Producer (org.apache.rocketmq.example.benchmark.Producer, sync sends
+#      from -w N threads), the anchor;
+#   2. mqtarget's RocketMQ publisher driven from Go by N goroutines without HTTP
+#      (internal/bench/rmqdirect), which splits the gap into rocketmq-client-go and the HTTP side;
+#   3. wrk -cN on mqtarget's /send1?broker=rocketmq.
+# Prints a markdown table with the ratios to the Java Producer on stdout (logs on stderr) and exits 0.
+# All traffic stays on 127.0.0.1; every run is bounded by BENCH_WARMUP + BENCH_DURATION.
 #
 # Usage: scripts/bench-rocketmq.sh
 # Environment (defaults in brackets):
-#   BENCH_CONNS     ["1 4 16"]  N values (threads of the Java producer, connections of wrk)
-#   BENCH_DURATION  [15]        measured seconds per run
+#   BENCH_CONNS     ["1 4 16"]  N values (Java threads, Go senders, wrk connections)
+#   BENCH_DURATION  [10]        measured seconds per run
 #   BENCH_WARMUP    [5]         warm-up seconds per run, not measured
 #   BENCH_PORT      [18080]     mqtarget's HTTP port on 127.0.0.1
 #   BENCH_TOPIC     [mqtarget-bench]
-# RocketMQ is started with scripts/rocketmq.sh when it is not running (and then stopped again).
+#   MQTARGET_ROCKETMQ_NAMESRV   a running RocketMQ's name server (host:port) to use as it is; without it
+#       the RocketMQ of scripts/rocketmq.sh (ROCKETMQ_NAMESRV_PORT, ROCKETMQ_BROKER_A_PORT, ROCKETMQ_DATA,
+#       ...) is used, and started (then stopped again at the end) when it is not running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+BENCH_NAME=bench-rocketmq
+# shellcheck source=scripts/lib/anchor-bench.sh
+source scripts/lib/anchor-bench.sh
 
-CONNS="${BENCH_CONNS:-1 4 16}"
-DURATION="${BENCH_DURATION:-15}"
-WARMUP="${BENCH_WARMUP:-5}"
-PORT="${BENCH_PORT:-18080}"
-TOPIC="${BENCH_TOPIC:-mqtarget-bench}"
-NAMESRV="127.0.0.1:${ROCKETMQ_NAMESRV_PORT:-9876}"
-BROKER_ADDR="127.0.0.1:${ROCKETMQ_BROKER_A_PORT:-10911}"
-SIZE=100
-
-log() { printf '[bench +%ss] %s\n' "$SECONDS" "$*" >&2; }
-die() { printf '[bench] ERROR: %s\n' "$*" >&2; exit 1; }
-
-if ! command -v wrk >/dev/null; then
-    if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
-        log "installing wrk (Debian package)"
-        apt-get install -y wrk >/dev/null
-    else
-        die "wrk not found: apt-get install wrk"
-    fi
-fi
 command -v java >/dev/null || die "java not found"
-
-TMP="$(mktemp -d)"
-MQT_PID=""
 JAVA_PID=""
 STARTED_RMQ=0
-cleanup() {
-    local rc=$?
-    if ((rc != 0)) && [[ -s "$TMP/mqtarget.log" ]]; then
-        echo "--- mqtarget log (tail) ---" >&2
-        tail -n 40 "$TMP/mqtarget.log" >&2
-    fi
-    [[ -n "$JAVA_PID" ]] && kill "$JAVA_PID" 2>/dev/null || true
-    [[ -n "$MQT_PID" ]] && kill "$MQT_PID" 2>/dev/null && wait "$MQT_PID" 2>/dev/null || true
-    if ((STARTED_RMQ == 1)); then scripts/rocketmq.sh stop || true; fi
-    rm -rf "$TMP"
+on_exit() {
+    if [[ -n "$JAVA_PID" ]]; then kill "$JAVA_PID" 2>/dev/null || true; fi
+    if ((STARTED_RMQ == 1)); then scripts/rocketmq.sh stop >&2 || true; fi
 }
-trap cleanup EXIT
+bench_init "1 4 16" 5 18080 mqtarget-bench
 
-if ! scripts/rocketmq.sh status >/dev/null 2>&1; then
-    STARTED_RMQ=1
-    scripts/rocketmq.sh start
+if [[ -n "${MQTARGET_ROCKETMQ_NAMESRV:-}" ]]; then
+    NAMESRV="$MQTARGET_ROCKETMQ_NAMESRV"
+    log "using the RocketMQ of name server $NAMESRV"
+else
+    NAMESRV="127.0.0.1:${ROCKETMQ_NAMESRV_PORT:-9876}"
+    if ! scripts/rocketmq.sh status >/dev/null 2>&1; then
+        log "no RocketMQ at $NAMESRV: starting one (scripts/rocketmq.sh)"
+        STARTED_RMQ=1
+        scripts/rocketmq.sh start >&2
+    fi
 fi
 BENCH_CP="$(scripts/rocketmq.sh classpath bench)"
+BROKER_ADDR="$(scripts/rocketmq.sh mqadmin clusterList -n "$NAMESRV" 2>/dev/null |
+    awk '$2 == "broker-a" && $3 == "0" { print $4; exit }')"
+[[ -n "$BROKER_ADDR" ]] || die "no master of broker-a registered in $NAMESRV"
 
-log "topic $TOPIC on broker-a only ($BROKER_ADDR), so both producers write to the same broker"
+log "topic $TOPIC on broker-a only ($BROKER_ADDR), so every producer writes to the same broker"
 scripts/rocketmq.sh mqadmin updateTopic -b "$BROKER_ADDR" -t "$TOPIC" -r 8 -w 8 -n "$NAMESRV" >"$TMP/topic.out" 2>&1 ||
     { cat "$TMP/topic.out" >&2; die "creating topic $TOPIC failed"; }
 
-log "building and starting mqtarget on 127.0.0.1:$PORT"
-go build -o "$TMP/mqtarget" ./cmd/mqtarget
-"$TMP/mqtarget" -rocketmq.name_servers "$NAMESRV" -http.addr "127.0.0.1:$PORT" -log.level warn \
-    >"$TMP/mqtarget.log" 2>&1 &
-MQT_PID=$!
+log "building the Go sender (internal/bench/rmqdirect)"
+go build -o "$TMP/rmqdirect" ./internal/bench/rmqdirect
 URL="http://127.0.0.1:$PORT/send1?broker=rocketmq&topic=$TOPIC&size=$SIZE"
-for _ in $(seq 1 300); do
-    curl -fsS -o /dev/null "$URL" 2>/dev/null && break
-    kill -0 "$MQT_PID" 2>/dev/null || { cat "$TMP/mqtarget.log" >&2; die "mqtarget exited"; }
-    sleep 0.1
-done
+start_mqtarget "$URL" -rocketmq.name_servers "$NAMESRV"
 curl -fsS "$URL" | grep -q 'broker-a@' || die "mqtarget does not publish to broker-a: $(curl -sS "$URL")"
 
-# java_run N: the Java producer with N threads; reports every 5 s; the first report (JIT warm-up) is
-# (max(1, WARMUP/5) of them) are dropped and the next DURATION/5 averaged (TPS-weighted RT). Prints "TPS AVG_RT_MS MAX_RT_MS FAILED".
+# java_run N: the Java producer with N threads reporting every second; the first 2*WARMUP reports (a
+# fresh JVM: start-up and JIT warm-up take longer than Go's) are dropped and the next DURATION averaged
+# (RT weighted by TPS); its CPU time is sampled when the measured reports begin and end.
+# Prints "TPS AVG_RT_MS FAILED CPU_US_PER_MSG".
 java_run() {
-    local n="$1" out="$TMP/java-$1.out"
-    local skip=$((WARMUP / 5 > 1 ? WARMUP / 5 : 1)) m=$((DURATION / 5 > 1 ? DURATION / 5 : 1))
-    local want=$((skip + m))
+    local n="$1" out="$TMP/java-$1.out" skip=$((2 * WARMUP)) want=$((2 * WARMUP + DURATION))
+    local reports=0 t0="" t1="" deadline=$((SECONDS + 60 + 2 * WARMUP + DURATION))
+    : >"$out" # exists before the polling below reads it
     java -Xms256m -Xmx256m -Duser.home="$TMP/javahome" -cp "$BENCH_CP" \
-        org.apache.rocketmq.example.benchmark.Producer -n "$NAMESRV" -w "$n" -s "$SIZE" -t "$TOPIC" -ri 5000 \
+        org.apache.rocketmq.example.benchmark.Producer -n "$NAMESRV" -w "$n" -s "$SIZE" -t "$TOPIC" -ri 1000 \
         >"$out" 2>&1 &
     JAVA_PID=$!
-    local deadline=$((SECONDS + 60 + WARMUP + DURATION))
-    while (($(grep -c 'Send TPS' "$out" || true) < want)); do
+    while ((reports < want)); do
         kill -0 "$JAVA_PID" 2>/dev/null || { cat "$out" >&2; die "java producer exited"; }
         ((SECONDS < deadline)) || { cat "$out" >&2; die "java producer reported too little"; }
-        sleep 0.2
+        sleep 0.1
+        reports=$(grep -c 'Send TPS' "$out" || true)
+        if [[ -z "$t0" ]] && ((reports >= skip)); then t0=$(cpu_ticks "$JAVA_PID"); fi
     done
+    t1=$(cpu_ticks "$JAVA_PID")
     kill "$JAVA_PID" 2>/dev/null || true
     wait "$JAVA_PID" 2>/dev/null || true
     JAVA_PID=""
-    grep 'Send TPS' "$out" | tail -n +$((skip + 1)) | head -n "$m" | awk -F'|' '
-        { split($2, a, ":"); split($3, m, ":"); split($4, r, ":"); split($5, f, ":")
-          tps += a[2]; rt += r[2] * a[2]; if (m[2] + 0 > max) max = m[2] + 0; failed += f[2]; k++ }
-        END { printf "%d %.3f %d %d\n", tps / k, (tps ? rt / tps : 0), max, failed }'
+    grep 'Send TPS' "$out" | tail -n +$((skip + 1)) | head -n "$DURATION" |
+        awk -F'|' -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" '
+        { split($2, a, ":"); split($4, r, ":"); split($5, f, ":")
+          tps += a[2]; rt += r[2] * a[2]; failed += f[2]; k++ }
+        END { printf "%d %.3f %d %.0f\n", tps / k, (tps ? rt / tps : 0), failed, (tps ? ticks / hz * 1e6 / tps : 0) }'
 }
 
-# wrk_run N: warm-up run (discarded), then the measured one. Prints "RPS AVG P50 P99 NON2XX".
-wrk_run() {
-    local n="$1" t=$(($1 < 2 ? $1 : 2)) out="$TMP/wrk-$1.out"
-    wrk -t"$t" -c"$n" -d"${WARMUP}s" "$URL" >/dev/null
-    wrk -t"$t" -c"$n" -d"${DURATION}s" --latency "$URL" >"$out"
-    awk '
-        /^ +Latency / && !lat { avg = $2; lat = 1 }
-        /^ +50% / { p50 = $2 }
-        /^ +99% / { p99 = $2 }
-        /^Requests\/sec:/ { rps = $2 }
-        /Non-2xx or 3xx responses:/ { non2xx = $NF }
-        END { printf "%d %s %s %s %d\n", rps, avg, p50, p99, non2xx }' "$out"
-}
-
-echo "| N | Java Producer TPS | Java avg RT | Java max RT | mqtarget wrk req/s | wrk avg | wrk p50 | wrk p99 | failed (Java / wrk non-2xx) |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| N | Java Producer msg/s | Java avg RT | Java CPU/msg | Go publisher msg/s (no HTTP) | Go p50 | Go CPU/msg | mqtarget /send1 req/s | wrk p50 | wrk p99 | mqtarget CPU/req | mqtarget / Java | Go publisher / Java | failed (Java / Go / wrk non-2xx / wrk socket) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for n in $CONNS; do
     log "N=$n: Java benchmark Producer -w $n"
-    read -r jtps jrt jmax jfail < <(java_run "$n")
-    log "N=$n: wrk -c$n"
-    read -r rps avg p50 p99 non2xx < <(wrk_run "$n")
-    echo "| $n | $jtps | ${jrt}ms | ${jmax}ms | $rps | $avg | $p50 | $p99 | $jfail / $non2xx |"
+    java_run "$n" >"$TMP/java.res" # not in a subshell: cleanup must see JAVA_PID
+    read -r jtps jrt jfail jcpu <"$TMP/java.res"
+    log "N=$n: Go publisher, $n senders"
+    read -r grps gp50 _ gfail _ gcpu < <("$TMP/rmqdirect" -namesrv "$NAMESRV" -topic "$TOPIC" -broker broker-a -c "$n" \
+        -size "$SIZE" -d "${DURATION}s" -warmup "${WARMUP}s")
+    log "N=$n: wrk -c$n on /send1"
+    read -r rps _ p50 p99 non2xx sock mcpu < <(wrk_run "$n" "$URL")
+    echo "| $n | $jtps | ${jrt}ms | ${jcpu}µs | $grps | ${gp50}ms | ${gcpu}µs | $rps | $p50 | $p99 | ${mcpu}µs | $(ratio "$rps" "$jtps") | $(ratio "$grps" "$jtps") | $jfail / $gfail / $non2xx / $sock |"
 done

@@ -1,16 +1,19 @@
 package itest
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/internal/message"
 )
 
 // rocketmqNamesrv returns the name server of the local RocketMQ that scripts/test.sh started
@@ -48,6 +51,7 @@ func TestRocketMQ(t *testing.T) {
 	})
 	t.Run("shutdown drains async", func(t *testing.T) { RunShutdownDrains(t, h) })
 	t.Run("async to a frozen broker", func(t *testing.T) { asyncFrozen(t, h) })
+	t.Run("clients hang up on a frozen broker", func(t *testing.T) { hangUpFrozen(t, h) })
 	t.Run("broker down", func(t *testing.T) { RunBrokerDown(t, h) })
 }
 
@@ -123,4 +127,115 @@ func TestRocketMQStartErrors(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "rocketmq.name_servers") {
 		t.Fatalf("broker rocketmq without name servers: %v", err)
 	}
+}
+
+// hangUpFrozen (issue #9 defect 8): /send1 requests to a frozen broker whose clients give up after about
+// a second, and as many whose clients wait for the 504. A publish handed to the client must finish under
+// its own deadline and never be resent after a timeout: once thawed, the broker holds each of those
+// messages at most once (a timed-out send may still have been stored), plus exactly the acknowledged
+// ones. rocketmq-client-go resent a cancelled send at once, up to 1+retries times.
+func hangUpFrozen(t *testing.T, h *RocketMQ) {
+	tg := StartTarget(t, h, nil) // default retries (2), so a resend would show up as 3 copies
+	topic := uniqueTopic("ithangup")
+	acked := newLedger(h.Hosts())
+	if r := tg.Get(t, "/send1?topic="+topic); r.Status != http.StatusOK {
+		t.Fatalf("before the fault: %d %s", r.Status, r.Error)
+	} else {
+		acked.add(t, r)
+	}
+	h.FreezeHost(t, 0)
+	thawed := false
+	defer func() {
+		if !thawed {
+			h.ThawHost(t, 0)
+		}
+	}()
+	const n = 8 // n hang up, n wait for the answer
+	var wg sync.WaitGroup
+	hungUp := make(chan error, n)
+	waited := make(chan int, n)
+	for i := range 2 * n {
+		wg.Go(func() {
+			if i%2 == 0 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.Base+"/send1?topic="+topic, nil)
+				if err != nil {
+					hungUp <- err
+					return
+				}
+				resp, err := client.Do(req)
+				if err == nil {
+					resp.Body.Close()
+					err = fmt.Errorf("answered %d before the client gave up", resp.StatusCode)
+				} else if ctx.Err() == nil {
+					err = fmt.Errorf("failed before the client gave up: %w", err)
+				} else {
+					err = nil
+				}
+				hungUp <- err
+				return
+			}
+			waited <- tg.Get(t, "/send1?topic="+topic).Status
+		})
+	}
+	wg.Wait()
+	close(hungUp)
+	close(waited)
+	for err := range hungUp {
+		if err != nil {
+			t.Errorf("hanging-up client: %v", err)
+		}
+	}
+	for status := range waited {
+		if status != http.StatusGatewayTimeout {
+			t.Errorf("waiting client: %d, want 504 from the frozen broker", status)
+		}
+	}
+	h.ThawHost(t, 0)
+	thawed = true
+	Eventually(t, 20*time.Second, "/send1 succeeds after the thaw", func() error {
+		r := tg.Get(t, "/send1?topic="+topic)
+		if r.Status != http.StatusOK {
+			return fmt.Errorf("%d %s", r.Status, r.Error)
+		}
+		acked.add(t, r)
+		return nil
+	})
+	for range 4 { // through every producer, behind whatever their connections still carry
+		if r := tg.Get(t, "/send1?topic="+topic); r.Status != http.StatusOK {
+			t.Fatalf("after the thaw: %d %s", r.Status, r.Error)
+		} else {
+			acked.add(t, r)
+		}
+	}
+	want := acked.ids[key{0, topic}]
+	// Ask for as many as the defect would store and give the broker a bounded while to show them.
+	got := h.Consume(t, 0, topic, len(want)+3*2*n, 5*time.Second)
+	seen := map[string]int{}
+	for _, body := range got {
+		id, _, err := message.Parse(body)
+		if err != nil {
+			t.Fatalf("unparsable message %q: %v", body, err)
+		}
+		seen[id]++
+	}
+	unacked := 0
+	for id, k := range seen {
+		if k > 1 {
+			t.Errorf("message %s stored %d times", id, k)
+		}
+		if _, ok := want[id]; !ok {
+			unacked++
+		}
+	}
+	for id := range want {
+		if seen[id] == 0 {
+			t.Errorf("acknowledged message %s is not in the broker", id)
+		}
+	}
+	if unacked > 2*n {
+		t.Errorf("%d unacknowledged messages stored, want at most the %d timed-out requests", unacked, 2*n)
+	}
+	t.Logf("%d messages stored: %d acknowledged, %d of %d timed-out requests", len(got), len(want), unacked, 2*n)
 }
