@@ -72,6 +72,9 @@ func (c *STOMPConsumer) Consume(ctx context.Context, topic string, handle func(D
 				s.leave()
 				s.conn.Close()
 			}
+			if ctx.Err() != nil { // ended (or closed) while connecting: a stop, not a failure
+				return nil
+			}
 			return fmt.Errorf("stomp.hosts[%d] %s: %w", i, addr, err)
 		}
 		sessions[i] = s

@@ -1,0 +1,74 @@
+package publishers_test
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mqtarget/mqtarget/internal/embedded"
+	"github.com/mqtarget/mqtarget/internal/itest"
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+func stompPair(t *testing.T, cfg publishers.STOMPConfig) (publishers.Publisher, publishers.Consumer) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	pub, err := publishers.NewSTOMP(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pub.Close() })
+	cons, err := publishers.NewSTOMPConsumer(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cons.Close() })
+	return pub, cons
+}
+
+// TestSTOMPConsumerEmbedded runs against two embedded go-stomp servers.
+func TestSTOMPConsumerEmbedded(t *testing.T) {
+	e, err := embedded.StartSTOMP(2, 64<<20, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	cfg := publishers.DefaultSTOMPConfig()
+	cfg.Hosts = e.Addrs()
+	pub, cons := stompPair(t, cfg)
+	checkConsume(t, pub, cons, freshTopic("consume"), 200)
+}
+
+// TestSTOMPConsumerArtemis runs against the Artemis of MQTARGET_ARTEMIS_STOMP, persistent messages.
+func TestSTOMPConsumerArtemis(t *testing.T) {
+	itest.Integration(t)
+	addr := os.Getenv("MQTARGET_ARTEMIS_STOMP")
+	if addr == "" {
+		t.Fatal("MQTARGET_ARTEMIS_STOMP is not set (scripts/artemis.sh starts Artemis)")
+	}
+	cfg := publishers.DefaultSTOMPConfig()
+	cfg.Hosts = []string{addr}
+	cfg.Login = os.Getenv("MQTARGET_ARTEMIS_LOGIN")
+	cfg.Passcode = publishers.Secret(os.Getenv("MQTARGET_ARTEMIS_PASSCODE"))
+	cfg.Persistent = true
+	cfg.DialTimeout = 5 * time.Second
+	pub, cons := stompPair(t, cfg)
+	checkConsume(t, pub, cons, freshTopic("consume"), 1000)
+}
+
+func TestSTOMPConsumerUnreachable(t *testing.T) {
+	cfg := publishers.DefaultSTOMPConfig()
+	cfg.Hosts = []string{"127.0.0.1:1"}
+	cons, err := publishers.NewSTOMPConsumer(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	err = cons.Consume(t.Context(), "t", func(publishers.Delivery) {})
+	if !errors.Is(err, publishers.ErrUnavailable) || !strings.Contains(err.Error(), "stomp.hosts[0]") {
+		t.Fatalf("Consume from an unreachable broker: %v, want ErrUnavailable naming stomp.hosts[0]", err)
+	}
+}
