@@ -2,6 +2,7 @@ package publishers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -40,6 +41,14 @@ type ConsumerOptions struct {
 	// messages; the broker remembers what a group has consumed.
 	Group string
 }
+
+// Errors of consumer input, so callers can tell bad input from a broker failure.
+var (
+	// ErrBadTopic: the topic is not valid for the broker.
+	ErrBadTopic = errors.New("invalid topic")
+	// ErrBadGroup: the consumer group (NSQ channel) is not valid for the broker.
+	ErrBadGroup = errors.New("invalid consumer group")
+)
 
 // DefaultConsumerGroup is the NSQ channel and RocketMQ consumer group of mqtarget's consumers.
 const DefaultConsumerGroup = "mqtarget-consume"

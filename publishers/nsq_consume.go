@@ -44,7 +44,7 @@ func NewNSQConsumer(c NSQConfig, o ConsumerOptions, log *slog.Logger) (*NSQConsu
 		o.Group = DefaultConsumerGroup
 	}
 	if !nsq.IsValidChannelName(o.Group) {
-		return nil, fmt.Errorf("nsq channel %q: not a valid NSQ channel name", o.Group)
+		return nil, wrap(ErrBadGroup, fmt.Errorf("nsq channel %q: not a valid NSQ channel name", o.Group))
 	}
 	return &NSQConsumer{cfg: c, opts: o, log: log, scope: newConsumeScope()}, nil
 }
@@ -55,7 +55,7 @@ func (c *NSQConsumer) Hosts() []string { return c.cfg.Hosts }
 // Consume implements Consumer.
 func (c *NSQConsumer) Consume(ctx context.Context, topic string, handle func(Delivery)) error {
 	if !nsq.IsValidTopicName(topic) {
-		return fmt.Errorf("nsq topic %q: not a valid NSQ topic name", topic)
+		return wrap(ErrBadTopic, fmt.Errorf("nsq topic %q: not a valid NSQ topic name", topic))
 	}
 	ctx, done, err := c.scope.enter(ctx)
 	if err != nil {

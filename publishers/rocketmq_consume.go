@@ -56,7 +56,7 @@ func NewRocketMQConsumer(c RocketMQConfig, o ConsumerOptions, log *slog.Logger) 
 		o.Group = DefaultConsumerGroup
 	}
 	if !rmqName.MatchString(o.Group) || len(o.Group) > 255 {
-		return nil, fmt.Errorf("rocketmq consumer group %q: want 1..255 characters of [%%|a-zA-Z0-9_-]", o.Group)
+		return nil, wrap(ErrBadGroup, fmt.Errorf("rocketmq consumer group %q: want 1..255 characters of [%%|a-zA-Z0-9_-]", o.Group))
 	}
 	admin := &rmqadmin.Client{Creds: rmqadmin.Credentials{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey)}}
 	ctx, cancel := context.WithTimeout(context.Background(), rmqDiscoverTimeout)
@@ -90,7 +90,7 @@ func (r *RocketMQConsumer) Hosts() []string { return r.hosts }
 // Consume implements Consumer. A topic that does not exist yet is waited for.
 func (r *RocketMQConsumer) Consume(ctx context.Context, topic string, handle func(Delivery)) error {
 	if err := ValidateRocketMQTopic(topic); err != nil {
-		return fmt.Errorf("rocketmq topic %q: %w", topic, err)
+		return wrap(ErrBadTopic, fmt.Errorf("rocketmq topic %q: %w", topic, err))
 	}
 	ctx, done, err := r.scope.enter(ctx)
 	if err != nil {

@@ -53,7 +53,7 @@ func (c *STOMPConsumer) Hosts() []string { return c.cfg.Hosts }
 // Consume implements Consumer.
 func (c *STOMPConsumer) Consume(ctx context.Context, topic string, handle func(Delivery)) error {
 	if err := validateSTOMPTopic(topic); err != nil {
-		return fmt.Errorf("stomp topic %q: %w", topic, err)
+		return wrap(ErrBadTopic, fmt.Errorf("stomp topic %q: %w", topic, err))
 	}
 	ctx, done, err := c.scope.enter(ctx)
 	if err != nil {
