@@ -71,7 +71,7 @@ func (c *NSQConsumer) Consume(ctx context.Context, topic string, handle func(Del
 	if err != nil {
 		return fmt.Errorf("nsq consumer: %w", err)
 	}
-	cons.SetLogger(nsqLogger{c.log}, nsq.LogLevelWarning)
+	cons.SetLogger(nsqLogger{c.log}, nsq.LogLevelError) // its warnings include routine ones at Stop
 	host := make(map[string]int, len(c.cfg.Hosts))
 	for i, h := range c.cfg.Hosts {
 		host[h] = i
