@@ -53,6 +53,19 @@ func TestNSQConsumer(t *testing.T) {
 	checkConsume(t, pub, cons, freshTopic("consume"), 1000)
 }
 
+// TestNSQConsumerReconnects cuts the consumer's connection to an in-process nsqd.
+func TestNSQConsumerReconnects(t *testing.T) {
+	e, err := embedded.StartNSQD(1, 1<<20, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	p := newCutProxy(t, e.TCPAddrs()[0])
+	pub, _ := nsqPair(t, e.TCPAddrs())
+	_, cons := nsqPair(t, []string{p.addr()})
+	checkReconnect(t, pub, cons, p, freshTopic("reconnect"))
+}
+
 func TestNSQConsumerUnreachable(t *testing.T) {
 	cfg := publishers.DefaultNSQConfig()
 	cfg.Hosts = []string{"127.0.0.1:1"}

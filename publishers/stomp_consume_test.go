@@ -59,6 +59,22 @@ func TestSTOMPConsumerArtemis(t *testing.T) {
 	checkConsume(t, pub, cons, freshTopic("consume"), 1000)
 }
 
+// TestSTOMPConsumerReconnects cuts the consumer's connection to an embedded go-stomp server.
+func TestSTOMPConsumerReconnects(t *testing.T) {
+	e, err := embedded.StartSTOMP(1, 64<<20, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	p := newCutProxy(t, e.Addrs()[0])
+	cfg := publishers.DefaultSTOMPConfig()
+	cfg.Hosts = e.Addrs()
+	pub, _ := stompPair(t, cfg)
+	cfg.Hosts = []string{p.addr()}
+	_, cons := stompPair(t, cfg)
+	checkReconnect(t, pub, cons, p, freshTopic("reconnect"))
+}
+
 func TestSTOMPConsumerUnreachable(t *testing.T) {
 	cfg := publishers.DefaultSTOMPConfig()
 	cfg.Hosts = []string{"127.0.0.1:1"}
