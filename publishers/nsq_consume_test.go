@@ -3,7 +3,6 @@ package publishers_test
 import (
 	"errors"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 
@@ -38,19 +37,7 @@ func TestNSQConsumerEmbedded(t *testing.T) {
 	}
 	t.Cleanup(func() { e.Close() })
 	pub, cons := nsqPair(t, e.TCPAddrs())
-	checkConsume(t, pub, cons, freshTopic("consume"), 200)
-}
-
-// TestNSQConsumer runs against two real nsqd processes (MQTARGET_NSQD_BIN).
-func TestNSQConsumer(t *testing.T) {
-	itest.Integration(t)
-	bin := os.Getenv("MQTARGET_NSQD_BIN")
-	if bin == "" {
-		t.Fatal("MQTARGET_NSQD_BIN is not set (scripts/nsqd.sh build prints it)")
-	}
-	a, b := itest.StartNSQDProc(t, bin), itest.StartNSQDProc(t, bin)
-	pub, cons := nsqPair(t, []string{a.TCPAddr, b.TCPAddr})
-	checkConsume(t, pub, cons, freshTopic("consume"), 1000)
+	itest.CheckConsume(t, pub, cons, itest.FreshTopic("consume"), 200)
 }
 
 // TestNSQConsumerReconnects cuts the consumer's connection to an in-process nsqd.
@@ -63,7 +50,7 @@ func TestNSQConsumerReconnects(t *testing.T) {
 	p := newCutProxy(t, e.TCPAddrs()[0])
 	pub, _ := nsqPair(t, e.TCPAddrs())
 	_, cons := nsqPair(t, []string{p.addr()})
-	checkReconnect(t, pub, cons, p, freshTopic("reconnect"))
+	checkReconnect(t, pub, cons, p, itest.FreshTopic("reconnect"))
 }
 
 func TestNSQConsumerUnreachable(t *testing.T) {

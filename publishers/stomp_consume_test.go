@@ -3,10 +3,8 @@ package publishers_test
 import (
 	"errors"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mqtarget/mqtarget/internal/embedded"
 	"github.com/mqtarget/mqtarget/internal/itest"
@@ -39,24 +37,7 @@ func TestSTOMPConsumerEmbedded(t *testing.T) {
 	cfg := publishers.DefaultSTOMPConfig()
 	cfg.Hosts = e.Addrs()
 	pub, cons := stompPair(t, cfg)
-	checkConsume(t, pub, cons, freshTopic("consume"), 200)
-}
-
-// TestSTOMPConsumerArtemis runs against the Artemis of MQTARGET_ARTEMIS_STOMP, persistent messages.
-func TestSTOMPConsumerArtemis(t *testing.T) {
-	itest.Integration(t)
-	addr := os.Getenv("MQTARGET_ARTEMIS_STOMP")
-	if addr == "" {
-		t.Fatal("MQTARGET_ARTEMIS_STOMP is not set (scripts/artemis.sh starts Artemis)")
-	}
-	cfg := publishers.DefaultSTOMPConfig()
-	cfg.Hosts = []string{addr}
-	cfg.Login = os.Getenv("MQTARGET_ARTEMIS_LOGIN")
-	cfg.Passcode = publishers.Secret(os.Getenv("MQTARGET_ARTEMIS_PASSCODE"))
-	cfg.Persistent = true
-	cfg.DialTimeout = 5 * time.Second
-	pub, cons := stompPair(t, cfg)
-	checkConsume(t, pub, cons, freshTopic("consume"), 1000)
+	itest.CheckConsume(t, pub, cons, itest.FreshTopic("consume"), 200)
 }
 
 // TestSTOMPConsumerReconnects cuts the consumer's connection to an embedded go-stomp server.
@@ -72,7 +53,7 @@ func TestSTOMPConsumerReconnects(t *testing.T) {
 	pub, _ := stompPair(t, cfg)
 	cfg.Hosts = []string{p.addr()}
 	_, cons := stompPair(t, cfg)
-	checkReconnect(t, pub, cons, p, freshTopic("reconnect"))
+	checkReconnect(t, pub, cons, p, itest.FreshTopic("reconnect"))
 }
 
 func TestSTOMPConsumerUnreachable(t *testing.T) {
