@@ -17,10 +17,12 @@ type Consumer interface {
 	// Consume subscribes to topic on every host and calls handle for each message until ctx ends or the
 	// consumer is closed, then returns nil once nothing of the subscription runs any more. It returns an
 	// error when a host cannot be subscribed to at the start; a connection that breaks later is
-	// re-established. handle may run on several goroutines at once (one per host or queue) and owns the
-	// Delivery; the message is acknowledged to the broker when handle returns (STOMP: on delivery).
+	// re-established. handle may run on several goroutines at once (one per host) and owns the Delivery.
+	// NSQ messages are FINished when handle returns; STOMP ones count as consumed once sent (ack:auto);
+	// RocketMQ commits nothing (every Consume reads the topic from its first retained message).
 	Consume(ctx context.Context, topic string, handle func(Delivery)) error
-	// Hosts lists the addresses consumed from, in configuration order; Delivery.Host indexes it.
+	// Hosts lists where messages come from (NSQ, STOMP: the configured hosts; RocketMQ: the brokers as
+	// the publisher's Hosts names them); Delivery.Host indexes it.
 	Hosts() []string
 	// Close ends every running Consume and waits for them; it is idempotent.
 	Close() error
@@ -37,8 +39,8 @@ type Delivery struct {
 // ConsumerOptions are the consumer settings that are not a broker section's: what a consumer calls itself
 // towards the broker.
 type ConsumerOptions struct {
-	// Group is the NSQ channel or RocketMQ consumer group (STOMP: unused). Consumers sharing it share the
-	// messages; the broker remembers what a group has consumed.
+	// Group is the NSQ channel (consumers sharing one share its messages, and nsqd keeps what it has not
+	// delivered yet) or the RocketMQ consumer group named in pull requests; STOMP does not use it.
 	Group string
 }
 
