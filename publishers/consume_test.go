@@ -2,16 +2,134 @@ package publishers_test
 
 import (
 	"context"
+	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/mqtarget/mqtarget/internal/embedded"
+	"github.com/mqtarget/mqtarget/internal/itest"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
 )
+
+// embeddedBroker is a broker family with in-process servers, for the consumer tests that need no
+// external broker (the real brokers' are in internal/itest).
+type embeddedBroker struct {
+	name  string
+	start func(t *testing.T, n int) []string // starts n servers, stopped at cleanup; returns their addresses
+	// pair returns a publisher and a consumer for hosts, closed at cleanup
+	pair func(t *testing.T, hosts []string) (publishers.Publisher, publishers.Consumer)
+}
+
+var embeddedBrokers = []embeddedBroker{
+	{
+		name: "nsq",
+		start: func(t *testing.T, n int) []string {
+			e, err := embedded.StartNSQD(n, 1<<20, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { e.Close() })
+			return e.TCPAddrs()
+		},
+		pair: func(t *testing.T, hosts []string) (publishers.Publisher, publishers.Consumer) {
+			cfg := publishers.DefaultNSQConfig()
+			cfg.Hosts = hosts
+			pub, err := publishers.NewNSQ(cfg, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cons, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{}, nil)
+			return closeAtCleanup(t, pub, cons, err)
+		},
+	},
+	{
+		name: "stomp",
+		start: func(t *testing.T, n int) []string {
+			e, err := embedded.StartSTOMP(n, 64<<20, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { e.Close() })
+			return e.Addrs()
+		},
+		pair: func(t *testing.T, hosts []string) (publishers.Publisher, publishers.Consumer) {
+			cfg := publishers.DefaultSTOMPConfig()
+			cfg.Hosts = hosts
+			pub, err := publishers.NewSTOMP(cfg, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cons, err := publishers.NewSTOMPConsumer(cfg, nil)
+			return closeAtCleanup(t, pub, cons, err)
+		},
+	},
+}
+
+func closeAtCleanup(t *testing.T, pub publishers.Publisher, cons publishers.Consumer, err error) (publishers.Publisher, publishers.Consumer) {
+	t.Helper()
+	t.Cleanup(func() { pub.Close() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cons.Close() })
+	return pub, cons
+}
+
+// TestConsumerEmbedded: two in-process servers; every message published comes back once, from its host.
+func TestConsumerEmbedded(t *testing.T) {
+	for _, b := range embeddedBrokers {
+		t.Run(b.name, func(t *testing.T) {
+			pub, cons := b.pair(t, b.start(t, 2))
+			itest.CheckConsume(t, pub, cons, itest.FreshTopic("consume"), 200)
+		})
+	}
+}
+
+// TestConsumerReconnects cuts the consumer's connection to an in-process server.
+func TestConsumerReconnects(t *testing.T) {
+	for _, b := range embeddedBrokers {
+		t.Run(b.name, func(t *testing.T) {
+			addrs := b.start(t, 1)
+			p := newCutProxy(t, addrs[0])
+			pub, _ := b.pair(t, addrs)
+			_, cons := b.pair(t, []string{p.addr()})
+			checkReconnect(t, pub, cons, p, itest.FreshTopic("reconnect"))
+		})
+	}
+}
+
+// TestConsumerUnreachable: a host that refuses connections fails Consume at once, naming the host's
+// setting.
+func TestConsumerUnreachable(t *testing.T) {
+	for _, b := range embeddedBrokers {
+		t.Run(b.name, func(t *testing.T) {
+			_, cons := b.pair(t, []string{"127.0.0.1:1"})
+			err := cons.Consume(t.Context(), "t", func(publishers.Delivery) {})
+			if want := b.name + ".hosts[0]"; !errors.Is(err, publishers.ErrUnavailable) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Consume from an unreachable host: %v, want ErrUnavailable naming %s", err, want)
+			}
+		})
+	}
+}
+
+// TestConsumerBadTopic: a topic the broker would refuse is ErrBadTopic, before any connection.
+func TestConsumerBadTopic(t *testing.T) {
+	for _, b := range embeddedBrokers {
+		t.Run(b.name, func(t *testing.T) {
+			_, cons := b.pair(t, []string{"127.0.0.1:1"})
+			if err := cons.Consume(t.Context(), "", func(publishers.Delivery) {}); !errors.Is(err, publishers.ErrBadTopic) {
+				t.Fatalf("Consume of an empty topic: %v, want ErrBadTopic", err)
+			}
+		})
+	}
+}
 
 // cutProxy forwards TCP connections to a broker and can cut them all, as a broker restart or a network
 // failure would, while staying reachable for reconnects.
