@@ -4,15 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mqtarget/mqtarget/internal/consume"
-	"github.com/mqtarget/mqtarget/internal/embedded"
+	"github.com/mqtarget/mqtarget/internal/itest"
 	"github.com/mqtarget/mqtarget/message"
-	"github.com/mqtarget/mqtarget/publishers"
 )
 
 func TestConsumeBadInput(t *testing.T) {
@@ -59,19 +57,7 @@ func TestConsumeUnreachable(t *testing.T) {
 
 // TestConsumeNSQ publishes to an in-process nsqd and reads the topic back with the subcommand.
 func TestConsumeNSQ(t *testing.T) {
-	log := slog.New(slog.DiscardHandler)
-	e, err := embedded.StartNSQD(2, 1<<20, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	cfg := publishers.DefaultNSQConfig()
-	cfg.Hosts = e.TCPAddrs()
-	pub, err := publishers.NewNSQ(cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
+	cfg, pub := itest.EmbeddedNSQ(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	const n = 200

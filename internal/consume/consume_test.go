@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mqtarget/mqtarget/internal/embedded"
+	"github.com/mqtarget/mqtarget/internal/itest"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
 )
@@ -187,19 +187,8 @@ func TestWrite(t *testing.T) {
 
 // TestRunNSQ publishes to an in-process nsqd with the NSQ publisher and reads it back with Run.
 func TestRunNSQ(t *testing.T) {
+	cfg, pub := itest.EmbeddedNSQ(t, 1)
 	log := slog.New(slog.DiscardHandler)
-	e, err := embedded.StartNSQD(1, 1<<20, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	cfg := publishers.DefaultNSQConfig()
-	cfg.Hosts = e.TCPAddrs()
-	pub, err := publishers.NewNSQ(cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
 	cons, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{}, log)
 	if err != nil {
 		t.Fatal(err)

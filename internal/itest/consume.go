@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqtarget/mqtarget/internal/embedded"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
 )
@@ -199,4 +200,24 @@ func FreshTopic(prefix string) string {
 	defer topicSeq.Unlock()
 	topicSeq.n++
 	return fmt.Sprintf("%s_%d_%d", prefix, time.Now().UnixNano(), topicSeq.n)
+}
+
+// EmbeddedNSQ starts n in-process nsqd instances and an NSQ publisher to them, both closed at cleanup,
+// and returns the publisher's configuration (its Hosts are the instances) and the publisher.
+func EmbeddedNSQ(t testing.TB, n int) (publishers.NSQConfig, publishers.Publisher) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	e, err := embedded.StartNSQD(n, 1<<20, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	cfg := publishers.DefaultNSQConfig()
+	cfg.Hosts = e.TCPAddrs()
+	pub, err := publishers.NewNSQ(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pub.Close() })
+	return cfg, pub
 }
