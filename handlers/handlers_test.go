@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/handlers"
-	"github.com/mqtarget/mqtarget/internal/message"
+	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
 )
 

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
-	"github.com/mqtarget/mqtarget/internal/message"
+	"github.com/mqtarget/mqtarget/message"
 )
 
 // sent describes one published message in a reply.

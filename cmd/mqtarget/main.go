@@ -1,5 +1,7 @@
 // Command mqtarget serves HTTP endpoints that publish to message brokers, for load-testing them with
 // wrk, wrk2 or hey. With no broker configured it starts embedded nsqd instances.
+//
+// Subcommands: serve (the default, when the first argument is not a subcommand's name) and consume.
 package main
 
 import (
@@ -22,6 +24,16 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "serve":
+			args = args[1:]
+		case "consume":
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runConsume(ctx, args[1:], stdout, stderr)
+		}
+	}
 	cfg, opts, err := config.Load(config.Sources{
 		Args:      args,
 		LookupEnv: os.LookupEnv,

@@ -7,14 +7,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nsqio/go-nsq"
-
 	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/publishers"
 )
 
 // NSQDProc is a real nsqd process on loopback ports, restartable on the same ports and data.
@@ -155,46 +153,17 @@ func (h *NSQ) Stored(t testing.TB, host int, topic string) int {
 	return 0
 }
 
-// Consume reads messages of topic on host until want have arrived or the deadline passes.
+// Consume reads messages of topic on host (channel "itest") until want have arrived or the deadline passes.
 func (h *NSQ) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
 	t.Helper()
-	cfg := nsq.NewConfig()
-	cfg.MaxInFlight = 1000
-	c, err := nsq.NewConsumer(topic, "itest", cfg)
+	cfg := publishers.DefaultNSQConfig()
+	cfg.Hosts = []string{h.TCP[host]}
+	cons, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{Group: "itest"}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetLogger(nil, nsq.LogLevelError)
-	var (
-		mu  sync.Mutex
-		got [][]byte
-	)
-	c.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error {
-		mu.Lock()
-		got = append(got, append([]byte(nil), m.Body...))
-		mu.Unlock()
-		return nil
-	}))
-	if err := c.ConnectToNSQD(h.TCP[host]); err != nil {
-		t.Fatalf("consumer connect %s: %v", h.TCP[host], err)
-	}
-	defer func() {
-		c.Stop()
-		<-c.StopChan
-	}()
-	end := time.Now().Add(deadline)
-	for time.Now().Before(end) {
-		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n >= want {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return got
+	defer cons.Close()
+	return collect(t, cons, 0, topic, want, 0, deadline)
 }
 
 func freeAddr(t testing.TB) string {

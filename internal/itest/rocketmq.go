@@ -14,6 +14,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/internal/rmqadmin"
+	"github.com/mqtarget/mqtarget/publishers"
 )
 
 // RocketMQ is the Harness for the local RocketMQ cluster of scripts/rocketmq.sh: one name server and
@@ -95,46 +96,21 @@ func (h *RocketMQ) Stored(t testing.TB, host int, topic string) int {
 }
 
 // Consume reads topic's messages from every queue of host's broker, from the start, until want have
-// arrived or the deadline passes. Reading does not commit offsets, so it can be repeated.
+// arrived (and 300 ms more, for extras) or the deadline passes. Reading commits no offsets, so it can be
+// repeated.
 func (h *RocketMQ) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	b := h.Brokers[host]
-	var got [][]byte
-	offsets := map[int]int64{}
-	for {
-		n := h.queues(t, host, topic)
-		for q := range n {
-			for {
-				msgs, next, err := h.admin.Pull(ctx, b.Addr, "mqtarget-itest", topic, q, offsets[q], 64)
-				if err != nil {
-					if ctx.Err() != nil {
-						return got
-					}
-					t.Fatalf("pull %s queue %d from %s: %v", topic, q, b, err)
-				}
-				for _, m := range msgs {
-					if m.Queue != nil && m.Queue.BrokerName != "" && m.Queue.BrokerName != b.Name {
-						t.Errorf("message from broker %s in a pull from %s", m.Queue.BrokerName, b.Name)
-					}
-					got = append(got, m.Body)
-				}
-				if len(msgs) == 0 || next <= offsets[q] {
-					break
-				}
-				offsets[q] = next
-			}
-		}
-		if len(got) >= want {
-			return got
-		}
-		select {
-		case <-ctx.Done():
-			return got
-		case <-time.After(50 * time.Millisecond):
-		}
+	cfg := publishers.DefaultRocketMQConfig()
+	cfg.NameServers = []string{h.NameSrv}
+	cons, err := publishers.NewRocketMQConsumer(cfg, publishers.ConsumerOptions{Group: "mqtarget-itest"}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer cons.Close()
+	if got, want := cons.Hosts()[host], h.Brokers[host].String(); got != want {
+		t.Fatalf("consumer host %d is %s, the harness's %s", host, got, want)
+	}
+	return collect(t, cons, host, topic, want, 300*time.Millisecond, deadline)
 }
 
 // rocketmqScript runs scripts/rocketmq.sh with args, bounded by timeout, and returns its stdout.

@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -75,78 +76,116 @@ func (h *STOMP) Stored(t testing.TB, host int, topic string) int {
 	return h.consumed[key{host, topic}]
 }
 
-// Consume drains the queue topic on host: it subscribes, then sends a sentinel message to the same queue
-// on a connection of its own and collects messages until the sentinel arrives. Queues are FIFO for a
-// single consumer, so everything queued before the sentinel (every acknowledged message) has then been
-// seen, and duplicates or extras are returned too rather than missed. While fewer than want messages
-// came (async publishes may still be on their way), it sends another sentinel and goes on, until the
-// deadline; a deadline passing with no sentinel back fails the test.
-//
-// It speaks STOMP with go-stomp's frame package rather than go-stomp's client: it must UNSUBSCRIBE before
-// DISCONNECT, and the go-stomp v3.1.3 server never answers an UNSUBSCRIBE receipt (the client would
-// wait for one). Without the UNSUBSCRIBE, the server may dispatch a message sent just after the
-// consumer left to the closing connection, where it is lost; ack:client panics that server.
+// Consume drains the queue topic on host: it consumes with the product's STOMP consumer and sends a
+// sentinel message to the same queue on a connection of its own, collecting messages until the sentinel
+// arrives. Queues are FIFO for a single consumer, so everything queued before the sentinel (every
+// acknowledged message) has then been seen, and duplicates or extras are returned too rather than missed.
+// While fewer than want messages came (async publishes may still be on their way), it sends another
+// sentinel and goes on, until the deadline; a deadline passing with no sentinel back fails the test.
+// Leaving, the consumer UNSUBSCRIBEs and handles what the broker still dispatched until its DISCONNECT
+// receipt, so nothing is dropped with the connection (see publishers.STOMPConsumer).
 func (h *STOMP) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
 	t.Helper()
 	dest := stompPrefix + topic
 	end := time.Now().Add(deadline)
-	sub := h.dial(t, host, end)
-	defer sub.close()
-	sub.write(t, frame.New(frame.SUBSCRIBE, frame.Id, "0", frame.Destination, dest, frame.Ack, "auto"))
+	cfg := publishers.DefaultSTOMPConfig()
+	cfg.Hosts = []string{h.Addrs[host]}
+	cfg.Login, cfg.Passcode, cfg.VHost, cfg.Prefix = h.Login, publishers.Secret(h.Passcode), h.VHost, stompPrefix
+	if cfg.VHost == "" {
+		cfg.VHost = "127.0.0.1"
+	}
+	cfg.DialTimeout = 10 * time.Second
+	cons, err := publishers.NewSTOMPConsumer(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
 
-	sentinel := h.sendSentinel(t, host, dest, end)
-
-	var got [][]byte
+	ctx, cancel := context.WithDeadline(context.Background(), end)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		got     [][]byte
+		waiting string // the sentinel body awaited
+	)
+	back := make(chan struct{}, 1)
+	ended := make(chan error, 1)
+	go func() {
+		ended <- cons.Consume(ctx, topic, func(d publishers.Delivery) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !bytes.HasPrefix(d.Body, []byte(sentinelBody)) {
+				got = append(got, d.Body)
+			} else if string(d.Body) == waiting {
+				select {
+				case back <- struct{}{}:
+				default: // a redelivered sentinel
+				}
+			}
+		})
+	}()
+	finish := func() [][]byte {
+		cancel()
+		if err := <-ended; err != nil {
+			t.Fatalf("consuming %s on %s: %v", dest, h.Addrs[host], err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		h.mu.Lock()
+		if h.consumed == nil {
+			h.consumed = map[key]int{}
+		}
+		h.consumed[key{host, topic}] += len(got)
+		h.mu.Unlock()
+		return got
+	}
 	for {
-		m := sub.read(t)
-		if m == nil {
-			t.Errorf("draining %s on %s: sentinel not back within %v (%d messages so far)", dest, h.Addrs[host], deadline, len(got))
-			return got
+		sentinel := sentinelBody + randomHex(8)
+		mu.Lock()
+		waiting = sentinel
+		mu.Unlock()
+		h.sendSentinel(t, host, dest, sentinel, end)
+		select {
+		case <-back:
+		case err := <-ended:
+			t.Fatalf("consuming %s on %s: %v", dest, h.Addrs[host], err)
+		case <-ctx.Done():
+			mu.Lock()
+			n := len(got)
+			mu.Unlock()
+			t.Errorf("draining %s on %s: sentinel not back within %v (%d messages so far)", dest, h.Addrs[host], deadline, n)
+			return finish()
 		}
-		if m.Command != frame.MESSAGE {
-			t.Fatalf("consuming %s on %s: %s %s", dest, h.Addrs[host], m.Command, m.Header.Get(frame.Message))
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n >= want || !time.Now().Add(100*time.Millisecond).Before(end) {
+			return finish()
 		}
-		switch m.Header.Get(sentinelHeader) {
-		case sentinel:
-			if len(got) < want && time.Now().Add(100*time.Millisecond).Before(end) {
-				time.Sleep(50 * time.Millisecond) // poll interval while async publishes are still arriving
-				sentinel = h.sendSentinel(t, host, dest, end)
-				continue
-			}
-			sub.write(t, frame.New(frame.UNSUBSCRIBE, frame.Id, "0"))
-			sub.disconnect(t)
-			h.mu.Lock()
-			if h.consumed == nil {
-				h.consumed = map[key]int{}
-			}
-			h.consumed[key{host, topic}] += len(got)
-			h.mu.Unlock()
-			return got
-		case "":
-			got = append(got, m.Body)
-		}
+		time.Sleep(50 * time.Millisecond) // poll interval while async publishes are still arriving
 	}
 }
 
+// sentinelBody starts the body of every sentinel; mqtarget's payloads start with a hex id instead.
+const sentinelBody = "sentinel "
+
 const sentinelHeader = "mqtarget-itest-sentinel"
 
-// sendSentinel sends a sentinel to dest on a connection of its own and returns its id once the broker
-// acknowledged it.
-func (h *STOMP) sendSentinel(t testing.TB, host int, dest string, end time.Time) string {
+// sendSentinel sends sentinel (the body, also in a header) to dest on a connection of its own and
+// returns once the broker acknowledged it.
+func (h *STOMP) sendSentinel(t testing.TB, host int, dest, sentinel string, end time.Time) {
 	t.Helper()
-	sentinel := randomHex(8)
 	pub := h.dial(t, host, end)
 	f := frame.New(frame.SEND, frame.Destination, dest, sentinelHeader, sentinel, frame.Receipt, "sentinel")
 	if h.Persistent {
 		f.Header.Add("persistent", "true")
 	}
-	f.Body = []byte("sentinel")
+	f.Body = []byte(sentinel)
 	pub.write(t, f)
 	if r := pub.read(t); r == nil || r.Command != frame.RECEIPT {
 		t.Fatalf("sentinel to %s on %s: %v", dest, h.Addrs[host], r)
 	}
 	pub.disconnect(t)
-	return sentinel
 }
 
 // stompClient is a bare STOMP connection for the harness.

@@ -21,7 +21,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/internal/app"
-	"github.com/mqtarget/mqtarget/internal/message"
+	"github.com/mqtarget/mqtarget/message"
 )
 
 // Harness is one broker set-up the suite drives.

@@ -5,8 +5,15 @@
 //	<id: 16 lowercase hex digits> ' ' <send time: 19 decimal digits, Unix nanoseconds> ' ' <padding 'x'...>
 //
 // for example "00c0ffee00000001 1796083200000000000 xxxx…". The id is unique per process run (a random
-// 24-bit instance prefix and a 40-bit counter), so a consumer can detect loss and duplicates and measure
+// 24-bit run prefix and a 40-bit counter), so a consumer can detect loss and duplicates and measure
 // end-to-end latency from the timestamp. A payload shorter than the header carries a truncated header.
+//
+// Ids of one Source are consecutive: Run(id) names the producer run (one Source, i.e. one mqtarget
+// process) and Seq(id) counts 1, 2, 3, … in the order ids were handed out, so a gap in the sequence numbers
+// of one run is a message that was never delivered (or never acknowledged: an id is taken before the
+// publish, whatever its outcome).
+//
+// The package imports nothing of mqtarget's, so other programs can import it to read what mqtarget sent.
 package message
 
 import (
@@ -34,12 +41,12 @@ type Source struct {
 func NewSource() *Source {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return &Source{prefix: (binary.LittleEndian.Uint64(b[:]) & 0xffffff) << 40, now: time.Now}
+	return &Source{prefix: (binary.LittleEndian.Uint64(b[:]) & 0xffffff) << seqBits, now: time.Now}
 }
 
 // NextID returns a new unique id.
 func (s *Source) NextID() uint64 {
-	return s.prefix | (s.counter.Add(1) & (1<<40 - 1))
+	return s.prefix | (s.counter.Add(1) & (1<<seqBits - 1))
 }
 
 // Build returns a new payload of size bytes carrying id and the current time.
@@ -85,6 +92,27 @@ func writeHex(dst []byte, v uint64) {
 		dst[i] = digits[v&0xf]
 		v >>= 4
 	}
+}
+
+// seqBits is the width of the counter part of an id; the run prefix takes the 24 bits above it.
+const seqBits = 40
+
+// Run returns the producer run of id: the random prefix shared by every id of one Source.
+func Run(id uint64) uint32 { return uint32(id >> seqBits) }
+
+// Seq returns the sequence number of id within its run: 1 for a Source's first id, then 2, 3, ….
+func Seq(id uint64) uint64 { return id & (1<<seqBits - 1) }
+
+// ParseID parses an id rendered by FormatID (16 lowercase hex digits).
+func ParseID(s string) (uint64, error) {
+	if len(s) != 16 {
+		return 0, errors.New("message: malformed id")
+	}
+	v, err := strconv.ParseUint(s, 16, 64)
+	if err != nil {
+		return 0, errors.New("message: malformed id")
+	}
+	return v, nil
 }
 
 // ErrShort is returned by Parse for payloads shorter than HeaderLen.

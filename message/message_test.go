@@ -79,3 +79,39 @@ func TestAppendIDIsFormatID(t *testing.T) {
 		}
 	}
 }
+
+func TestRunAndSeq(t *testing.T) {
+	a, b := NewSource(), NewSource()
+	a.prefix, b.prefix = 0xabcdef<<seqBits, 0x000001<<seqBits // distinct runs, whatever the random draw
+	for want := uint64(1); want <= 3; want++ {
+		id := a.NextID()
+		if Run(id) != 0xabcdef || Seq(id) != want {
+			t.Fatalf("id %s: run %x seq %d, want run abcdef seq %d", FormatID(id), Run(id), Seq(id), want)
+		}
+	}
+	if id := b.NextID(); Run(id) != 1 || Seq(id) != 1 {
+		t.Fatalf("second source: id %s: run %x seq %d, want run 1 seq 1", FormatID(id), Run(id), Seq(id))
+	}
+}
+
+func TestParseID(t *testing.T) {
+	for _, id := range []uint64{0, 1, 0xc0ffee, 1<<64 - 1} {
+		got, err := ParseID(FormatID(id))
+		if err != nil || got != id {
+			t.Errorf("ParseID(%s) = %#x, %v; want %#x", FormatID(id), got, err, id)
+		}
+	}
+	for name, in := range map[string]string{
+		"short":   "00c0ffee",
+		"long":    "00c0ffee000000010",
+		"not hex": "00c0ffee0000000g",
+		"signed":  "+0c0ffee00000001",
+		"empty":   "",
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := ParseID(in); err == nil {
+				t.Fatalf("ParseID(%q) accepted it", in)
+			}
+		})
+	}
+}

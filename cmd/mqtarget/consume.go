@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/internal/consume"
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+const consumeUsage = `usage: mqtarget consume [-broker B] [-topic T] [-count N] [-duration D] [-o table|json] [-group G] [settings]
+
+Reads topic T of broker B (the broker and topic settings) and reports how many messages arrived, the
+rate, end-to-end latency percentiles from the payloads' send times, ids lost (gaps per producer run) and
+duplicates. It stops after -count messages, after -duration, or on SIGINT/SIGTERM. Exit status: 0 when
+nothing was lost or duplicated and -count was reached, 1 otherwise, 2 for bad input.
+
+The broker's addresses come from the same settings, environment and config file as the service
+(-nsq.hosts, -stomp.hosts, -rocketmq.name_servers, ...; see mqtarget -h); they must name running
+brokers, since embedded ones live inside mqtarget serve.
+
+`
+
+// runConsume is `mqtarget consume`: a thin adapter over internal/consume.
+func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mqtarget consume", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	count := fs.Int("count", 0, "stop after this many messages (0: no limit)")
+	duration := fs.Duration("duration", 0, "stop after this long (0: no limit)")
+	format := fs.String("o", "table", "output format: "+strings.Join(consume.Formats, " or "))
+	group := fs.String("group", publishers.DefaultConsumerGroup, "NSQ channel or RocketMQ consumer group (STOMP: unused)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, consumeUsage)
+		fs.PrintDefaults()
+	}
+	own, rest, help := splitFlags(args, fs)
+	if help {
+		fs.Usage()
+		return 0
+	}
+	if err := fs.Parse(own); err != nil {
+		return 2 // flag printed the error and the usage
+	}
+	bad := func(format string, args ...any) int {
+		fmt.Fprintf(stderr, "mqtarget consume: "+format+"\n", args...)
+		return 2
+	}
+	switch {
+	case *count < 0:
+		return bad("-count: must be 0 (no limit) or more, got %d", *count)
+	case *duration < 0:
+		return bad("-duration: must be 0 (no limit) or more, got %v", *duration)
+	case !slices.Contains(consume.Formats, *format):
+		return bad("-o: unknown output format %q, want %s", *format, strings.Join(consume.Formats, " or "))
+	}
+	cfg, _, err := config.Load(config.Sources{Args: rest, LookupEnv: os.LookupEnv, ReadFile: os.ReadFile, Output: stderr})
+	if err != nil {
+		return bad("%v", err)
+	}
+	b := publishers.LookupBroker(cfg.Broker) // config.Load validated the name
+	addrs := b.Addrs(&cfg.Sections)
+	if len(addrs) == 0 {
+		return bad("-%s: must name running %s brokers (embedded ones live inside mqtarget serve)", b.AddrsSetting(), b.Name)
+	}
+	log := newLogger(cfg.Log, stderr)
+	cons, err := b.OpenConsumer(&cfg.Sections, addrs, publishers.ConsumerOptions{Group: *group}, log)
+	if errors.Is(err, publishers.ErrBadGroup) {
+		return bad("-group: %v", err)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mqtarget consume: %v\n", err)
+		return 1
+	}
+	defer cons.Close()
+	report, err := consume.Run(ctx, cons, consume.Options{Broker: b.Name, Topic: cfg.Topic, Count: *count, Duration: *duration})
+	if errors.Is(err, publishers.ErrBadTopic) {
+		return bad("-topic: %v", err)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mqtarget consume: %v\n", err)
+		return 1
+	}
+	if err := report.Write(stdout, *format); err != nil {
+		fmt.Fprintf(stderr, "mqtarget consume: %v\n", err)
+		return 1
+	}
+	if !report.OK() {
+		return 1
+	}
+	return 0
+}
+
+// splitFlags separates the arguments of fs's own flags from the rest, which are settings for
+// config.Load, so both parsers see only their own flags. help reports -h or -help.
+func splitFlags(args []string, fs *flag.FlagSet) (own, rest []string, help bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, hasValue := strings.CutPrefix(a, "--")
+		if !hasValue {
+			name, hasValue = strings.CutPrefix(a, "-")
+		}
+		if !hasValue || name == "" || a == "--" {
+			rest = append(rest, a)
+			continue
+		}
+		name, _, inline := strings.Cut(name, "=")
+		if name == "h" || name == "help" {
+			help = true
+			continue
+		}
+		if fs.Lookup(name) == nil {
+			rest = append(rest, a)
+			continue
+		}
+		own = append(own, a)
+		if !inline && i+1 < len(args) { // every own flag takes a value
+			i++
+			own = append(own, args[i])
+		}
+	}
+	return own, rest, help
+}

@@ -1,0 +1,71 @@
+package itest
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+// The consumers against real brokers. They live in this package, not beside the consumers, because its
+// tests run one after the other: others here stop and freeze the same brokers.
+
+// TestNSQConsumer: two real nsqd processes.
+func TestNSQConsumer(t *testing.T) {
+	bin := nsqdBin(t)
+	a, b := StartNSQDProc(t, bin), StartNSQDProc(t, bin)
+	cfg := publishers.DefaultNSQConfig()
+	cfg.Hosts = []string{a.TCPAddr, b.TCPAddr}
+	pub, err := publishers.NewNSQ(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pub.Close() })
+	cons, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cons.Close() })
+	CheckConsume(t, pub, cons, FreshTopic("consume"), 1000)
+}
+
+// TestArtemisConsumer: persistent messages through Artemis.
+func TestArtemisConsumer(t *testing.T) {
+	addr, login, pass, _ := realBroker(t, "artemis", "ARTEMIS")
+	cfg := publishers.DefaultSTOMPConfig()
+	cfg.Hosts = []string{addr}
+	cfg.Login, cfg.Passcode, cfg.Persistent = login, publishers.Secret(pass), true
+	cfg.DialTimeout = 5 * time.Second
+	pub, err := publishers.NewSTOMP(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pub.Close() })
+	cons, err := publishers.NewSTOMPConsumer(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cons.Close() })
+	CheckConsume(t, pub, cons, FreshTopic("consume"), 1000)
+}
+
+// TestRocketMQConsumer: the two-broker cluster of scripts/rocketmq.sh, on a topic created on both.
+func TestRocketMQConsumer(t *testing.T) {
+	cfg := publishers.DefaultRocketMQConfig()
+	cfg.NameServers = []string{rocketmqNamesrv(t)}
+	cfg.CreateTopics = true
+	cfg.Queues = rocketmqQueues
+	topic := strings.ReplaceAll(FreshTopic("consume"), ".", "_")
+	pub, err := publishers.NewRocketMQ(cfg, []string{topic}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pub.Close() })
+	cons, err := publishers.NewRocketMQConsumer(cfg, publishers.ConsumerOptions{Group: "mqtarget-test"}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cons.Close() })
+	CheckConsume(t, pub, cons, topic, 500)
+}

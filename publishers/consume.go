@@ -1,0 +1,129 @@
+package publishers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Consumer reads messages from one broker family: the read side beside each publisher, used by the
+// consume command, the echo and round trip, and the integration tests alike.
+//
+// The contract lives here rather than with one caller because all of those drive it.
+type Consumer interface {
+	// Consume subscribes to topic on every host and calls handle for each message until ctx ends or the
+	// consumer is closed, then returns nil once nothing of the subscription runs any more. It returns an
+	// error when a host cannot be subscribed to at the start; a connection that breaks later is
+	// re-established. handle may run on several goroutines at once (one per host) and owns the Delivery.
+	// NSQ messages are FINished when handle returns; STOMP ones count as consumed once sent (ack:auto);
+	// RocketMQ commits nothing (every Consume reads the topic from its first retained message).
+	Consume(ctx context.Context, topic string, handle func(Delivery)) error
+	// Hosts lists where messages come from (NSQ, STOMP: the configured hosts; RocketMQ: the brokers as
+	// the publisher's Hosts names them); Delivery.Host indexes it.
+	Hosts() []string
+	// Close ends every running Consume and waits for them; it is idempotent.
+	Close() error
+}
+
+// Delivery is one received message.
+type Delivery struct {
+	Host     int       // index into Hosts of where it came from (RocketMQ: the broker, in Hosts order)
+	Topic    string    // the topic consumed
+	Body     []byte    // the payload; the handler owns it
+	Received time.Time // when the consumer read it
+}
+
+// ConsumerOptions are the consumer settings that are not a broker section's: what a consumer calls itself
+// towards the broker.
+type ConsumerOptions struct {
+	// Group is the NSQ channel (consumers sharing one share its messages, and nsqd keeps what it has not
+	// delivered yet) or the RocketMQ consumer group named in pull requests; STOMP does not use it.
+	Group string
+}
+
+// Errors of consumer input, so callers can tell bad input from a broker failure.
+var (
+	// ErrBadTopic: the topic is not valid for the broker.
+	ErrBadTopic = errors.New("invalid topic")
+	// ErrBadGroup: the consumer group (NSQ channel) is not valid for the broker.
+	ErrBadGroup = errors.New("invalid consumer group")
+)
+
+// DefaultConsumerGroup is the NSQ channel and RocketMQ consumer group of mqtarget's consumers.
+const DefaultConsumerGroup = "mqtarget-consume"
+
+// consumerOpeners are the read sides of the registry's brokers. It sits beside the registry rather than
+// in it only because the registry's file is another change's; a new broker adds its line here.
+var consumerOpeners = map[*Broker]func(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error){
+	NSQBroker: func(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) {
+		c := s.NSQ
+		c.Hosts = addrs
+		return NewNSQConsumer(c, o, log)
+	},
+	STOMPBroker: func(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) {
+		c := s.STOMP
+		c.Hosts = addrs
+		return NewSTOMPConsumer(c, log)
+	},
+	RocketMQBroker: func(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) {
+		c := s.RocketMQ
+		c.NameServers = addrs
+		return NewRocketMQConsumer(c, o, log)
+	},
+}
+
+// OpenConsumer creates broker b's consumer for addrs: the configured addresses, or the embedded servers'.
+func (b *Broker) OpenConsumer(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) {
+	open := consumerOpeners[b]
+	if open == nil {
+		return nil, fmt.Errorf("%s: no consumer", b.Name)
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("%s: no addresses to consume from", b.AddrsSetting())
+	}
+	if o.Group == "" {
+		o.Group = DefaultConsumerGroup
+	}
+	return open(s, addrs, o, log)
+}
+
+// consumeScope tracks a consumer's running Consume calls so Close can end them and wait for them.
+type consumeScope struct {
+	mu     sync.Mutex
+	closed bool
+	root   context.Context // ends at close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newConsumeScope() *consumeScope {
+	s := &consumeScope{}
+	s.root, s.cancel = context.WithCancel(context.Background())
+	return s
+}
+
+// enter registers a Consume call: the context it returns ends with ctx or with close; done must be called
+// when the call returns. It fails with ErrClosed after close.
+func (s *consumeScope) enter(ctx context.Context) (context.Context, func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, nil, ErrClosed
+	}
+	s.wg.Add(1)
+	ctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(s.root, cancel)
+	return ctx, func() { unhook(); cancel(); s.wg.Done() }, nil
+}
+
+// close ends every registered call and waits for them; later calls only wait.
+func (s *consumeScope) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+}

@@ -1,0 +1,117 @@
+package publishers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nsqio/go-nsq"
+)
+
+// NSQConsumer reads topics from every configured nsqd directly (no nsqlookupd), with go-nsq's consumer:
+// one go-nsq Consumer per Consume call, one connection per nsqd, messages FINished when the handler
+// returns.
+type NSQConsumer struct {
+	cfg   NSQConfig
+	opts  ConsumerOptions
+	log   *slog.Logger
+	scope *consumeScope
+}
+
+// nsqMaxInFlight is how many unacknowledged messages nsqd may push to one Consume call in all.
+const nsqMaxInFlight = 1000
+
+// nsqReconnectInterval is how long go-nsq waits before connecting again to an nsqd that went away. go-nsq
+// runs that wait on a goroutine of its own that Stop does not wait for, so it also bounds how long one
+// can outlive Close.
+const nsqReconnectInterval = time.Second
+
+// NewNSQConsumer creates the consumer; it connects in Consume. o.Group is the NSQ channel.
+func NewNSQConsumer(c NSQConfig, o ConsumerOptions, log *slog.Logger) (*NSQConsumer, error) {
+	if err := c.Validate("nsq"); err != nil {
+		return nil, err
+	}
+	if len(c.Hosts) == 0 {
+		return nil, errors.New("nsq.hosts: at least one host is required")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if o.Group == "" {
+		o.Group = DefaultConsumerGroup
+	}
+	if !nsq.IsValidChannelName(o.Group) {
+		return nil, wrap(ErrBadGroup, fmt.Errorf("nsq channel %q: not a valid NSQ channel name", o.Group))
+	}
+	return &NSQConsumer{cfg: c, opts: o, log: log, scope: newConsumeScope()}, nil
+}
+
+// Hosts implements Consumer.
+func (c *NSQConsumer) Hosts() []string { return c.cfg.Hosts }
+
+// Consume implements Consumer.
+func (c *NSQConsumer) Consume(ctx context.Context, topic string, handle func(Delivery)) error {
+	if !nsq.IsValidTopicName(topic) {
+		return wrap(ErrBadTopic, fmt.Errorf("nsq topic %q: not a valid NSQ topic name", topic))
+	}
+	ctx, done, err := c.scope.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+
+	cfg := nsq.NewConfig()
+	cfg.MaxInFlight = nsqMaxInFlight
+	cfg.DialTimeout = c.cfg.DialTimeout
+	cfg.LookupdPollInterval = nsqReconnectInterval
+	cons, err := nsq.NewConsumer(topic, c.opts.Group, cfg)
+	if err != nil {
+		return fmt.Errorf("nsq consumer: %w", err)
+	}
+	cons.SetLogger(nsqLogger{c.log}, nsq.LogLevelError) // its warnings include routine ones at Stop
+	host := make(map[string]int, len(c.cfg.Hosts))
+	for i, h := range c.cfg.Hosts {
+		host[h] = i
+	}
+	cons.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error {
+		handle(Delivery{Host: host[m.NSQDAddress], Topic: topic, Body: m.Body, Received: time.Now()})
+		return nil
+	}))
+	stop := func() {
+		cons.Stop()
+		<-cons.StopChan // every connection closed and the handler goroutine gone
+	}
+	for i, h := range c.cfg.Hosts {
+		if err := cons.ConnectToNSQD(h); err != nil {
+			stop()
+			return wrap(ErrUnavailable, fmt.Errorf("nsq.hosts[%d] %s: %w", i, h, err))
+		}
+	}
+	<-ctx.Done()
+	stop()
+	return nil
+}
+
+// Close implements Consumer.
+func (c *NSQConsumer) Close() error {
+	c.scope.close()
+	return nil
+}
+
+// nsqLogger forwards go-nsq's log lines to slog.
+type nsqLogger struct{ log *slog.Logger }
+
+func (l nsqLogger) Output(_ int, s string) error {
+	level := slog.LevelInfo
+	switch {
+	case strings.HasPrefix(s, "ERR"):
+		level = slog.LevelError
+	case strings.HasPrefix(s, "WRN"):
+		level = slog.LevelWarn
+	}
+	l.log.Log(context.Background(), level, s, "component", "go-nsq consumer")
+	return nil
+}

@@ -1,0 +1,185 @@
+package publishers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/mqtarget/mqtarget/internal/rmqadmin"
+)
+
+// RocketMQConsumer reads topics by pulling every queue of every broker of the cluster (one goroutine per
+// broker and Consume call) with rmqadmin's PULL_MESSAGE, from each queue's first retained message, and
+// commits no offsets: a Consume sees everything the cluster holds of the topic and what arrives while it
+// runs, which is what counting a test run's delivery needs. Hosts are the brokers as the publisher names
+// them (name@address, sorted by name), discovered at creation.
+//
+// rocketmq-client-go's push consumer is not used: its Shutdown races with its own rebalancing (a data
+// race under -race in v2.1.3-0.20251226070945), it hands queues out only after a rebalance round, and its
+// consumer group commits offsets, so a second run would not see the first run's messages.
+type RocketMQConsumer struct {
+	cfg     RocketMQConfig
+	opts    ConsumerOptions
+	log     *slog.Logger
+	admin   *rmqadmin.Client
+	brokers []rmqadmin.Broker
+	hosts   []string
+	scope   *consumeScope
+}
+
+// Pulling: messages per request, how often a broker's route (its queue count) is refreshed, and the
+// pause between rounds that found nothing, doubling up to the maximum while the topic stays idle.
+const (
+	rmqPullBatch        = 32
+	rmqRouteRefresh     = time.Second
+	rmqPullIdleMin      = 5 * time.Millisecond
+	rmqPullIdleMax      = 200 * time.Millisecond
+	rmqPullCallTimeout  = 5 * time.Second
+	rmqPullWarnInterval = 10 * time.Second
+)
+
+// NewRocketMQConsumer discovers the brokers from the name servers; it subscribes in Consume.
+func NewRocketMQConsumer(c RocketMQConfig, o ConsumerOptions, log *slog.Logger) (*RocketMQConsumer, error) {
+	if err := c.Validate("rocketmq"); err != nil {
+		return nil, err
+	}
+	if len(c.NameServers) == 0 {
+		return nil, errors.New("rocketmq.name_servers: at least one name server is required")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if o.Group == "" {
+		o.Group = DefaultConsumerGroup
+	}
+	if !rmqName.MatchString(o.Group) || len(o.Group) > 255 {
+		return nil, wrap(ErrBadGroup, fmt.Errorf("rocketmq consumer group %q: want 1..255 characters of [%%|a-zA-Z0-9_-]", o.Group))
+	}
+	admin := &rmqadmin.Client{Creds: rmqadmin.Credentials{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey)}}
+	ctx, cancel := context.WithTimeout(context.Background(), rmqDiscoverTimeout)
+	defer cancel()
+	var errs []error
+	var brokers []rmqadmin.Broker
+	for _, ns := range c.NameServers {
+		b, err := admin.Brokers(ctx, ns)
+		if err == nil && len(b) > 0 {
+			brokers = b
+			break
+		}
+		if err == nil {
+			err = rmqadmin.ErrNoBrokers
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", ns, err))
+	}
+	if brokers == nil {
+		return nil, wrap(ErrUnavailable, fmt.Errorf("rocketmq.name_servers: no brokers found: %w", errors.Join(errs...)))
+	}
+	r := &RocketMQConsumer{cfg: c, opts: o, log: log, admin: admin, brokers: brokers, scope: newConsumeScope()}
+	for _, b := range brokers {
+		r.hosts = append(r.hosts, b.String())
+	}
+	return r, nil
+}
+
+// Hosts implements Consumer.
+func (r *RocketMQConsumer) Hosts() []string { return r.hosts }
+
+// Consume implements Consumer. A topic that does not exist yet is waited for.
+func (r *RocketMQConsumer) Consume(ctx context.Context, topic string, handle func(Delivery)) error {
+	if err := ValidateRocketMQTopic(topic); err != nil {
+		return wrap(ErrBadTopic, fmt.Errorf("rocketmq topic %q: %w", topic, err))
+	}
+	ctx, done, err := r.scope.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if _, err := r.route(ctx, topic); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return wrap(ErrUnavailable, fmt.Errorf("rocketmq.name_servers: route of %s: %w", topic, err))
+	}
+	var wg sync.WaitGroup
+	for i, b := range r.brokers {
+		wg.Go(func() { r.pullBroker(ctx, i, b, topic, handle) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// route asks the name servers, in order, for topic's read queues per broker name (nil: no such topic).
+func (r *RocketMQConsumer) route(ctx context.Context, topic string) (map[string]int, error) {
+	var errs []error
+	for _, ns := range r.cfg.NameServers {
+		cctx, cancel := context.WithTimeout(ctx, rmqPullCallTimeout)
+		qs, err := r.admin.Route(cctx, ns, topic)
+		cancel()
+		if err == nil {
+			return qs, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", ns, err))
+	}
+	return nil, errors.Join(errs...)
+}
+
+// pullBroker pulls topic from every queue of broker b until ctx ends.
+func (r *RocketMQConsumer) pullBroker(ctx context.Context, host int, b rmqadmin.Broker, topic string, handle func(Delivery)) {
+	offsets := map[int]int64{}
+	queues := 0
+	var routed, warned time.Time
+	idle := rmqPullIdleMin
+	warn := func(msg string, err error) {
+		if time.Since(warned) >= rmqPullWarnInterval { // a broker that is down fails every round
+			warned = time.Now()
+			r.log.Warn(msg, "broker", b.String(), "topic", topic, "err", err)
+		}
+	}
+	for ctx.Err() == nil {
+		if time.Since(routed) >= rmqRouteRefresh {
+			if qs, err := r.route(ctx, topic); err == nil {
+				queues, routed = qs[b.Name], time.Now()
+			} else if ctx.Err() == nil {
+				warn("rocketmq consumer: route", err)
+			}
+		}
+		got := 0
+		for q := range queues {
+			cctx, cancel := context.WithTimeout(ctx, rmqPullCallTimeout)
+			msgs, next, err := r.admin.Pull(cctx, b.Addr, r.opts.Group, topic, q, offsets[q], rmqPullBatch)
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil {
+					warn("rocketmq consumer: pull", err)
+				}
+				continue
+			}
+			now := time.Now()
+			for _, m := range msgs {
+				handle(Delivery{Host: host, Topic: topic, Body: m.Body, Received: now})
+			}
+			got += len(msgs)
+			if next > offsets[q] {
+				offsets[q] = next
+			}
+		}
+		if got > 0 {
+			idle = rmqPullIdleMin
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(idle):
+		}
+		idle = min(2*idle, rmqPullIdleMax)
+	}
+}
+
+// Close implements Consumer.
+func (r *RocketMQConsumer) Close() error {
+	r.scope.close()
+	return nil
+}

@@ -1,0 +1,270 @@
+package publishers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/go-stomp/stomp/v3/frame"
+)
+
+// STOMPConsumer reads a destination (stomp.prefix + topic) from every configured broker, one connection
+// per host and Consume call.
+//
+// It subscribes with ack:auto, the one mode every supported broker handles: the go-stomp v3.1.3 server
+// never matches ack:client-individual acknowledgements and can crash on ack:client. A broker therefore
+// counts a message consumed once it sent it, so on leaving the consumer UNSUBSCRIBEs, then DISCONNECTs
+// with a receipt and handles what arrives until the receipt: a message dispatched before the broker saw
+// the UNSUBSCRIBE is handled, not dropped with the connection.
+type STOMPConsumer struct {
+	cfg   STOMPConfig
+	log   *slog.Logger
+	scope *consumeScope
+}
+
+// Timings of the consumer's connections.
+const (
+	stompConsumeLeave      = 2 * time.Second // bound on the UNSUBSCRIBE/DISCONNECT exchange at the end
+	stompConsumeBackoffMin = 100 * time.Millisecond
+	stompConsumeBackoffMax = 2 * time.Second
+)
+
+// NewSTOMPConsumer creates the consumer; it connects in Consume.
+func NewSTOMPConsumer(c STOMPConfig, log *slog.Logger) (*STOMPConsumer, error) {
+	if err := c.Validate("stomp"); err != nil {
+		return nil, err
+	}
+	if len(c.Hosts) == 0 {
+		return nil, errors.New("stomp.hosts: at least one host is required")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &STOMPConsumer{cfg: c, log: log, scope: newConsumeScope()}, nil
+}
+
+// Hosts implements Consumer.
+func (c *STOMPConsumer) Hosts() []string { return c.cfg.Hosts }
+
+// Consume implements Consumer.
+func (c *STOMPConsumer) Consume(ctx context.Context, topic string, handle func(Delivery)) error {
+	if err := validateSTOMPTopic(topic); err != nil {
+		return wrap(ErrBadTopic, fmt.Errorf("stomp topic %q: %w", topic, err))
+	}
+	ctx, done, err := c.scope.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+
+	dest := c.cfg.Prefix + topic
+	sessions := make([]*stompSession, len(c.cfg.Hosts))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i, addr := range c.cfg.Hosts {
+		s := &stompSession{c: c, host: i, addr: addr, topic: topic, dest: dest, handle: handle}
+		if err := s.subscribe(ctx); err != nil {
+			for _, s := range sessions[:i] {
+				s.leave()
+				s.conn.Close()
+			}
+			if ctx.Err() != nil { // ended (or closed) while connecting: a stop, not a failure
+				return nil
+			}
+			return fmt.Errorf("stomp.hosts[%d] %s: %w", i, addr, err)
+		}
+		sessions[i] = s
+	}
+	for _, s := range sessions {
+		wg.Go(func() { s.run(ctx) })
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// Close implements Consumer.
+func (c *STOMPConsumer) Close() error {
+	c.scope.close()
+	return nil
+}
+
+// stompSession is one host's subscription, reconnected after its connection broke.
+type stompSession struct {
+	c      *STOMPConsumer
+	host   int
+	addr   string
+	topic  string
+	dest   string
+	handle func(Delivery)
+
+	conn  net.Conn
+	r     *frame.Reader
+	wmu   sync.Mutex // serialises writes: heart-beats and the leave frames
+	w     *frame.Writer
+	hbOut time.Duration // negotiated heart-beat send interval (0: none)
+}
+
+// subscribe connects and subscribes within the dial timeout and ctx.
+func (s *stompSession) subscribe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.c.cfg.DialTimeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", s.addr)
+	if err != nil {
+		return wrap(ErrUnavailable, err)
+	}
+	dl, _ := ctx.Deadline()
+	_ = conn.SetDeadline(dl)
+	r, w := frame.NewReader(conn), frame.NewWriter(conn)
+	fail := func(err error) error {
+		conn.Close()
+		if isTimeout(err) {
+			err = fmt.Errorf("no CONNECTED in time: %w", err)
+		}
+		return wrap(ErrUnavailable, err)
+	}
+	if err := w.Write(s.connectFrame()); err != nil {
+		return fail(err)
+	}
+	f, err := readFrame(r)
+	if err != nil {
+		return fail(err)
+	}
+	switch f.Command {
+	case frame.CONNECTED:
+	case frame.ERROR:
+		conn.Close()
+		return wrap(ErrRejected, fmt.Errorf("CONNECT refused: %s", errorText(f)))
+	default:
+		return fail(fmt.Errorf("CONNECT answered with %s", f.Command))
+	}
+	hb, err := negotiate(s.c.cfg.HeartBeat, 0, f.Header.Get(frame.HeartBeat))
+	if err != nil {
+		return fail(err)
+	}
+	if err := w.Write(frame.New(frame.SUBSCRIBE, frame.Id, "0", frame.Destination, s.dest, frame.Ack, frame.AckAuto)); err != nil {
+		return fail(err)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	s.conn, s.r, s.w, s.hbOut = conn, r, w, hb.send
+	return nil
+}
+
+func (s *stompSession) connectFrame() *frame.Frame {
+	cfg := s.c.cfg
+	vhost := cfg.VHost
+	if vhost == "" {
+		vhost, _, _ = net.SplitHostPort(s.addr)
+	}
+	// no broker heart-beats asked for: a consumer waits for messages as long as it takes
+	f := frame.New(frame.CONNECT, frame.AcceptVersion, "1.2", frame.Host, vhost,
+		frame.HeartBeat, fmt.Sprintf("%d,0", cfg.HeartBeat.Milliseconds()))
+	if cfg.Login != "" {
+		f.Header.Add(frame.Login, cfg.Login)
+		f.Header.Add(frame.Passcode, string(cfg.Passcode))
+	}
+	return f
+}
+
+// readFrame returns the next frame, skipping heart-beats.
+func readFrame(r *frame.Reader) (*frame.Frame, error) {
+	for {
+		f, err := r.Read()
+		if err != nil || f != nil {
+			return f, err
+		}
+	}
+}
+
+// run delivers messages until ctx ends, reconnecting with backoff when the connection breaks.
+func (s *stompSession) run(ctx context.Context) {
+	backoff := stompConsumeBackoffMin
+	for {
+		err := s.serve(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		s.c.log.Warn("stomp consumer: connection lost, reconnecting", "host", s.addr, "destination", s.dest, "err", err)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, stompConsumeBackoffMax)
+			if err := s.subscribe(ctx); err == nil {
+				backoff = stompConsumeBackoffMin
+				break
+			} else if ctx.Err() == nil {
+				s.c.log.Debug("stomp consumer: reconnect failed", "host", s.addr, "err", err)
+			}
+		}
+	}
+}
+
+// serve reads the subscribed connection until it breaks or, after ctx ended, until the broker confirmed
+// the DISCONNECT; it closes the connection.
+func (s *stompSession) serve(ctx context.Context) error {
+	defer s.conn.Close()
+	served := make(chan struct{})
+	var aux sync.WaitGroup // leaving and heart-beats, both over when serve returns
+	defer func() { close(served); aux.Wait() }()
+	aux.Go(func() {
+		select {
+		case <-ctx.Done():
+			s.leave()
+		case <-served:
+		}
+	})
+	if s.hbOut > 0 {
+		aux.Go(func() { s.heartBeats(served) })
+	}
+	for {
+		f, err := readFrame(s.r)
+		if err != nil {
+			return err
+		}
+		switch f.Command {
+		case frame.MESSAGE:
+			s.handle(Delivery{Host: s.host, Topic: s.topic, Body: f.Body, Received: time.Now()})
+		case frame.RECEIPT: // the DISCONNECT's: everything dispatched to us has arrived
+			return nil
+		case frame.ERROR:
+			return wrap(ErrRejected, errors.New(errorText(f)))
+		}
+	}
+}
+
+// leave asks the broker to stop dispatching and to confirm the end, and bounds the wait for it.
+func (s *stompSession) leave() {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	_ = s.conn.SetDeadline(time.Now().Add(stompConsumeLeave))
+	_ = s.w.Write(frame.New(frame.UNSUBSCRIBE, frame.Id, "0"))
+	_ = s.w.Write(frame.New(frame.DISCONNECT, frame.Receipt, "bye"))
+}
+
+// heartBeats writes an EOL every negotiated interval until done is closed, so brokers such as Artemis do
+// not drop a consumer that waits long for messages.
+func (s *stompSession) heartBeats(done <-chan struct{}) {
+	t := time.NewTicker(s.hbOut)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			s.wmu.Lock()
+			_ = s.conn.SetWriteDeadline(time.Now().Add(stompWriteTimeout))
+			_, err := s.conn.Write([]byte{'\n'})
+			s.wmu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}
+}
