@@ -248,6 +248,10 @@ func (s *stompSession) leave() {
 	_ = s.w.Write(frame.New(frame.DISCONNECT, frame.Receipt, "bye"))
 }
 
+// stompConsumerWriteTimeout bounds one heart-beat write of a consumer: a broker that cannot take one
+// byte in this long is stuck.
+const stompConsumerWriteTimeout = 5 * time.Second
+
 // heartBeats writes an EOL every negotiated interval until done is closed, so brokers such as Artemis do
 // not drop a consumer that waits long for messages.
 func (s *stompSession) heartBeats(done <-chan struct{}) {
@@ -259,7 +263,7 @@ func (s *stompSession) heartBeats(done <-chan struct{}) {
 			return
 		case <-t.C:
 			s.wmu.Lock()
-			_ = s.conn.SetWriteDeadline(time.Now().Add(stompWriteTimeout))
+			_ = s.conn.SetWriteDeadline(time.Now().Add(stompConsumerWriteTimeout))
 			_, err := s.conn.Write([]byte{'\n'})
 			s.wmu.Unlock()
 			if err != nil {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/message"
+	"github.com/mqtarget/mqtarget/message"
 )
 
 // rocketmqNamesrv returns the name server of the local RocketMQ that scripts/test.sh started
