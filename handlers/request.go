@@ -159,6 +159,9 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 			}
 		}
 	}
+	if err := s.topics.admit(req.broker, req.topic, req.topics); err != nil {
+		return sendRequest{}, err
+	}
 	switch v := q.val[pMode]; v {
 	case "", modeBatch:
 	case modeSequential:
