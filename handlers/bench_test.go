@@ -39,7 +39,7 @@ func (p nopPub) Close() error                    { return nil }
 // constant reply.
 func BenchmarkEndpoints(b *testing.B) {
 	reg := prometheus.NewRegistry()
-	pub := publishers.NewMetrics(reg).Instrument("nsq", nopPub{hosts: []string{"a:1", "b:1", "c:1"}})
+	pub := publishers.NewMetrics(reg, nil).Instrument("nsq", nopPub{hosts: []string{"a:1", "b:1", "c:1"}})
 	srv := handlers.New(handlers.Options{
 		Publishers:     map[string]publishers.Publisher{"nsq": pub},
 		DefaultBroker:  "nsq",
@@ -88,7 +88,7 @@ func BenchmarkNSQ(b *testing.B) {
 	b.Cleanup(func() { _ = nsq.Close() })
 	reg := prometheus.NewRegistry()
 	srv := handlers.New(handlers.Options{
-		Publishers:     map[string]publishers.Publisher{"nsq": publishers.NewMetrics(reg).Instrument("nsq", nsq)},
+		Publishers:     map[string]publishers.Publisher{"nsq": publishers.NewMetrics(reg, nil).Instrument("nsq", nsq)},
 		DefaultBroker:  "nsq",
 		Topic:          "bench#ephemeral",
 		Topic2:         "bench2#ephemeral",
