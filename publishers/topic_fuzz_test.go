@@ -30,10 +30,8 @@ func FuzzValidateNSQTopic(f *testing.F) {
 		if len(name) > 64 || base == "" {
 			t.Fatalf("accepted %q: length %d", name, len(name))
 		}
-		for _, c := range []byte(base) {
-			if !(c == '.' || c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-				t.Fatalf("accepted %q with byte %q", name, c)
-			}
+		if c, ok := onlyAlnumAnd(base, "._-"); !ok {
+			t.Fatalf("accepted %q with byte %q", name, c)
 		}
 	})
 }
@@ -75,10 +73,8 @@ func FuzzValidateRocketMQTopic(f *testing.F) {
 		if name == "" || len(name) > 127 {
 			t.Fatalf("accepted %q: length %d", name, len(name))
 		}
-		for _, c := range []byte(name) {
-			if !(c == '%' || c == '|' || c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-				t.Fatalf("accepted %q with byte %q", name, c)
-			}
+		if c, ok := onlyAlnumAnd(name, "%|_-"); !ok {
+			t.Fatalf("accepted %q with byte %q", name, c)
 		}
 		upper := strings.ToUpper(name)
 		if strings.HasPrefix(upper, "RMQ_SYS_") || strings.HasPrefix(name, "%RETRY%") || strings.HasPrefix(name, "%DLQ%") ||
@@ -86,4 +82,14 @@ func FuzzValidateRocketMQTopic(f *testing.F) {
 			t.Fatalf("accepted the system topic %q", name)
 		}
 	})
+}
+
+// onlyAlnumAnd reports whether s holds only ASCII letters, digits and bytes of extra; else the first other byte.
+func onlyAlnumAnd(s, extra string) (byte, bool) {
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(extra, c) >= 0) {
+			return c, false
+		}
+	}
+	return 0, true
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -80,30 +79,6 @@ func TestAdminUnset(t *testing.T) {
 	}
 }
 
-// TestAdminListenError: an http.admin_addr that cannot be bound fails Start naming the setting and
-// releases the listeners opened before it.
-func TestAdminListenError(t *testing.T) {
-	busy, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
-	cfg := config.Default()
-	cfg.HTTP.Addr, cfg.HTTP.AdminAddr = "127.0.0.1:0", busy.Addr().String()
-	cfg.NSQ.Hosts = []string{"127.0.0.1:1"}
-	cfg.STOMP.Hosts = []string{"127.0.0.1:1"}
-	before := listeningPorts(t)
-	_, err = Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err == nil || !strings.HasPrefix(err.Error(), "http.admin_addr: ") {
-		t.Fatalf("Start = %v, want an error naming http.admin_addr", err)
-	}
-	for p := range listeningPorts(t) {
-		if !before[p] {
-			t.Errorf("port %d left listening after the failed Start", p)
-		}
-	}
-}
-
 // TestAuthTokenFile: the token file is read at start and guards the send endpoints; an empty one fails
 // Start naming the setting.
 func TestAuthTokenFile(t *testing.T) {
@@ -117,10 +92,7 @@ func TestAuthTokenFile(t *testing.T) {
 	}
 
 	t.Run("empty file", func(t *testing.T) {
-		cfg := config.Default()
-		cfg.HTTP.Addr, cfg.HTTP.AuthTokenFile = "127.0.0.1:0", empty
-		cfg.NSQ.Hosts = []string{"127.0.0.1:1"}
-		cfg.STOMP.Hosts = []string{"127.0.0.1:1"}
+		cfg := testConfig(func(c *config.Config) { c.HTTP.AuthTokenFile = empty })
 		if _, err := Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil ||
 			!strings.HasPrefix(err.Error(), "http.auth_token_file: ") {
 			t.Fatalf("Start = %v, want an error naming http.auth_token_file", err)
