@@ -159,9 +159,6 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 			}
 		}
 	}
-	if err := s.topics.admit(req.broker, req.topic, req.topics); err != nil {
-		return sendRequest{}, err
-	}
 	switch v := q.val[pMode]; v {
 	case "", modeBatch:
 	case modeSequential:
@@ -189,6 +186,10 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 			}
 			req.body = body
 		}
+	}
+	// Last, so a request refused for another reason adds no topic names.
+	if err := s.topics.admit(req.broker, req.topic, req.topics); err != nil {
+		return sendRequest{}, err
 	}
 	return req, nil
 }

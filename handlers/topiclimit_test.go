@@ -21,6 +21,7 @@ func TestMaxDistinctTopics(t *testing.T) {
 	}{
 		{"names up to the limit, then 429, known names still served", 3, []step{
 			{"/send1?topic=a", 200}, {"/send1?topic=b", 200}, {"/send1?topic=a", 200},
+			{"/send1?topic=x&mode=bogus", 400}, // refused otherwise: x is not counted
 			{"/send1?topic=c", 200}, {"/send1?topic=d", 429}, {"/send1?topic=b", 200},
 		}},
 		{"a spread counts each name", 4, []step{
