@@ -164,7 +164,6 @@ func New(o Options) *Server {
 		setup:          o.Setup,
 		reg:            o.Registry,
 		token:          newBearer(o.AuthToken),
-		topics:         newTopicLimit(o.MaxDistinctTopics),
 		adminSeparate:  o.AdminSeparate,
 	}
 	for _, e := range Endpoints() {
@@ -181,6 +180,7 @@ func New(o Options) *Server {
 		s.brokerNames = append(s.brokerNames, name)
 	}
 	sort.Strings(s.brokerNames)
+	s.topics = newTopicLimit(o.MaxDistinctTopics, s.brokerNames)
 	s.handler, s.admin = s.routes()
 	return s
 }
