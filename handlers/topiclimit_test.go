@@ -2,6 +2,8 @@ package handlers_test
 
 import (
 	"net/http"
+	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/mqtarget/mqtarget/handlers"
@@ -80,5 +82,37 @@ func TestMaxDistinctTopicsPerBroker(t *testing.T) {
 		if w := ts.do(http.MethodGet, st.target, ""); w.Code != st.status {
 			t.Errorf("%s: status %d, want %d: %s", st.target, w.Code, st.status, w.Body)
 		}
+	}
+}
+
+// TestMaxDistinctTopicsConcurrent: requests racing for the last names never take a broker past the limit,
+// and exactly the limit's worth of new names gets through.
+func TestMaxDistinctTopicsConcurrent(t *testing.T) {
+	const max, clients, perClient = 50, 8, 20
+	ts := newServer(t, newFake(1), func(o *handlers.Options) { o.MaxDistinctTopics = max })
+	codes := make(chan int, clients*perClient)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for i := range perClient {
+				codes <- ts.do(http.MethodGet, "/send1?topic=c"+strconv.Itoa(c)+"-"+strconv.Itoa(i), "").Code
+			}
+		})
+	}
+	wg.Wait()
+	close(codes)
+	n := map[int]int{}
+	for c := range codes {
+		n[c]++
+	}
+	if n[200] != max || n[429] != clients*perClient-max {
+		t.Errorf("statuses %v, want %d × 200 and %d × 429", n, max, clients*perClient-max)
+	}
+	topics := map[string]bool{}
+	for _, c := range ts.pub.Calls() {
+		topics[c.topic] = true
+	}
+	if len(topics) != max {
+		t.Errorf("published to %d topics, want %d", len(topics), max)
 	}
 }
