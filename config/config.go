@@ -28,6 +28,7 @@ type Config struct {
 	Async            Async         `yaml:"async"`
 	ShutdownLameDuck time.Duration `yaml:"shutdown_lame_duck" help:"on SIGINT/SIGTERM, how long /readyz answers 503 and every answer closes its connection before the shutdown starts (0: no lame-duck phase)"`
 	ShutdownGrace    time.Duration `yaml:"shutdown_grace" help:"on SIGINT/SIGTERM, how long to wait for in-flight requests and async publishes"`
+	Topics           Topics        `yaml:"topics"`
 	Log              Log           `yaml:"log"`
 	PProf            PProf         `yaml:"pprof"`
 
@@ -44,6 +45,13 @@ type HTTP struct {
 	MaxHeaderBytes    int           `yaml:"max_header_bytes" help:"largest request line plus headers in bytes; beyond it 431"`
 	MaxConnections    int           `yaml:"max_connections" help:"open HTTP connections at once; more wait in the listen backlog until one closes (0: no limit)"`
 	MaxRequests       int           `yaml:"max_requests" help:"send requests being handled at once; beyond it 503 with Retry-After at once (0: no limit)"`
+	AuthTokenFile     string        `yaml:"auth_token_file" help:"file holding a bearer token the send endpoints require (Authorization: Bearer <token>; else 401); read at start (empty: no token)"`
+	AdminAddr         string        `yaml:"admin_addr" help:"serve /healthz, /readyz and /metrics on this host:port instead of http.addr (empty: on http.addr)"`
+}
+
+// Topics bounds the topics clients can make mqtarget publish to.
+type Topics struct {
+	MaxDistinct int `yaml:"max_distinct" help:"distinct topic names each broker may be sent to since start (?topic=, ?topic2=, ?topics= spreads); past it 429 (0: no limit)"`
 }
 
 // Message configures generated payloads.
@@ -95,8 +103,11 @@ func Default() Config {
 		// (a load generator sends continuously), short enough not to delay Ctrl-C noticeably.
 		ShutdownLameDuck: 2 * time.Second,
 		ShutdownGrace:    10 * time.Second,
-		Log:              Log{Level: "info", Format: "text"},
-		Sections:         publishers.DefaultSections(),
+		// A ?topics= sweep up to 1000 fits; a runaway loop of new names stops there instead of filling
+		// the broker with topics.
+		Topics:   Topics{MaxDistinct: 1000},
+		Log:      Log{Level: "info", Format: "text"},
+		Sections: publishers.DefaultSections(),
 	}
 }
 
@@ -129,6 +140,17 @@ func (c Config) Validate() error {
 	}
 	if c.HTTP.MaxRequests < 0 {
 		add("http.max_requests", "must not be negative (0: no limit), got %d", c.HTTP.MaxRequests)
+	}
+	if c.HTTP.AdminAddr != "" {
+		if err := validateListenAddr(c.HTTP.AdminAddr); err != nil {
+			add("http.admin_addr", "%v", err)
+		} else if _, port, _ := net.SplitHostPort(c.HTTP.AdminAddr); port != "0" &&
+			(c.HTTP.AdminAddr == c.HTTP.Addr || c.HTTP.AdminAddr == c.PProf.Addr) {
+			add("http.admin_addr", "%q is http.addr or pprof.addr too; the admin routes need a listener of their own", c.HTTP.AdminAddr)
+		}
+	}
+	if c.Topics.MaxDistinct < 0 {
+		add("topics.max_distinct", "must not be negative (0: no limit), got %d", c.Topics.MaxDistinct)
 	}
 	if c.PProf.Addr != "" {
 		if err := validateListenAddr(c.PProf.Addr); err != nil {
@@ -199,6 +221,27 @@ func (c Config) validateBrokers() error {
 		errs = append(errs, fmt.Errorf("broker: unknown broker %q (known: %s)", c.Broker, strings.Join(publishers.BrokerNames(), ", ")))
 	}
 	return errors.Join(errs...)
+}
+
+// AuthToken reads the bearer token from http.auth_token_file, trimmed of surrounding white space (a
+// trailing newline is how editors and `echo` leave it); "" when the key is not set.
+func (h HTTP) AuthToken(readFile func(name string) ([]byte, error)) (string, error) {
+	if h.AuthTokenFile == "" {
+		return "", nil
+	}
+	b, err := readFile(h.AuthTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("http.auth_token_file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("http.auth_token_file: %s holds no token (empty after trimming white space)", h.AuthTokenFile)
+	}
+	if strings.ContainsFunc(tok, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		// A header value cannot carry it, so no client could ever send it.
+		return "", fmt.Errorf("http.auth_token_file: %s: the token must be printable ASCII without spaces", h.AuthTokenFile)
+	}
+	return tok, nil
 }
 
 // validateListenAddr accepts host:port and :port with a numeric port.

@@ -432,6 +432,9 @@ func TestValidateFieldNames(t *testing.T) {
 	}{
 		{"http.addr", func(c *config.Config) { c.HTTP.Addr = "no-port" }},
 		{"pprof.addr", func(c *config.Config) { c.PProf.Addr = "127.0.0.1" }},
+		{"http.admin_addr", func(c *config.Config) { c.HTTP.AdminAddr = "127.0.0.1" }},
+		{"http.admin_addr", func(c *config.Config) { c.HTTP.AdminAddr = c.HTTP.Addr }},
+		{"topics.max_distinct", func(c *config.Config) { c.Topics.MaxDistinct = -1 }},
 		{"broker", func(c *config.Config) { c.Broker = "" }},
 		{"topic", func(c *config.Config) { c.Topic = "" }},
 		{"topic2", func(c *config.Config) { c.Topic2 = "" }},
@@ -482,6 +485,8 @@ func TestValidateFieldNames(t *testing.T) {
 		c.HTTP.MaxHeaderBytes = 4096
 		c.HTTP.MaxConnections, c.HTTP.MaxRequests = 0, 0         // no limit
 		c.HTTP.Addr, c.PProf.Addr = "127.0.0.1:0", "127.0.0.1:0" // two ephemeral ports, not one
+		c.HTTP.AdminAddr = "127.0.0.1:0"
+		c.Topics.MaxDistinct = 0 // no limit
 		if err := c.Validate(); err != nil {
 			t.Errorf("Validate() = %v", err)
 		}
@@ -572,5 +577,47 @@ func TestLoadNilLookupEnv(t *testing.T) {
 	}
 	if cfg.Topic != "x" {
 		t.Errorf("Topic = %q", cfg.Topic)
+	}
+}
+
+func TestAuthToken(t *testing.T) {
+	files := map[string]string{
+		"token":   "s3cret-token\n",
+		"spaced":  "  \ts3cret\r\n\n",
+		"empty":   "",
+		"blank":   " \n\t\n",
+		"inner":   "two words\n",
+		"control": "a\x00b",
+	}
+	read := func(name string) ([]byte, error) {
+		if v, ok := files[name]; ok {
+			return []byte(v), nil
+		}
+		return nil, fmt.Errorf("open %s: no such file or directory", name)
+	}
+	for _, tc := range []struct {
+		name, file, want, wantErr string
+	}{
+		{name: "unset: no token", file: "", want: ""},
+		{name: "trailing newline trimmed", file: "token", want: "s3cret-token"},
+		{name: "surrounding white space trimmed", file: "spaced", want: "s3cret"},
+		{name: "empty file", file: "empty", wantErr: "holds no token"},
+		{name: "white space only", file: "blank", wantErr: "holds no token"},
+		{name: "space inside", file: "inner", wantErr: "printable ASCII"},
+		{name: "control character", file: "control", wantErr: "printable ASCII"},
+		{name: "missing file", file: "missing", wantErr: "no such file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := config.HTTP{AuthTokenFile: tc.file}.AuthToken(read)
+			if tc.wantErr != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), "http.auth_token_file: ") || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("AuthToken() = %q, %v; want an error naming http.auth_token_file with %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("AuthToken() = %q, %v; want %q", got, err, tc.want)
+			}
+		})
 	}
 }

@@ -39,18 +39,19 @@ func (p nopPub) Close() error                    { return nil }
 // constant reply.
 func BenchmarkEndpoints(b *testing.B) {
 	reg := prometheus.NewRegistry()
-	pub := publishers.NewMetrics(reg).Instrument("nsq", nopPub{hosts: []string{"a:1", "b:1", "c:1"}})
+	pub := publishers.NewMetrics(reg, nil).Instrument("nsq", nopPub{hosts: []string{"a:1", "b:1", "c:1"}})
 	srv := handlers.New(handlers.Options{
-		Publishers:     map[string]publishers.Publisher{"nsq": pub},
-		DefaultBroker:  "nsq",
-		Topic:          "t",
-		Topic2:         "t2",
-		MessageSize:    100,
-		MaxMessageSize: 1 << 20,
-		PublishTimeout: time.Second,
-		AsyncLimit:     1000,
-		Registry:       reg,
-		Log:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Publishers:        map[string]publishers.Publisher{"nsq": pub},
+		DefaultBroker:     "nsq",
+		Topic:             "t",
+		Topic2:            "t2",
+		MaxDistinctTopics: 1000, // the default, as in production
+		MessageSize:       100,
+		MaxMessageSize:    1 << 20,
+		PublishTimeout:    time.Second,
+		AsyncLimit:        1000,
+		Registry:          reg,
+		Log:               slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	for _, path := range []string{"/healthz", "/send1", "/send2", "/send2Topic", "/sendAsync", "/sendAsyncWait", "/send3Host", "/send1?size=1024&topics=10"} {
 		b.Run(path, func(b *testing.B) {
@@ -88,7 +89,7 @@ func BenchmarkNSQ(b *testing.B) {
 	b.Cleanup(func() { _ = nsq.Close() })
 	reg := prometheus.NewRegistry()
 	srv := handlers.New(handlers.Options{
-		Publishers:     map[string]publishers.Publisher{"nsq": publishers.NewMetrics(reg).Instrument("nsq", nsq)},
+		Publishers:     map[string]publishers.Publisher{"nsq": publishers.NewMetrics(reg, nil).Instrument("nsq", nsq)},
 		DefaultBroker:  "nsq",
 		Topic:          "bench#ephemeral",
 		Topic2:         "bench2#ephemeral",

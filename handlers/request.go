@@ -187,6 +187,10 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 			req.body = body
 		}
 	}
+	// Last, so a request refused for another reason adds no topic names.
+	if err := s.topics.admit(req.broker, req.topic, req.topics); err != nil {
+		return sendRequest{}, err
+	}
 	return req, nil
 }
 

@@ -97,6 +97,9 @@ func (s *Server) send2Topic(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.topics.admit(req.broker, req.topic2, req.topics); err != nil { // only this endpoint uses topic2
+		return err
+	}
 	// Both topics share the request's spread index, so a sweep touches N topics of each kind.
 	k := s.spread(&req)
 	topic1, topic2 := topicAt(req.topic, k), topicAt(req.topic2, k)

@@ -37,7 +37,14 @@ type Options struct {
 	// MaxRequests bounds the send requests in their handlers at once; beyond it 503. 0: no bound.
 	MaxRequests int
 	Registry    *prometheus.Registry // metrics are registered here and served on /metrics
-	Log         *slog.Logger
+	// AuthToken, when set, is the bearer token the send endpoints require (401 without it).
+	AuthToken string
+	// AdminSeparate takes the admin routes (/healthz, /readyz, /metrics) off ServeHTTP; AdminHandler
+	// serves them instead, on a listener of their own.
+	AdminSeparate bool
+	// MaxDistinctTopics bounds the distinct topics each broker is sent to since start; 0: no bound.
+	MaxDistinctTopics int
+	Log               *slog.Logger
 	// Setup is shown on / as the effective broker setup (hosts, embedded or not, …).
 	Setup any
 }
@@ -57,11 +64,16 @@ type Server struct {
 	maxRequests    int64
 	requests       atomic.Int64 // send requests in their handlers
 	lameDuck       atomic.Bool
+	token          *bearer // nil: no token required
+	topics         *topicLimit
+	adminSeparate  bool
+	admin          http.Handler // the admin routes when adminSeparate, else nil
 	log            *slog.Logger
 	setup          any
 	reg            *prometheus.Registry
 	sends          []Endpoint // the index's "endpoints"
 	other          []string   // the index's "other"
+	adminPaths     []string   // the index's "admin": routes on the admin listener
 	handler        http.Handler
 }
 
@@ -72,6 +84,8 @@ type Endpoint struct {
 	Methods []string `json:"methods"`
 	// Send marks the send endpoints (listed under "endpoints" on /); the others are listed under "other".
 	Send bool `json:"-"`
+	// Admin marks the routes that move to http.admin_addr when it is set.
+	Admin bool `json:"-"`
 }
 
 // route is one row of the endpoint table: what the index and the docs show, and the handler. The
@@ -89,7 +103,8 @@ var (
 // send is a send endpoint's row; h builds its handler once per Server, so per-route state such as
 // /send3Host's round-robin lives as long as the Server.
 func send(path, summary string, h func(s *Server) handlerFunc) route {
-	return route{Endpoint{path, summary, sendMethods, true}, func(s *Server) http.Handler { return s.adapt(s.limit(h(s))) }}
+	return route{Endpoint{path, summary, sendMethods, true, false},
+		func(s *Server) http.Handler { return s.adapt(s.auth(s.limit(h(s)))) }}
 }
 
 // routeTable is the one list of routes: the router, the index (GET /) and the README check in
@@ -109,15 +124,15 @@ var routeTable = []route{
 		func(s *Server) handlerFunc { return s.sendNHost(2) }),
 	send("/send3Host", "1 message, round-robin over the first 3 hosts",
 		func(s *Server) handlerFunc { return s.sendNHost(3) }),
-	{Endpoint{"/healthz", "200 while the process serves", getHead, false},
+	{Endpoint{"/healthz", "200 while the process serves", getHead, false, true},
 		func(*Server) http.Handler { return http.HandlerFunc(healthz) }},
-	{Endpoint{"/readyz", "200 when every host of every broker answers a ping, else 503 with the failures; 503 during a shutdown's lame-duck phase", getHead, false},
+	{Endpoint{"/readyz", "200 when every host of every broker answers a ping, else 503 with the failures; 503 during a shutdown's lame-duck phase", getHead, false, true},
 		func(s *Server) http.Handler { return http.HandlerFunc(s.readyz) }},
-	{Endpoint{"/metrics", "Prometheus metrics (OpenMetrics and native histograms negotiated)", []string{http.MethodGet}, false},
+	{Endpoint{"/metrics", "Prometheus metrics (OpenMetrics and native histograms negotiated)", []string{http.MethodGet}, false, true},
 		func(s *Server) http.Handler {
 			return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg, EnableOpenMetrics: true})
 		}},
-	{Endpoint{"/", "this index: endpoints, parameters and the effective broker setup", []string{http.MethodGet}, false},
+	{Endpoint{"/", "this index: endpoints, parameters and the effective broker setup", []string{http.MethodGet}, false, false},
 		func(s *Server) http.Handler { return http.HandlerFunc(s.index) }},
 }
 
@@ -148,11 +163,16 @@ func New(o Options) *Server {
 		log:            o.Log,
 		setup:          o.Setup,
 		reg:            o.Registry,
+		token:          newBearer(o.AuthToken),
+		adminSeparate:  o.AdminSeparate,
 	}
 	for _, e := range Endpoints() {
-		if e.Send {
+		switch {
+		case e.Send:
 			s.sends = append(s.sends, e)
-		} else {
+		case e.Admin && s.adminSeparate:
+			s.adminPaths = append(s.adminPaths, e.Path)
+		default:
 			s.other = append(s.other, e.Path)
 		}
 	}
@@ -160,9 +180,14 @@ func New(o Options) *Server {
 		s.brokerNames = append(s.brokerNames, name)
 	}
 	sort.Strings(s.brokerNames)
-	s.handler = s.routes()
+	s.topics = newTopicLimit(o.MaxDistinctTopics, s.brokerNames)
+	s.handler, s.admin = s.routes()
 	return s
 }
+
+// AdminHandler serves the admin routes (/healthz, /readyz, /metrics) when Options.AdminSeparate is set,
+// for a listener of their own; nil otherwise (ServeHTTP serves them).
+func (s *Server) AdminHandler() http.Handler { return s.admin }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -233,7 +258,9 @@ var retryAfter = []string{"1"}
 // DrainAsync refuses new async publishes and waits for those in flight until ctx ends.
 func (s *Server) DrainAsync(ctx context.Context) AsyncStats { return s.async.drain(ctx) }
 
-func (s *Server) routes() http.Handler {
+// routes builds the main router and, with adminSeparate, the admin router, both from routeTable: each
+// row goes to exactly one of them.
+func (s *Server) routes() (main, admin http.Handler) {
 	reg := s.reg
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:                            "mqtarget_http_request_duration_seconds",
@@ -273,22 +300,35 @@ func (s *Server) routes() http.Handler {
 		}, func() float64 { return float64(c.v()) }))
 	}
 
-	r := chi.NewRouter()
-	r.NotFound(s.adapt(func(w http.ResponseWriter, r *http.Request) error {
-		return &Error{Status: http.StatusNotFound, Msg: "no such endpoint " + r.URL.Path + "; GET / lists them"}
-	}))
-	r.MethodNotAllowed(s.adapt(func(w http.ResponseWriter, r *http.Request) error {
-		return &Error{Status: http.StatusMethodNotAllowed, Msg: r.Method + " is not allowed on " + r.URL.Path}
-	}))
+	newRouter := func() *chi.Mux {
+		r := chi.NewRouter()
+		r.NotFound(s.adapt(func(w http.ResponseWriter, r *http.Request) error {
+			return &Error{Status: http.StatusNotFound, Msg: "no such endpoint " + r.URL.Path + "; GET / lists them"}
+		}))
+		r.MethodNotAllowed(s.adapt(func(w http.ResponseWriter, r *http.Request) error {
+			return &Error{Status: http.StatusMethodNotAllowed, Msg: r.Method + " is not allowed on " + r.URL.Path}
+		}))
+		return r
+	}
+	mainR := newRouter()
+	var adminR *chi.Mux
+	if s.adminSeparate {
+		adminR = newRouter()
+		admin = adminR
+	}
 	// Each route is instrumented with its pattern as the label, so paths never become labels.
 	for _, rt := range routeTable {
 		h := promhttp.InstrumentHandlerInFlight(inFlight,
 			promhttp.InstrumentHandlerDuration(duration.MustCurryWith(prometheus.Labels{"route": rt.Path}), rt.handler(s)))
+		r := mainR
+		if rt.Admin && adminR != nil {
+			r = adminR
+		}
 		for _, m := range rt.Methods {
 			r.Method(m, rt.Path, h)
 		}
 	}
-	return r
+	return mainR, admin
 }
 
 func healthz(w http.ResponseWriter, _ *http.Request) {
@@ -373,6 +413,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		"publish_timeout": s.publishTimeout.String(),
 		"async_limit":     s.async.limit,
 		"other":           s.other,
+		"admin":           s.adminPaths, // null unless http.admin_addr is set
 	}, "", "  ")
 	writeJSON(w, http.StatusOK, append(body, '\n'))
 }

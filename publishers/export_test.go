@@ -1,6 +1,9 @@
 package publishers
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // IgnoreNSQSizeLimit makes p's connections forget nsqd's message size limit, so a test can send what
 // nsqd refuses and closes the connection for.
@@ -41,3 +44,6 @@ func NSQCommands(p *NSQ) (n uint64) {
 	}
 	return n
 }
+
+// SetFailureLogInterval lets tests move the failure log's rate limit instead of waiting for it.
+func (m *Metrics) SetFailureLogInterval(d time.Duration) { m.logEvery = d }

@@ -2,6 +2,9 @@ package publishers
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,9 +19,14 @@ const (
 
 var (
 	modes = []string{ModeSync, ModeBatch, ModeAsync}
-	// results are the "result" label values, "ok" first (resultIndex relies on it).
-	results = [...]string{"ok", "timeout", "rejected", "unavailable", "canceled", "error"}
+	// results are the "result" label values, "ok" first (resultIndex relies on it): the error kinds,
+	// never error text, so the label stays bounded.
+	results = [...]string{"ok", "timeout", "rejected", "unavailable", "closed", "canceled", "error"}
 )
+
+// FailureLogInterval is how often a failure is logged at most per broker, host and result; the ones in
+// between are counted and the count is logged with the next one.
+const FailureLogInterval = 10 * time.Second
 
 // LatencyBuckets are the classic histogram buckets for request and publish latencies: 25µs to ~13s,
 // fine enough to tell 200µs from 300µs. Native histograms are exported alongside them.
@@ -28,11 +36,16 @@ var LatencyBuckets = prometheus.ExponentialBucketsRange(25e-6, 13, 30)
 type Metrics struct {
 	duration *prometheus.HistogramVec
 	messages *prometheus.CounterVec
+	log      *slog.Logger // failed publishes, rate-limited; nil: not logged
+	logEvery time.Duration
 }
 
-// NewMetrics registers the publish metrics on reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics registers the publish metrics on reg; failed publishes are logged on log (nil: not logged),
+// at most once per FailureLogInterval per broker, host and result.
+func NewMetrics(reg prometheus.Registerer, log *slog.Logger) *Metrics {
 	m := &Metrics{
+		log:      log,
+		logEvery: FailureLogInterval,
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:                            "mqtarget_publish_duration_seconds",
 			Help:                            "Time from handing messages to the broker client until the broker acknowledged them (or the publish failed), per publish call.",
@@ -43,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"broker", "host", "mode"}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mqtarget_publish_messages_total",
-			Help: "Messages published, by outcome (ok, timeout, rejected, unavailable, canceled, error).",
+			Help: "Messages published, by outcome (ok, timeout, rejected, unavailable, closed, canceled, error).",
 		}, []string{"broker", "host", "mode", "result"}),
 	}
 	reg.MustRegister(m.duration, m.messages)
@@ -57,8 +70,12 @@ func (m *Metrics) Instrument(broker string, p Publisher) Publisher {
 	// Resolve every label combination once so the hot path does no label lookups.
 	for h, addr := range hosts {
 		ip.obs[h] = make([]modeObs, len(modes))
+		var fails *hostFailures
+		if m.log != nil {
+			fails = &hostFailures{log: m.log.With("broker", broker, "host", addr), every: &m.logEvery, epoch: ip.epoch}
+		}
 		for i, mode := range modes {
-			mo := modeObs{duration: m.duration.WithLabelValues(broker, addr, mode)}
+			mo := modeObs{duration: m.duration.WithLabelValues(broker, addr, mode), mode: mode, fails: fails}
 			for ri, r := range results {
 				mo.results[ri] = m.messages.WithLabelValues(broker, addr, mode, r)
 			}
@@ -71,20 +88,56 @@ func (m *Metrics) Instrument(broker string, p Publisher) Publisher {
 type modeObs struct {
 	duration prometheus.Observer
 	results  [len(results)]prometheus.Counter // indexed like results
+	mode     string
+	fails    *hostFailures // shared by the host's modes; nil: failures are not logged
 }
 
 func (o *modeObs) observe(took time.Duration, n int, err error) {
 	o.duration.Observe(took.Seconds())
-	o.results[resultIndex(err)].Add(float64(n))
+	ri := resultIndex(err)
+	o.results[ri].Add(float64(n))
+	if ri != 0 && o.fails != nil {
+		o.fails.record(ri, o.mode, n, err)
+	}
 }
 
-// resultIndex is the index of Result(err) in results; an array index instead of a map lookup keeps
+// hostFailures logs one host's failed publishes: the first of each result at once, then at most one
+// per FailureLogInterval with the number left unlogged in between, so an outage cannot flood the log
+// and a single odd failure (an async publish no client waits for) still leaves a trace.
+type hostFailures struct {
+	log   *slog.Logger
+	every *time.Duration // the Metrics' logEvery
+	epoch time.Time
+	mu    sync.Mutex
+	last  [len(results)]time.Duration // since epoch, of the last logged failure; 0: none yet
+	held  [len(results)]int64         // failed messages not logged since
+}
+
+func (f *hostFailures) record(ri int, mode string, n int, err error) {
+	now := time.Since(f.epoch) + 1 // +1: never 0, which means "none yet"
+	f.mu.Lock()
+	if f.last[ri] != 0 && now-f.last[ri] < *f.every {
+		f.held[ri] += int64(n)
+		f.mu.Unlock()
+		return
+	}
+	held := f.held[ri]
+	f.last[ri], f.held[ri] = now, 0
+	f.mu.Unlock()
+	f.log.Warn("publish failed", "result", results[ri], "mode", mode, "messages", n, "err", err,
+		"unlogged_since_last", held)
+}
+
+// resultIndex is the index of err's result in results; an array index instead of a map lookup keeps
 // the decorator cheap on the hot path, where err is nil.
 func resultIndex(err error) int {
 	if err == nil {
 		return 0
 	}
 	r := Result(err)
+	if r == "unavailable" && errors.Is(err, ErrClosed) {
+		r = "closed" // our own shutdown, not the broker's failure
+	}
 	for i, name := range results {
 		if name == r {
 			return i

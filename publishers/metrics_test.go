@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -115,7 +118,7 @@ func snapshot(t *testing.T, reg *prometheus.Registry) (map[string]float64, map[s
 func TestInstrument(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	stub := &stubPub{hosts: []string{"a:4150", "b:4150"}}
-	p := publishers.NewMetrics(reg).Instrument("nsq", stub)
+	p := publishers.NewMetrics(reg, nil).Instrument("nsq", stub)
 	ctx := context.Background()
 
 	// Every label combination exists (at zero) before any publish, so dashboards see them at once.
@@ -127,8 +130,8 @@ func TestInstrument(t *testing.T) {
 	for _, mf := range mfs {
 		series[mf.GetName()] = len(mf.GetMetric())
 	}
-	if series["mqtarget_publish_messages_total"] != 2*3*6 || series["mqtarget_publish_duration_seconds"] != 2*3 {
-		t.Errorf("pre-created series %v, want 36 counters and 6 histograms", series)
+	if series["mqtarget_publish_messages_total"] != 2*3*7 || series["mqtarget_publish_duration_seconds"] != 2*3 {
+		t.Errorf("pre-created series %v, want 42 counters and 6 histograms", series)
 	}
 
 	steps := []struct {
@@ -189,16 +192,17 @@ func TestInstrument(t *testing.T) {
 
 	counters, hists := snapshot(t, reg)
 	wantCounters := map[string]float64{
-		counterKey("a:4150", "sync", "ok"):           2,
-		counterKey("b:4150", "sync", "unavailable"):  2,
-		counterKey("a:4150", "sync", "timeout"):      1,
-		counterKey("b:4150", "batch", "ok"):          3,
-		counterKey("a:4150", "batch", "rejected"):    2,
-		counterKey("a:4150", "sync", "canceled"):     1,
-		counterKey("a:4150", "sync", "error"):        1,
-		counterKey("a:4150", "async", "unavailable"): 1,
-		counterKey("b:4150", "async", "ok"):          1,
-		counterKey("b:4150", "async", "timeout"):     1,
+		counterKey("a:4150", "sync", "ok"):          2,
+		counterKey("b:4150", "sync", "unavailable"): 1,
+		counterKey("b:4150", "sync", "closed"):      1,
+		counterKey("a:4150", "sync", "timeout"):     1,
+		counterKey("b:4150", "batch", "ok"):         3,
+		counterKey("a:4150", "batch", "rejected"):   2,
+		counterKey("a:4150", "sync", "canceled"):    1,
+		counterKey("a:4150", "sync", "error"):       1,
+		counterKey("a:4150", "async", "closed"):     1,
+		counterKey("b:4150", "async", "ok"):         1,
+		counterKey("b:4150", "async", "timeout"):    1,
 	}
 	wantHists := map[string]uint64{
 		histKey("a:4150", "sync"):  5,
@@ -250,7 +254,7 @@ func BenchmarkMetrics(b *testing.B) {
 		pub  publishers.Publisher
 	}{
 		{"bare", raw},
-		{"instrumented", publishers.NewMetrics(prometheus.NewRegistry()).Instrument("nsq", raw)},
+		{"instrumented", publishers.NewMetrics(prometheus.NewRegistry(), nil).Instrument("nsq", raw)},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			ctx, body := context.Background(), []byte("x")
@@ -261,5 +265,104 @@ func BenchmarkMetrics(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// logRecorder keeps the records logged through it.
+type logRecorder struct {
+	mu      sync.Mutex
+	records []map[string]string // attribute values by key, with "msg"
+	attrs   []slog.Attr
+}
+
+func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecorder) WithGroup(string) slog.Handler            { return h }
+func (h *logRecorder) WithAttrs(as []slog.Attr) slog.Handler {
+	return &logRecorderView{h, append(append([]slog.Attr(nil), h.attrs...), as...)}
+}
+func (h *logRecorder) Handle(_ context.Context, r slog.Record) error { return h.handle(h.attrs, r) }
+
+func (h *logRecorder) handle(attrs []slog.Attr, r slog.Record) error {
+	m := map[string]string{"msg": r.Message, "level": r.Level.String()}
+	for _, a := range attrs {
+		m[a.Key] = a.Value.String()
+	}
+	r.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.String(); return true })
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, m)
+	return nil
+}
+
+func (h *logRecorder) lines() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, m := range h.records {
+		out = append(out, fmt.Sprintf("%s %s %s %s mode=%s messages=%s unlogged=%s", m["level"], m["host"], m["result"], m["err"],
+			m["mode"], m["messages"], m["unlogged_since_last"]))
+	}
+	return out
+}
+
+// logRecorderView is a logRecorder with attributes added by With.
+type logRecorderView struct {
+	*logRecorder
+	attrs []slog.Attr
+}
+
+func (v *logRecorderView) WithAttrs(as []slog.Attr) slog.Handler {
+	return &logRecorderView{v.logRecorder, append(append([]slog.Attr(nil), v.attrs...), as...)}
+}
+func (v *logRecorderView) Handle(_ context.Context, r slog.Record) error { return v.handle(v.attrs, r) }
+
+// TestFailureLog: a failed publish is logged with its broker, host, result and error, sync or async;
+// further failures of the same host and result within the interval are only counted, and the count
+// comes with the next logged one; other hosts and results are logged apart.
+func TestFailureLog(t *testing.T) {
+	rec := &logRecorder{}
+	m := publishers.NewMetrics(prometheus.NewRegistry(), slog.New(rec))
+	stub := &stubPub{hosts: []string{"a:1", "b:1"}}
+	p := m.Instrument("nsq", stub)
+	ctx := context.Background()
+	rejected := wrapKind(publishers.ErrRejected, "E_BAD_MESSAGE")
+	asyncFail := func(host int, err error) {
+		t.Helper()
+		stub.set(nil, err)
+		if err := p.PublishAsync(host, "t", nil, func(error) {}); err != nil {
+			t.Fatal(err)
+		}
+		stub.releaseAll()
+	}
+
+	asyncFail(0, wrapKind(publishers.ErrTimeout, "no answer")) // logged: first timeout on a
+	asyncFail(0, wrapKind(publishers.ErrTimeout, "no answer")) // held
+	stub.set(wrapKind(publishers.ErrTimeout, "no answer"), nil)
+	_ = p.PublishBatch(ctx, 0, "t", [][]byte{{1}, {2}}) // held: same host and result, another mode
+	stub.set(rejected, nil)
+	_ = p.Publish(ctx, 0, "t", nil)                        // logged: first rejection on a
+	_ = p.Publish(ctx, 1, "t", nil)                        // logged: first rejection on b
+	asyncFail(1, nil)                                      // ok: never logged
+	m.SetFailureLogInterval(0)                             // as if the interval had passed
+	asyncFail(0, wrapKind(publishers.ErrTimeout, "again")) // logged, with the 3 held messages
+	asyncFail(0, wrapKind(publishers.ErrTimeout, "again")) // logged, nothing held since
+
+	want := []string{
+		"WARN a:1 timeout no answer: publish timed out mode=async messages=1 unlogged=0",
+		"WARN a:1 rejected E_BAD_MESSAGE: broker rejected the message mode=sync messages=1 unlogged=0",
+		"WARN b:1 rejected E_BAD_MESSAGE: broker rejected the message mode=sync messages=1 unlogged=0",
+		"WARN a:1 timeout again: publish timed out mode=async messages=1 unlogged=3",
+		"WARN a:1 timeout again: publish timed out mode=async messages=1 unlogged=0",
+	}
+	if got := rec.lines(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("log\n got %q\nwant %q", got, want)
+	}
+	for _, r := range rec.records {
+		if r["broker"] != "nsq" || r["msg"] != "publish failed" {
+			t.Errorf("record %v lacks broker=nsq or its message", r)
+		}
+	}
+	if publishers.FailureLogInterval != 10*time.Second {
+		t.Errorf("FailureLogInterval = %v; README says 10 s", publishers.FailureLogInterval)
 	}
 }

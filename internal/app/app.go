@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,14 +33,20 @@ type App struct {
 	handlers      *handlers.Server
 	http          *http.Server
 	ln            net.Listener
-	served        chan error // receives Serve's result once
-	pprof         *profiler  // nil unless pprof.addr is set
+	served        chan error  // receives Serve's result once
+	admin         *sideServer // nil unless http.admin_addr is set
+	pprof         *sideServer // nil unless pprof.addr is set
 }
 
 // Start starts the brokers' publishers in registry order (with embedded brokers where the configuration
-// gives no addresses), the HTTP server and, when pprof.addr is set, the pprof server.
+// gives no addresses), the HTTP server and, when they are set, the admin and pprof servers.
 func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	// Read before any broker starts, so a bad token file costs nothing.
+	token, err := cfg.HTTP.AuthToken(os.ReadFile)
+	if err != nil {
 		return nil, err
 	}
 	a := &App{cfg: cfg, log: log, served: make(chan error, 1)}
@@ -48,13 +55,16 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 			if a.ln != nil {
 				_ = a.ln.Close()
 			}
+			if a.admin != nil {
+				_ = a.admin.ln.Close()
+			}
 			a.closeBrokers()
 		}
 	}()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := publishers.NewMetrics(reg)
+	metrics := publishers.NewMetrics(reg, log)
 
 	pubs := map[string]publishers.Publisher{}
 	setup := map[string]any{}
@@ -84,19 +94,22 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	}
 
 	a.handlers = handlers.New(handlers.Options{
-		Publishers:     pubs,
-		DefaultBroker:  cfg.Broker,
-		Topic:          cfg.Topic,
-		Topic2:         cfg.Topic2,
-		MessageSize:    cfg.Message.Size,
-		MaxMessageSize: cfg.Message.MaxSize,
-		PublishTimeout: cfg.PublishTimeout,
-		AsyncLimit:     cfg.Async.MaxInFlight,
-		ReadTimeout:    cfg.HTTP.ReadTimeout,
-		MaxRequests:    cfg.HTTP.MaxRequests,
-		Registry:       reg,
-		Log:            log,
-		Setup:          setup,
+		Publishers:        pubs,
+		DefaultBroker:     cfg.Broker,
+		Topic:             cfg.Topic,
+		Topic2:            cfg.Topic2,
+		MessageSize:       cfg.Message.Size,
+		MaxMessageSize:    cfg.Message.MaxSize,
+		PublishTimeout:    cfg.PublishTimeout,
+		AsyncLimit:        cfg.Async.MaxInFlight,
+		ReadTimeout:       cfg.HTTP.ReadTimeout,
+		MaxRequests:       cfg.HTTP.MaxRequests,
+		AuthToken:         token,
+		AdminSeparate:     cfg.HTTP.AdminAddr != "",
+		MaxDistinctTopics: cfg.Topics.MaxDistinct,
+		Registry:          reg,
+		Log:               log,
+		Setup:             setup,
 	})
 	a.ln, err = net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
@@ -105,12 +118,21 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	if cfg.HTTP.MaxConnections > 0 {
 		a.ln = newLimitListener(a.ln, cfg.HTTP.MaxConnections)
 	}
+	if cfg.HTTP.AdminAddr != "" {
+		if a.admin, err = listenSide("http.admin_addr", cfg.HTTP.AdminAddr, a.handlers.AdminHandler(), log); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.PProf.Addr != "" {
 		if a.pprof, err = listenPprof(cfg.PProf.Addr, log); err != nil {
 			return nil, err
 		}
 		a.pprof.serve()
 		log.Info("pprof listening", "addr", a.pprof.ln.Addr().String())
+	}
+	if a.admin != nil {
+		a.admin.serve()
+		log.Info("admin routes listening", "addr", a.admin.ln.Addr().String(), "routes", "/healthz /readyz /metrics")
 	}
 	// No ReadTimeout: the handlers bound the body themselves (handlers.Options.ReadTimeout says why).
 	a.http = &http.Server{
@@ -127,6 +149,15 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 
 // Addr is the address the HTTP server listens on.
 func (a *App) Addr() string { return a.ln.Addr().String() }
+
+// AdminAddr is the address /healthz, /readyz and /metrics are served on: http.admin_addr's listener, or
+// the HTTP server's when it is not set.
+func (a *App) AdminAddr() string {
+	if a.admin == nil {
+		return a.Addr()
+	}
+	return a.admin.ln.Addr().String()
+}
 
 // PprofAddr is the address net/http/pprof is served on, or "" when pprof.addr is not set.
 func (a *App) PprofAddr() string {
@@ -173,7 +204,9 @@ func (a *App) lameDuck() {
 }
 
 // Shutdown stops accepting connections, lets in-flight requests finish, waits for async publishes,
-// then closes the publishers, the embedded brokers and the pprof server; all within ctx.
+// then closes the publishers, the embedded brokers, the admin server and the pprof server; all within ctx.
+// The admin server stops after the brokers, so /readyz (503 since the lame-duck phase) and /metrics
+// can be read until the end.
 func (a *App) Shutdown(ctx context.Context) error {
 	start := time.Now()
 	a.log.Info("shutting down: no new connections, finishing in-flight requests")
@@ -190,8 +223,11 @@ func (a *App) Shutdown(ctx context.Context) error {
 		"abandoned", st.Abandoned, "rejected_429", st.Rejected)
 	a.closeBrokers()
 	// pprof goes last, so a slow shutdown can still be profiled.
-	if a.pprof != nil {
-		if err := a.pprof.shutdown(ctx); err != nil {
+	for _, side := range []*sideServer{a.admin, a.pprof} {
+		if side == nil {
+			continue
+		}
+		if err := side.shutdown(ctx); err != nil {
 			httpErr = errors.Join(httpErr, err)
 		}
 	}

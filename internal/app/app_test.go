@@ -192,27 +192,36 @@ func TestPprof(t *testing.T) {
 	}
 }
 
-// TestPprofListenError: a pprof.addr that cannot be bound fails Start naming the setting, and releases
-// the HTTP listener it had opened.
-func TestPprofListenError(t *testing.T) {
+// TestSideListenError: a pprof.addr or http.admin_addr that cannot be bound fails Start naming the
+// setting, and releases the listeners opened before it.
+func TestSideListenError(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	cfg := config.Default()
-	cfg.HTTP.Addr = "127.0.0.1:0"
-	cfg.PProf.Addr = busy.Addr().String()
-	cfg.NSQ.Hosts = []string{"127.0.0.1:1"}
-	cfg.STOMP.Hosts = []string{"127.0.0.1:1"}
-	before := listeningPorts(t)
-	_, err = Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err == nil || !strings.HasPrefix(err.Error(), "pprof.addr: ") {
-		t.Fatalf("Start = %v, want an error naming pprof.addr", err)
-	}
-	for p := range listeningPorts(t) {
-		if !before[p] {
-			t.Errorf("port %d left listening after the failed Start", p)
-		}
+	for _, tc := range []struct {
+		name, key string
+		set       func(c *config.Config)
+	}{
+		{"pprof", "pprof.addr", func(c *config.Config) { c.PProf.Addr = busy.Addr().String() }},
+		{"admin", "http.admin_addr", func(c *config.Config) { c.HTTP.AdminAddr = busy.Addr().String() }},
+		{"pprof after admin bound", "pprof.addr", func(c *config.Config) {
+			c.HTTP.AdminAddr = "127.0.0.1:0"
+			c.PProf.Addr = busy.Addr().String()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := listeningPorts(t)
+			_, err := Start(testConfig(tc.set), slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err == nil || !strings.HasPrefix(err.Error(), tc.key+": ") {
+				t.Fatalf("Start = %v, want an error naming %s", err, tc.key)
+			}
+			for p := range listeningPorts(t) {
+				if !before[p] {
+					t.Errorf("port %d left listening after the failed Start", p)
+				}
+			}
+		})
 	}
 }

@@ -19,16 +19,22 @@ import (
 // startApp starts mqtarget on an ephemeral port with external brokers that are never dialled at start.
 func startApp(t *testing.T, mod func(*config.Config)) *App {
 	t.Helper()
+	a, err := Start(testConfig(mod), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return a
+}
+
+// testConfig is the default configuration on an ephemeral port with external brokers that are never
+// dialled at start, changed by mod.
+func testConfig(mod func(*config.Config)) config.Config {
 	cfg := config.Default()
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.NSQ.Hosts = []string{"127.0.0.1:1"}
 	cfg.STOMP.Hosts = []string{"127.0.0.1:1"}
 	mod(&cfg)
-	a, err := Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	return a
+	return cfg
 }
 
 // keepAliveClient sends requests one after the other on one connection until an answer says

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs every fuzz target of the module (every `func FuzzXxx(f *testing.F)` in a _test.go file) for a
+# short fixed time each, one after the other. The seed corpora (f.Add and testdata/fuzz/) run first, as
+# part of each target's run. A failing input is written to the package's testdata/fuzz/<Target>/ by go
+# test; commit it with the fix, so it stays a regression case.
+#
+#   scripts/fuzz.sh [package-pattern]   default ./...
+#
+# Environment: FUZZTIME [10s] time per target (a go test -fuzztime value: 10s, 1m, 5000x)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+readonly FUZZTIME="${FUZZTIME:-10s}"
+pattern="${1:-./...}"
+
+failed=()
+count=0
+# go list names each package with its directory; the targets are found in its test files.
+while IFS=' ' read -r pkg dir; do
+    targets=$(grep -ho '^func Fuzz[A-Za-z0-9_]*(' "$dir"/*_test.go 2>/dev/null | sed 's/^func //; s/($//' | sort -u || true)
+    for t in $targets; do
+        count=$((count + 1))
+        echo "== $pkg $t ($FUZZTIME)"
+        if ! go test -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" "$pkg"; then
+            failed+=("$pkg $t")
+        fi
+    done
+done < <(go list -f '{{.ImportPath}} {{.Dir}}' "$pattern")
+
+if ((count == 0)); then
+    echo "fuzz.sh: no fuzz targets in $pattern" >&2
+    exit 1
+fi
+if ((${#failed[@]} > 0)); then
+    printf 'fuzz.sh: FAILED %s\n' "${failed[@]}" >&2
+    exit 1
+fi
+echo "fuzz.sh: $count targets, $FUZZTIME each: nothing found"
