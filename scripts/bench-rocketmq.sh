@@ -25,17 +25,10 @@ NAMESRV="127.0.0.1:${ROCKETMQ_NAMESRV_PORT:-9876}"
 BROKER_ADDR="127.0.0.1:${ROCKETMQ_BROKER_A_PORT:-10911}"
 SIZE=100
 
-log() { printf '[bench +%ss] %s\n' "$SECONDS" "$*" >&2; }
-die() { printf '[bench] ERROR: %s\n' "$*" >&2; exit 1; }
-
-if ! command -v wrk >/dev/null; then
-    if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
-        log "installing wrk (Debian package)"
-        apt-get install -y wrk >/dev/null
-    else
-        die "wrk not found: apt-get install wrk"
-    fi
-fi
+NAME=bench-rocketmq
+# shellcheck source=scripts/lib/broker.sh
+. scripts/lib/broker.sh
+command -v wrk >/dev/null || ensure_packages wrk
 command -v java >/dev/null || die "java not found"
 
 TMP="$(mktemp -d)"
@@ -48,8 +41,11 @@ cleanup() {
         echo "--- mqtarget log (tail) ---" >&2
         tail -n 40 "$TMP/mqtarget.log" >&2
     fi
-    [[ -n "$JAVA_PID" ]] && kill "$JAVA_PID" 2>/dev/null || true
-    [[ -n "$MQT_PID" ]] && kill "$MQT_PID" 2>/dev/null && wait "$MQT_PID" 2>/dev/null || true
+    if [[ -n "$JAVA_PID" ]]; then kill "$JAVA_PID" 2>/dev/null || true; fi
+    if [[ -n "$MQT_PID" ]]; then
+        kill "$MQT_PID" 2>/dev/null || true
+        wait "$MQT_PID" 2>/dev/null || true
+    fi
     if ((STARTED_RMQ == 1)); then scripts/rocketmq.sh stop || true; fi
     rm -rf "$TMP"
 }
