@@ -168,3 +168,10 @@ wait_broker rocketmq
 step "go test"
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
 TMPDIR=$RUN/tmp go test -race -count=1 -timeout 20m ${GO_TEST_FLAGS:-} ./...
+
+step "memory"
+# What the brokers hold after the whole suite (README quotes these numbers).
+for b in artemis activemq rabbitmq; do
+  printf '%-9s %s\n' "$b" "$(scripts/$b.sh status | sed -n 's/^  rss: *//p' || true)"
+done
+scripts/rocketmq.sh status || true
