@@ -67,6 +67,7 @@ started=()
 declare -A starting=() # broker -> PID of its start command running in the background
 cleanup() {
   local rc=$? b left
+  step "stop"
   for b in "${!starting[@]}"; do
     wait "${starting[$b]}" 2>/dev/null || true # let a start finish (it is bounded) so stop finds its PID
   done
@@ -171,7 +172,8 @@ TMPDIR=$RUN/tmp go test -race -count=1 -timeout 20m ${GO_TEST_FLAGS:-} ./...
 
 step "memory"
 # What the brokers hold after the whole suite (README quotes these numbers).
-for b in artemis activemq rabbitmq; do
-  printf '%-9s %s\n' "$b" "$(scripts/$b.sh status | sed -n 's/^  rss: *//p' || true)"
+for b in ARTEMIS ACTIVEMQ RABBITMQ; do
+  f=MQTARGET_${b}_PIDFILE
+  printf '%-9s %s MiB\n' "${b,,}" "$(rss_mib "$(cat "${!f}" 2>/dev/null || echo none)")"
 done
 scripts/rocketmq.sh status || true

@@ -28,22 +28,30 @@ apt_get() {
 
 # ensure_packages PKG...: install the missing Debian packages with one `apt-get update` and one
 # `apt-get install`, without letting them start their services (policy-rc.d): the scripts run the
-# brokers as plain processes under their own directories.
+# brokers as plain processes under their own directories. Our own installs take turns (flock), so one
+# never removes the policy file while another is still installing; apt itself waits for the dpkg lock.
 ensure_packages() {
   local p missing=()
   for p in "$@"; do pkg_installed "$p" || missing+=("$p"); done
   ((${#missing[@]})) || return 0
   [[ $(id -u) == 0 ]] || die "missing Debian packages: ${missing[*]}; run: sudo apt-get install -y ${missing[*]}"
-  log "installing Debian packages: ${missing[*]}"
-  local policy=/usr/sbin/policy-rc.d created=0 rc=0
-  if [[ ! -e $policy ]]; then
-    printf '#!/bin/sh\nexit 101\n' >"$policy"
-    chmod +x "$policy"
-    created=1
+  exec 9>/run/lock/mqtarget-apt.lock
+  flock -w "${MQTARGET_APT_LOCK_TIMEOUT:-600}" 9 || die "another mqtarget install held /run/lock/mqtarget-apt.lock too long"
+  missing=()
+  for p in "$@"; do pkg_installed "$p" || missing+=("$p"); done # the one before us may have installed them
+  if ((${#missing[@]})); then
+    log "installing Debian packages: ${missing[*]}"
+    local policy=/usr/sbin/policy-rc.d created=0 rc=0
+    if [[ ! -e $policy ]]; then
+      printf '#!/bin/sh\nexit 101\n' >"$policy"
+      chmod +x "$policy"
+      created=1
+    fi
+    { apt_get update >&2 && apt_get install -y "${missing[@]}" >&2; } || rc=$?
+    ((created)) && rm -f "$policy"
+    ((rc == 0)) || die "apt-get install ${missing[*]} failed"
   fi
-  { apt_get update >&2 && apt_get install -y "${missing[@]}" >&2; } || rc=$?
-  ((created)) && rm -f "$policy"
-  ((rc == 0)) || die "apt-get install ${missing[*]} failed"
+  exec 9>&-
 }
 
 # --- processes ---------------------------------------------------------------
