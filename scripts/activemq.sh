@@ -2,21 +2,23 @@
 # Run a local ActiveMQ Classic broker (Debian's `activemq` package) with only a
 # STOMP connector on 127.0.0.1, as a plain java process (no Debian service).
 #
-# Usage: scripts/activemq.sh start|stop|status
+# Usage: scripts/activemq.sh start|stop|status|probe|packages
 #
-# start   apt-get install activemq when missing, write a private config
-#         (activemq.xml, log4j.properties) into the data dir, start the broker
-#         in the background and wait until a real STOMP probe passes
-# stop    SIGTERM the broker, SIGKILL after ACTIVEMQ_STOP_TIMEOUT seconds
-# status  print state, PID, RSS, STOMP address and credentials;
-#         exit 0 when running, 3 when not
+# start     apt-get install activemq when missing, write a private config
+#           (activemq.xml, log4j.properties) into the data dir, start the broker
+#           in the background and wait until a real STOMP probe passes
+# stop      SIGTERM the broker, SIGKILL after ACTIVEMQ_STOP_TIMEOUT seconds
+# status    print state, PID, RSS, STOMP address and credentials;
+#           exit 0 when running, 3 when not
+# probe     exit 0 when a STOMP probe with the login passes
+# packages  print the Debian packages start needs
 #
 # Environment (defaults):
-#   MQTARGET_CACHE          $HOME/.cache/mqtarget
-#   ACTIVEMQ_DATA           $MQTARGET_CACHE/activemq-instance   conf/, data/ (KahaDB), log/
+#   MQTARGET_DATA           ~/.local/state/mqtarget (see scripts/lib/broker.sh)
+#   ACTIVEMQ_DATA           $MQTARGET_DATA/activemq   conf/, data/ (KahaDB), log/
 #   ACTIVEMQ_STOMP_PORT     61614      (not 61613, so it can run beside Artemis)
-#   ACTIVEMQ_LOGIN          activemq   (STOMP login; anonymous is refused)
-#   ACTIVEMQ_PASSCODE       activemq
+#   ACTIVEMQ_LOGIN          mqtarget   (STOMP login; anonymous is refused)
+#   ACTIVEMQ_PASSCODE       mqtarget
 #   ACTIVEMQ_HEAP           512M       (-Xmx; -Xms is ACTIVEMQ_HEAP_MIN, 128M)
 #   ACTIVEMQ_STORE_LIMIT    4 gb       (KahaDB store usage limit)
 #   ACTIVEMQ_START_TIMEOUT  90         seconds until the STOMP probe must pass
@@ -25,32 +27,28 @@
 # No OpenWire, no JMX, no web console: the only listening socket is STOMP.
 set -euo pipefail
 
-SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-PROBE=$SCRIPT_DIR/stomp-probe.py
-
+NAME=activemq
+PACKAGES=activemq
+# shellcheck source=scripts/lib/broker.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/broker.sh"
 AMQ_HOME=/usr/share/activemq          # Debian package layout (dpkg -L activemq)
 AMQ_JAR=$AMQ_HOME/bin/activemq.jar    # -> /usr/share/java/activemq-run.jar, Main-Class org.apache.activemq.console.Main
 
-MQTARGET_CACHE=${MQTARGET_CACHE:-$HOME/.cache/mqtarget}
-ACTIVEMQ_DATA=$(realpath -m -- "${ACTIVEMQ_DATA:-$MQTARGET_CACHE/activemq-instance}")
-STOMP_HOST=127.0.0.1
+DATA=$(realpath -m -- "${ACTIVEMQ_DATA:-$MQTARGET_DATA/activemq}")
 STOMP_PORT=${ACTIVEMQ_STOMP_PORT:-61614}
-LOGIN=${ACTIVEMQ_LOGIN:-activemq}
-PASSCODE=${ACTIVEMQ_PASSCODE:-activemq}
+LOGIN=${ACTIVEMQ_LOGIN:-mqtarget}
+PASSCODE=${ACTIVEMQ_PASSCODE:-mqtarget}
 HEAP_MAX=${ACTIVEMQ_HEAP:-512M}
 HEAP_MIN=${ACTIVEMQ_HEAP_MIN:-128M}
 STORE_LIMIT=${ACTIVEMQ_STORE_LIMIT:-4 gb}
 START_TIMEOUT=${ACTIVEMQ_START_TIMEOUT:-90}
 STOP_TIMEOUT=${ACTIVEMQ_STOP_TIMEOUT:-30}
-
-CONF=$ACTIVEMQ_DATA/conf
-PIDFILE=$ACTIVEMQ_DATA/mqtarget-broker.pid
-RUNLOG=$ACTIVEMQ_DATA/log/mqtarget-run.log
-
-BROKER_NAME=activemq
-PID_MARK="-Dactivemq.base=$ACTIVEMQ_DATA " # the JVM command line names our data dir
+CONF=$DATA/conf
+PID_MARK="-Dactivemq.base=$DATA " # the JVM command line names our data dir
+VERSION=$(dpkg-query -W -f='${Version}' activemq 2>/dev/null || true)
+VERSION=${VERSION:-(not installed)}
 # shellcheck source=scripts/lib/stomp-broker.sh
-. "$SCRIPT_DIR/lib/stomp-broker.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/lib/stomp-broker.sh"
 
 xml_escape() {
   local s=$1
@@ -60,28 +58,10 @@ xml_escape() {
 
 # --- installation and configuration ----------------------------------------
 
-ensure_package() {
-  if [[ -r $AMQ_JAR && -d $AMQ_HOME/lib ]]; then return 0; fi
-  [[ $(id -u) == 0 ]] || die "package activemq is missing; run: sudo apt-get install -y activemq"
-  log "installing Debian package activemq"
-  # Do not let the package start its own service.
-  local policy=/usr/sbin/policy-rc.d created_policy=0
-  if [[ ! -e $policy ]]; then
-    printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod +x "$policy"; created_policy=1
-  fi
-  local rc=0
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q activemq >&2 || {
-    apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q activemq >&2
-  } || rc=$?
-  ((created_policy)) && rm -f "$policy"
-  ((rc == 0)) || die "apt-get install activemq failed"
-  [[ -r $AMQ_JAR ]] || die "$AMQ_JAR missing after install"
-}
-
 write_config() {
-  mkdir -p "$CONF" "$ACTIVEMQ_DATA/data" "$ACTIVEMQ_DATA/tmp" "$ACTIVEMQ_DATA/log"
+  mkdir -p "$CONF" "$DATA/data" "$DATA/tmp" "$DATA/log"
   local data login pass
-  data=$(xml_escape "$ACTIVEMQ_DATA/data")
+  data=$(xml_escape "$DATA/data")
   login=$(xml_escape "$LOGIN")
   pass=$(xml_escape "$PASSCODE")
   # Regenerated on every start; KahaDB data in data/ is kept across restarts.
@@ -153,51 +133,25 @@ java_cmd() {
     --add-exports=jdk.xml.dom/org.w3c.dom.html=ALL-UNNAMED
     --add-exports=jdk.naming.rmi/com.sun.jndi.url.rmi=ALL-UNNAMED
     "-Dlog4j.configuration=file:$CONF/log4j.properties"
-    "-Djava.io.tmpdir=$ACTIVEMQ_DATA/tmp"
+    "-Djava.io.tmpdir=$DATA/tmp"
     "-Dactivemq.classpath=$CONF"
     "-Dactivemq.home=$AMQ_HOME"
-    "-Dactivemq.base=$ACTIVEMQ_DATA"
+    "-Dactivemq.base=$DATA"
     "-Dactivemq.conf=$CONF"
-    "-Dactivemq.data=$ACTIVEMQ_DATA/data"
+    "-Dactivemq.data=$DATA/data"
     -jar "$AMQ_JAR" start "xbean:file:$CONF/activemq.xml")
 }
 
 # --- commands ---------------------------------------------------------------
 
 cmd_start() {
-  local pid
-  if pid=$(broker_pid); then
-    log "already running (pid $pid) on $STOMP_HOST:$STOMP_PORT"
-    return 0
-  fi
-  check_can_start
-  ensure_package
+  already_running && return 0
+  check_can_start "$STOMP_PORT"
+  ensure_packages "$PACKAGES"
+  [[ -r $AMQ_JAR && -d $AMQ_HOME/lib ]] || die "$AMQ_JAR missing: is the activemq package broken?"
   write_config
   java_cmd
-  launch "$ACTIVEMQ_DATA" "${JAVA_CMD[@]}"
+  launch "$DATA" "${JAVA_CMD[@]}"
 }
 
-cmd_status() {
-  local pid version=""
-  version=$(dpkg-query -W -f='${Version}' activemq 2>/dev/null || true)
-  if pid=$(broker_pid); then
-    echo "activemq ${version:-?}: running"
-    echo "  pid:      $pid"
-    echo "  rss:      $(rss_of "$pid")"
-    echo "  stomp:    $STOMP_HOST:$STOMP_PORT (login=$LOGIN passcode=$PASSCODE; /queue/NAME, /topic/NAME)"
-    echo "  data:     $ACTIVEMQ_DATA (log: $RUNLOG)"
-    print_probe
-    return 0
-  fi
-  echo "activemq ${version:-not installed}: not running"
-  echo "  stomp:    $STOMP_HOST:$STOMP_PORT (login=$LOGIN passcode=$PASSCODE)"
-  echo "  data:     $ACTIVEMQ_DATA"
-  return 3
-}
-
-case ${1:-} in
-  start) cmd_start ;;
-  stop) cmd_stop ;;
-  status) cmd_status ;;
-  *) echo "usage: $0 start|stop|status" >&2; exit 64 ;;
-esac
+dispatch "$@"

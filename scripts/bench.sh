@@ -54,9 +54,10 @@ readonly MEM_QUEUE=1000000    # nsqd --mem-queue-size: a run's messages stay in 
 readonly ANCHOR_TOPIC=anchor
 readonly TOPICS="mqtarget mqtarget2 $ANCHOR_TOPIC"
 
+NAME=bench
+# shellcheck source=scripts/lib/broker.sh
+. scripts/lib/broker.sh # log, die, ensure_packages (one apt-get, waiting for the dpkg lock)
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
-log() { printf '[bench +%ss] %s\n' "$SECONDS" "$*" >&2; }
-die() { printf '[bench] ERROR: %s\n' "$*" >&2; exit 1; }
 
 while (($#)); do
     case "$1" in
@@ -87,18 +88,8 @@ done
 
 # --- tools -------------------------------------------------------------------------------------------
 command -v go >/dev/null || die "go is required (it builds nsqd and mqtarget)"
-missing=()
-command -v wrk >/dev/null || missing+=(wrk)
-command -v curl >/dev/null || missing+=(curl)
-if ((${#missing[@]})); then
-    if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
-        log "installing ${missing[*]} (Debian packages)"
-        apt-get install -y --no-install-recommends "${missing[@]}" >&2 ||
-            die "apt-get install ${missing[*]} failed (run apt-get update first?)"
-    else
-        die "missing ${missing[*]}: install them (Debian: apt-get install ${missing[*]})"
-    fi
-fi
+command -v wrk >/dev/null || ensure_packages wrk
+command -v curl >/dev/null || ensure_packages curl
 CLK_TCK="$(getconf CLK_TCK)"
 
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/mqtarget-bench.XXXXXX")"

@@ -2,19 +2,21 @@
 # Run a local RabbitMQ node (Debian's `rabbitmq-server` package) with the STOMP plugin on 127.0.0.1, as
 # a plain Erlang process under its own directories (no Debian service, no system epmd).
 #
-# Usage: scripts/rabbitmq.sh start|stop|status
+# Usage: scripts/rabbitmq.sh start|stop|status|probe|packages
 #
-# start   apt-get install rabbitmq-server when missing (its service is not started), write a private
-#         rabbitmq.conf and enabled_plugins ([rabbitmq_stomp]) into the data dir, start a private epmd
-#         and the node in the background and wait until a real STOMP probe (vhost /) passes
-# stop    SIGTERM the node (the Erlang VM itself: a clean shutdown), SIGKILL after
-#         RABBITMQ_STOP_TIMEOUT seconds; then stop the epmd this script started
-# status  print state, PID, RSS, STOMP address and credentials; exit 0 when running, 3 when not
+# start     apt-get install rabbitmq-server when missing (its service is not started), write a private
+#           rabbitmq.conf and enabled_plugins ([rabbitmq_stomp]) into the data dir, start a private epmd
+#           and the node in the background and wait until a real STOMP probe (vhost /) passes
+# stop      SIGTERM the node (the Erlang VM itself: a clean shutdown), SIGKILL after
+#           RABBITMQ_STOP_TIMEOUT seconds; then stop the epmd this script started
+# status    print state, PID, RSS, STOMP address and credentials; exit 0 when running, 3 when not
+# probe     exit 0 when a STOMP probe with the login passes
+# packages  print the Debian packages start needs
 #
 # Environment (defaults):
-#   MQTARGET_CACHE          $HOME/.cache/mqtarget
-#   RABBITMQ_DATA           $MQTARGET_CACHE/rabbitmq-instance   conf/, mnesia/, log/ (also the node's HOME,
-#                                                               so its .erlang.cookie is private)
+#   MQTARGET_DATA           ~/.local/state/mqtarget (see scripts/lib/broker.sh)
+#   RABBITMQ_DATA           $MQTARGET_DATA/rabbitmq   conf/, mnesia/, log/ (also the node's HOME, so its
+#                                                     .erlang.cookie is private)
 #   RABBITMQ_STOMP_PORT     61615      (not 61613/61614, so it runs beside Artemis and ActiveMQ)
 #   RABBITMQ_LOGIN          mqtarget   (the node's default user, administrator of vhost /)
 #   RABBITMQ_PASSCODE       mqtarget
@@ -31,15 +33,15 @@
 # STOMP destinations: /queue/NAME is a durable queue NAME, /topic/NAME goes through amq.topic.
 set -euo pipefail
 
-SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-PROBE=$SCRIPT_DIR/stomp-probe.py
+NAME=rabbitmq
+PACKAGES=rabbitmq-server
+# shellcheck source=scripts/lib/broker.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/broker.sh"
 
 RMQ_SERVER=/usr/lib/rabbitmq/bin/rabbitmq-server # the real start script (/usr/sbin's wrapper su's to rabbitmq)
 EPMD=/usr/lib/erlang/bin/epmd
 
-MQTARGET_CACHE=${MQTARGET_CACHE:-$HOME/.cache/mqtarget}
-RABBITMQ_DATA=$(realpath -m -- "${RABBITMQ_DATA:-$MQTARGET_CACHE/rabbitmq-instance}")
-STOMP_HOST=127.0.0.1
+DATA=$(realpath -m -- "${RABBITMQ_DATA:-$MQTARGET_DATA/rabbitmq}")
 STOMP_PORT=${RABBITMQ_STOMP_PORT:-61615}
 VHOST=/
 LOGIN=${RABBITMQ_LOGIN:-mqtarget}
@@ -52,41 +54,20 @@ MEMORY_LIMIT=${RABBITMQ_MEMORY_LIMIT:-512MiB}
 START_TIMEOUT=${RABBITMQ_START_TIMEOUT:-90}
 STOP_TIMEOUT=${RABBITMQ_STOP_TIMEOUT:-30}
 
-CONF=$RABBITMQ_DATA/conf
-MNESIA=$RABBITMQ_DATA/mnesia
-PIDFILE=$RABBITMQ_DATA/mqtarget-broker.pid
-EPMD_PIDFILE=$RABBITMQ_DATA/mqtarget-epmd.pid
+CONF=$DATA/conf
+MNESIA=$DATA/mnesia
+EPMD_PIDFILE=$DATA/mqtarget-epmd.pid
 CRED_FILE=$MNESIA/mqtarget-credentials
-RUNLOG=$RABBITMQ_DATA/log/mqtarget-run.log
-
-BROKER_NAME=rabbitmq
-PID_MARK="-home $RABBITMQ_DATA " # erlexec passes HOME to the VM as "-home DIR"
+PID_MARK="-home $DATA " # erlexec passes HOME to the VM as "-home DIR"
+VERSION=$(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || true)
+VERSION=${VERSION:-(not installed)}
+# RabbitMQ takes CONNECT's host header as the virtual host: probe vhost / (by default the probe sends
+# the address's host, 127.0.0.1, which RabbitMQ refuses as an unknown vhost).
+PROBE_ARGS=(--host "$VHOST")
 # shellcheck source=scripts/lib/stomp-broker.sh
-. "$SCRIPT_DIR/lib/stomp-broker.sh"
-
-# RabbitMQ takes CONNECT's host header as the virtual host: probe vhost / (the library's probe sends the
-# address's host, 127.0.0.1, which RabbitMQ refuses as an unknown vhost).
-probe() { python3 "$PROBE" "$STOMP_HOST:$STOMP_PORT" --host "$VHOST" --login "$LOGIN" --passcode "$PASSCODE" "$@"; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib/stomp-broker.sh"
 
 # --- installation and configuration ----------------------------------------
-
-ensure_package() {
-  if [[ -x $RMQ_SERVER && -x $EPMD ]]; then return 0; fi
-  [[ $(id -u) == 0 ]] || die "package rabbitmq-server is missing; run: sudo apt-get install -y rabbitmq-server"
-  log "installing Debian package rabbitmq-server"
-  # Do not let the package start its own service (nor the epmd it would bring up).
-  local policy=/usr/sbin/policy-rc.d created_policy=0
-  if [[ ! -e $policy ]]; then
-    printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod +x "$policy"; created_policy=1
-  fi
-  local rc=0
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q rabbitmq-server >&2 || {
-    apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q rabbitmq-server >&2
-  } || rc=$?
-  ((created_policy)) && rm -f "$policy"
-  ((rc == 0)) || die "apt-get install rabbitmq-server failed"
-  [[ -x $RMQ_SERVER ]] || die "$RMQ_SERVER missing after install"
-}
 
 conf_value() { # rabbitmq.conf (cuttlefish) values end at the line: refuse newlines
   [[ $2 != *$'\n'* && -n $2 ]] || die "$1 must be a non-empty single line"
@@ -94,7 +75,7 @@ conf_value() { # rabbitmq.conf (cuttlefish) values end at the line: refuse newli
 }
 
 write_config() {
-  mkdir -p "$CONF" "$MNESIA" "$RABBITMQ_DATA/log"
+  mkdir -p "$CONF" "$MNESIA" "$DATA/log"
   local login pass
   login=$(conf_value RABBITMQ_LOGIN "$LOGIN")
   pass=$(conf_value RABBITMQ_PASSCODE "$PASSCODE")
@@ -137,14 +118,10 @@ EOF
 ensure_epmd() {
   export ERL_EPMD_PORT=$EPMD_PORT ERL_EPMD_ADDRESS=127.0.0.1
   if "$EPMD" -port "$EPMD_PORT" -names >/dev/null 2>&1; then return 0; fi # ours, or one to share
-  (exec setsid "$EPMD" -address 127.0.0.1 -port "$EPMD_PORT") >>"$RUNLOG" 2>&1 </dev/null &
-  echo "$!" >"$EPMD_PIDFILE"
-  local i
-  for ((i = 0; i < 50; i++)); do
-    "$EPMD" -port "$EPMD_PORT" -names >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  die "epmd did not come up on 127.0.0.1:$EPMD_PORT (log: $RUNLOG)"
+  spawn "$RUNLOG" "$DATA" "$EPMD" -address 127.0.0.1 -port "$EPMD_PORT"
+  echo "$SPAWNED" >"$EPMD_PIDFILE"
+  await 10 "$SPAWNED" "$RUNLOG" "$EPMD" -port "$EPMD_PORT" -names >/dev/null ||
+    die "epmd did not come up on 127.0.0.1:$EPMD_PORT (log: $RUNLOG)"
 }
 
 # stop_epmd: stop the epmd this script started, unless another node is still registered with it.
@@ -169,13 +146,13 @@ stop_epmd() {
 # beam.smp) instead of running it as a child behind a signal-forwarding shell, so launch's PID is the
 # Erlang VM: SIGTERM stops the node cleanly, SIGSTOP freezes it.
 node_env() {
-  export HOME=$RABBITMQ_DATA \
+  export HOME=$DATA \
     RABBITMQ_CONF_ENV_FILE=$CONF/rabbitmq-env.conf \
     RABBITMQ_CONFIG_FILE=$CONF/rabbitmq.conf \
     RABBITMQ_ADVANCED_CONFIG_FILE=$CONF/advanced.config \
     RABBITMQ_ENABLED_PLUGINS_FILE=$CONF/enabled_plugins \
     RABBITMQ_MNESIA_BASE=$MNESIA \
-    RABBITMQ_LOG_BASE=$RABBITMQ_DATA/log \
+    RABBITMQ_LOG_BASE=$DATA/log \
     RABBITMQ_LOGS=- \
     RABBITMQ_NODENAME=$NODENAME \
     RABBITMQ_USE_LONGNAME=false \
@@ -184,7 +161,7 @@ node_env() {
     RABBITMQ_DIST_PORT=$DIST_PORT \
     RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}" \
     RABBITMQ_SCHEDULER_BUSY_WAIT_THRESHOLD=none \
-    ERL_CRASH_DUMP=$RABBITMQ_DATA/log/erl_crash.dump \
+    ERL_CRASH_DUMP=$DATA/log/erl_crash.dump \
     detached=true
   : >"$CONF/rabbitmq-env.conf" # empty: ignore /etc/rabbitmq/rabbitmq-env.conf
   rm -f "$CONF/advanced.config"
@@ -193,48 +170,26 @@ node_env() {
 # --- commands ---------------------------------------------------------------
 
 cmd_start() {
-  local pid
-  if pid=$(broker_pid); then
-    log "already running (pid $pid) on $STOMP_HOST:$STOMP_PORT"
-    return 0
-  fi
-  check_can_start
-  ensure_package
+  already_running && return 0
+  check_can_start "$STOMP_PORT" "$NODE_PORT" "$DIST_PORT"
+  ensure_packages "$PACKAGES"
+  [[ -x $RMQ_SERVER && -x $EPMD ]] || die "$RMQ_SERVER or $EPMD missing: is the rabbitmq-server package broken?"
   write_config
   ensure_epmd
   trap 'broker_pid >/dev/null || stop_epmd' EXIT # launch dies when the node does not come up
   node_env
-  launch "$RABBITMQ_DATA" "$RMQ_SERVER"
+  launch "$DATA" "$RMQ_SERVER"
   trap - EXIT
 }
 
-cmd_stop_all() {
-  cmd_stop
+cmd_stop() {
+  stop_broker
   stop_epmd
 }
 
-cmd_status() {
-  local pid version=""
-  version=$(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || true)
-  if pid=$(broker_pid); then
-    echo "rabbitmq ${version:-?}: running"
-    echo "  pid:      $pid (node $NODENAME)"
-    echo "  rss:      $(rss_of "$pid")"
-    echo "  stomp:    $STOMP_HOST:$STOMP_PORT (vhost $VHOST, login=$LOGIN passcode=$PASSCODE; /queue/NAME, /topic/NAME)"
-    echo "  amqp:     127.0.0.1:$NODE_PORT; epmd 127.0.0.1:$EPMD_PORT, distribution 127.0.0.1:$DIST_PORT"
-    echo "  data:     $RABBITMQ_DATA (log: $RUNLOG)"
-    print_probe
-    return 0
-  fi
-  echo "rabbitmq ${version:-not installed}: not running"
-  echo "  stomp:    $STOMP_HOST:$STOMP_PORT (vhost $VHOST, login=$LOGIN passcode=$PASSCODE)"
-  echo "  data:     $RABBITMQ_DATA"
-  return 3
+status_extra() {
+  echo "  vhost:    $VHOST (node $NODENAME)"
+  echo "  amqp:     127.0.0.1:$NODE_PORT; epmd 127.0.0.1:$EPMD_PORT, distribution 127.0.0.1:$DIST_PORT"
 }
 
-case ${1:-} in
-  start) cmd_start ;;
-  stop) cmd_stop_all ;;
-  status) cmd_status ;;
-  *) echo "usage: $0 start|stop|status" >&2; exit 64 ;;
-esac
+dispatch "$@"

@@ -2,13 +2,17 @@
 # Local Apache RocketMQ for mqtarget tests and benchmarks: one name server and
 # two master brokers (broker-a, broker-b) in one cluster, all on 127.0.0.1.
 #
-# Usage: scripts/rocketmq.sh start|stop|status|restart
+# Usage: scripts/rocketmq.sh start|stop|status|restart|probe
 #        scripts/rocketmq.sh start-broker|stop-broker|pid broker-a|broker-b|namesrv
 #        scripts/rocketmq.sh fetch | mqadmin ARGS... | classpath [bench]
 #
+# status exits 0 when all three run, 3 otherwise; probe waits (up to ROCKETMQ_START_TIMEOUT) until both
+# running brokers are registered and take a probe message.
+#
 # Environment (defaults in brackets):
 #   MQTARGET_CACHE          [$HOME/.cache/mqtarget]  jars: rocketmq-<version>/lib
-#   ROCKETMQ_DATA           [$MQTARGET_CACHE/rocketmq-data]  stores, logs, pid files
+#   MQTARGET_DATA           [~/.local/state/mqtarget] (see scripts/lib/broker.sh)
+#   ROCKETMQ_DATA           [$MQTARGET_DATA/rocketmq]  stores, logs, pid files
 #   ROCKETMQ_NAMESRV_PORT   [9876]
 #   ROCKETMQ_BROKER_A_PORT  [10911]  (a broker also uses port-2 and port+1)
 #   ROCKETMQ_BROKER_B_PORT  [10921]
@@ -28,12 +32,15 @@ readonly ROCKETMQ_VERSION="5.3.3"
 # remoting protocol as the 5.3.3 brokers).
 readonly ROCKETMQ_EXAMPLE_VERSION="5.5.0"
 
-CACHE_DIR="${MQTARGET_CACHE:-$HOME/.cache/mqtarget}"
-RMQ_HOME="$CACHE_DIR/rocketmq-$ROCKETMQ_VERSION"
+NAME=rocketmq
+# shellcheck source=scripts/lib/broker.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/broker.sh"
+
+RMQ_HOME="$MQTARGET_CACHE/rocketmq-$ROCKETMQ_VERSION"
 LIB_DIR="$RMQ_HOME/lib"
 BENCH_LIB_DIR="$RMQ_HOME/bench-lib"
 FETCH_MARKER="$RMQ_HOME/.fetch-complete"
-DATA_DIR="${ROCKETMQ_DATA:-$CACHE_DIR/rocketmq-data}"
+DATA_DIR="$(realpath -m -- "${ROCKETMQ_DATA:-$MQTARGET_DATA/rocketmq}")"
 RUN_DIR="$DATA_DIR/run"
 
 NAMESRV_PORT="${ROCKETMQ_NAMESRV_PORT:-9876}"
@@ -59,9 +66,6 @@ JAVA="java"
 if [[ -n "${JAVA_HOME:-}" && -x "$JAVA_HOME/bin/java" ]]; then
     JAVA="$JAVA_HOME/bin/java"
 fi
-
-log() { printf '[rocketmq +%ss] %s\n' "$SECONDS" "$*" >&2; }
-die() { printf '[rocketmq] ERROR: %s\n' "$*" >&2; exit 1; }
 
 broker_port() {
     case "$1" in
@@ -187,25 +191,8 @@ mqadmin() {
 
 pid_file() { echo "$RUN_DIR/$1.pid"; }
 
-# pid of component $1 when it is running (the pid file's process carries our role marker)
-running_pid() {
-    local f pid
-    f="$(pid_file "$1")"
-    [[ -f "$f" ]] || return 1
-    pid="$(cat "$f" 2>/dev/null || true)"
-    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-    [[ -r "/proc/$pid/cmdline" ]] || return 1
-    tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | grep -qx -- "-Dmqtarget.rocketmq.role=$1" || return 1
-    echo "$pid"
-}
-
-port_busy() { # true when something accepts connections on 127.0.0.1:$1
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-rss_kib() {
-    awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0
-}
+# pid of component $1 when it is running (the pid file's process is the JVM of that role in our data dir)
+running_pid() { pid_of "$(pid_file "$1")" "-Duser.home=$DATA_DIR/$1 "; }
 
 check_disk() {
     mkdir -p "$DATA_DIR"
@@ -221,31 +208,27 @@ launch() { # role mainclass logback-config out-file java-args...
     local role="$1" main="$2" logcfg="$3" out="$4"; shift 4
     local home="$DATA_DIR/$role"
     mkdir -p "$home" "$RUN_DIR"
-    {
-        echo "=== $(date '+%F %T') starting $role"
-    } >> "$out"
-    setsid "$JAVA" -server -XX:+UseG1GC -XX:-OmitStackTraceInFastThrow -XX:+HeapDumpOnOutOfMemoryError \
+    spawn "$out" "$home" "$JAVA" -server -XX:+UseG1GC -XX:-OmitStackTraceInFastThrow -XX:+HeapDumpOnOutOfMemoryError \
         -XX:HeapDumpPath="$home" "${JVM_OPENS[@]}" "$@" \
         -Duser.home="$home" -Drocketmq.home.dir="$RMQ_HOME" \
         -Drmq.logback.configurationFile="$logcfg" "$LOGBACK_QUIET" \
         -Dmqtarget.rocketmq.role="$role" \
-        -cp "$LIB_DIR/*" "$main" -c "$home/$role.properties" \
-        >> "$out" 2>&1 < /dev/null &
-    echo "$!" > "$(pid_file "$role")"
+        -cp "$LIB_DIR/*" "$main" -c "$home/$role.properties"
+    echo "$SPAWNED" > "$(pid_file "$role")"
     STARTED+=("$role")
 }
 
 # before launching anything: every port of a component that is not running yet must be free
 preflight_ports() {
     local name port p
-    if ! running_pid namesrv >/dev/null && port_busy "$NAMESRV_PORT"; then
+    if ! running_pid namesrv >/dev/null && port_in_use "$NAMESRV_PORT"; then
         die "port $NAMESRV_PORT (name server) is in use by another process (set ROCKETMQ_NAMESRV_PORT)"
     fi
     for name in "$@"; do
         running_pid "$name" >/dev/null && continue
         port="$(broker_port "$name")"
         for p in $((port - 2)) "$port" $((port + 1)); do
-            if port_busy "$p"; then
+            if port_in_use "$p"; then
                 die "port $p (needed by $name: listen port $port, fast port $((port - 2)), HA port $((port + 1))) is in use by another process"
             fi
         done
@@ -310,41 +293,14 @@ EOF
     log "$name starting (pid $(cat "$(pid_file "$name")"), 127.0.0.1:$port)"
 }
 
-stop_pids() { # role...: SIGTERM all, wait with deadline, SIGKILL the rest
+stop_roles() { # role...: stop the running ones together (SIGTERM, SIGKILL after STOP_TIMEOUT)
     local role pid
-    local -a roles=() pids=()
+    local -a args=()
     for role in "$@"; do
-        if pid="$(running_pid "$role")"; then
-            log "stopping $role (pid $pid)"
-            kill -TERM "$pid" 2>/dev/null || true
-            roles+=("$role"); pids+=("$pid")
-        else
-            rm -f "$(pid_file "$role")"
-        fi
+        if pid="$(running_pid "$role")"; then args+=("$role" "$pid"); fi
     done
-    local deadline=$((SECONDS + STOP_TIMEOUT)) i alive
-    while :; do
-        alive=0
-        for i in "${!pids[@]}"; do
-            if kill -0 "${pids[$i]}" 2>/dev/null; then alive=1; fi
-        done
-        (( alive == 0 )) && break
-        if (( SECONDS >= deadline )); then
-            for i in "${!pids[@]}"; do
-                if kill -0 "${pids[$i]}" 2>/dev/null; then
-                    log "${roles[$i]} did not stop within ${STOP_TIMEOUT}s: SIGKILL"
-                    kill -KILL "${pids[$i]}" 2>/dev/null || true
-                fi
-            done
-            sleep 1
-            break
-        fi
-        sleep 0.5
-    done
-    for role in "${roles[@]}"; do
-        rm -f "$(pid_file "$role")"
-        log "$role stopped"
-    done
+    if (( ${#args[@]} > 0 )); then stop_pids "$STOP_TIMEOUT" "${args[@]}"; fi
+    for role in "$@"; do rm -f "$(pid_file "$role")"; done
 }
 
 # ---------------------------------------------------------------- readiness
@@ -369,7 +325,7 @@ ready_fail() {
     print_logs namesrv "${@:2}"
     if (( ${#STARTED[@]} > 0 )); then
         log "stopping what this start launched: ${STARTED[*]}"
-        stop_pids "${STARTED[@]}"
+        stop_roles "${STARTED[@]}"
     fi
     die "RocketMQ not ready: $1"
 }
@@ -385,18 +341,18 @@ wait_ready() {
         done
         # a mqadmin JVM takes ~4 s: only ask once every server accepts connections
         local listening=1
-        port_busy "$NAMESRV_PORT" || listening=0
+        port_in_use "$NAMESRV_PORT" || listening=0
         for name in "$@"; do
-            port_busy "$(broker_port "$name")" || listening=0
+            port_in_use "$(broker_port "$name")" || listening=0
         done
         if (( listening == 1 )); then
             out="$(mqadmin clusterList -n "$NAMESRV_ADDR" 2>&1 || true)"
-            local missing=0
+            local unregistered=0
             for name in "$@"; do
                 port="$(broker_port "$name")"
-                grep -Eq "^$CLUSTER +$name +0 +127\.0\.0\.1:$port( |$)" <<<"$out" || missing=1
+                grep -Eq "^$CLUSTER +$name +0 +127\.0\.0\.1:$port( |$)" <<<"$out" || unregistered=1
             done
-            (( missing == 0 )) && break
+            (( unregistered == 0 )) && break
         fi
         (( SECONDS >= deadline )) && ready_fail "brokers not registered in the name server within ${START_TIMEOUT}s; last clusterList:
 $out" "$@"
@@ -437,7 +393,8 @@ $out" "$@"
 
 # ---------------------------------------------------------------- commands
 
-cmd_start() {
+cmd_start() { # [broker]: both brokers by default
+    if (( $# == 0 )); then set -- "${BROKERS[@]}"; fi
     local -a targets=("$@")
     check_ports
     fetch
@@ -462,8 +419,18 @@ cmd_start() {
 }
 
 cmd_stop() {
-    stop_pids "${BROKERS[@]}"
-    stop_pids namesrv
+    stop_roles "${BROKERS[@]}"
+    stop_roles namesrv
+}
+
+cmd_restart() {
+    cmd_stop
+    cmd_start
+}
+
+cmd_probe() {
+    init_java
+    wait_ready "${BROKERS[@]}"
 }
 
 cmd_status() {
@@ -472,57 +439,32 @@ cmd_status() {
     for name in namesrv "${BROKERS[@]}"; do
         if [[ "$name" == namesrv ]]; then addr="$NAMESRV_ADDR"; else addr="127.0.0.1:$(broker_port "$name")"; fi
         if pid="$(running_pid "$name")"; then
-            rss="$(rss_kib "$pid")"
+            rss="$(rss_mib "$pid")"
             total=$((total + rss))
-            printf '%-9s %-8s %-7s %-17s %d\n' "$name" "$pid" running "$addr" $((rss / 1024))
+            printf '%-9s %-8s %-7s %-17s %d\n' "$name" "$pid" running "$addr" "$rss"
         else
             down=1
             printf '%-9s %-8s %-7s %-17s %s\n' "$name" - stopped "$addr" -
         fi
     done
-    printf 'total RSS: %d MiB (data: %s, %s)\n' $((total / 1024)) "$DATA_DIR" \
+    printf 'total RSS: %d MiB (data: %s, %s)\n' "$total" "$DATA_DIR" \
         "$(du -sh "$DATA_DIR" 2>/dev/null | cut -f1 || echo '?')"
     (( down == 0 )) || return 3
 }
 
-usage() {
-    sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2
-    exit 2
+one_role() { # role: check the argument of the per-component commands
+    [[ -n "${1:-}" ]] || usage
+    [[ "$1" == namesrv ]] || broker_port "$1" >/dev/null
+}
+cmd_start_broker() { one_role "${1:-}"; [[ "$1" != namesrv ]] || usage; cmd_start "$1"; }
+cmd_stop_broker() { one_role "${1:-}"; stop_roles "$1"; }
+# pid of a running component (for SIGSTOP/SIGCONT in tests); exit 1 when not running
+cmd_pid() { one_role "${1:-}"; running_pid "$1" || die "$1 is not running"; }
+cmd_fetch() { fetch; echo "$RMQ_HOME"; }
+cmd_mqadmin() { fetch; init_java; mqadmin "$@"; }
+cmd_classpath() {
+    fetch
+    if [[ "${1:-}" == bench ]]; then echo "$BENCH_LIB_DIR/*"; else echo "$LIB_DIR/*"; fi
 }
 
-main() {
-    local cmd="${1:-}"
-    [[ -n "$cmd" ]] || usage
-    shift
-    case "$cmd" in
-        start) cmd_start "${BROKERS[@]}" ;;
-        stop) cmd_stop ;;
-        restart) cmd_stop; cmd_start "${BROKERS[@]}" ;;
-        status) cmd_status ;;
-        start-broker)
-            [[ $# -eq 1 ]] || usage
-            broker_port "$1" >/dev/null
-            cmd_start "$1"
-            ;;
-        stop-broker)
-            [[ $# -eq 1 ]] || usage
-            broker_port "$1" >/dev/null
-            stop_pids "$1"
-            ;;
-        pid) # pid of a running component (for SIGSTOP/SIGCONT in tests); exit 1 when not running
-            [[ $# -eq 1 ]] || usage
-            [[ "$1" == namesrv ]] || broker_port "$1" >/dev/null
-            running_pid "$1" || die "$1 is not running"
-            ;;
-        fetch) fetch; echo "$RMQ_HOME" ;;
-        mqadmin) fetch; init_java; mqadmin "$@" ;;
-        classpath)
-            fetch
-            if [[ "${1:-}" == bench ]]; then echo "$BENCH_LIB_DIR/*"; else echo "$LIB_DIR/*"; fi
-            ;;
-        -h|--help|help) usage ;;
-        *) usage ;;
-    esac
-}
-
-main "$@"
+dispatch "$@"

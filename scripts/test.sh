@@ -1,126 +1,179 @@
 #!/usr/bin/env bash
 # mqtarget's test command (README, .ci/run): installs what is missing, starts the real brokers on
-# 127.0.0.1, then runs gofmt, go vet and every test with the race detector.
+# 127.0.0.1, runs the static checks, then every test with the race detector.
 #
-# NSQ: a real nsqd is built from the Go module proxy (scripts/nsqd.sh); the integration tests start and
-# stop nsqd processes themselves, on free loopback ports.
-# STOMP: Artemis, ActiveMQ Classic and RabbitMQ (STOMP plugin) are fetched and started by
-# scripts/artemis.sh, scripts/activemq.sh and scripts/rabbitmq.sh (in the background, while gofmt and
-# go vet run) and stopped on exit; their integration tests stop, freeze and restart them through the
-# same scripts.
-# RocketMQ: scripts/rocketmq.sh fetches RocketMQ (Maven) and starts a name server and two brokers on
-# 127.0.0.1 (in the background too); TestRocketMQ stops, freezes and restarts broker-a through it.
+#  1. packages  every missing Debian package (Java, Maven, python3, shellcheck, activemq,
+#               rabbitmq-server) in one apt-get call, before anything runs in the background
+#  2. downloads one after the other, so Maven never races on its local repository: nsqd built from the
+#               Go module proxy (scripts/nsqd.sh), RocketMQ jars and the Artemis distribution (Maven)
+#  3. brokers   Artemis, ActiveMQ Classic, RabbitMQ (STOMP) and RocketMQ (name server, two brokers)
+#               start in the background, their data in a per-run directory removed on exit; a broker
+#               that already runs (started by hand with the same settings) is reused and left running
+#  4. checks    gofmt over every Go file, go vet, `go mod tidy -diff`, shellcheck over scripts/,
+#               while the brokers start
+#  5. go test -race over every package, with TMPDIR inside the per-run directory
+# The integration tests stop, freeze and restart the brokers through the same scripts, with the
+# environment exported here. NSQ tests start their own nsqd processes from MQTARGET_NSQD_BIN.
 #
-# Environment: MQTARGET_CACHE [$HOME/.cache/mqtarget] where brokers are built and fetched;
-#              GO_TEST_FLAGS extra flags for go test (e.g. "-run TestNSQ -v").
+# Environment: MQTARGET_CACHE [$HOME/.cache/mqtarget] downloads and builds (never test data);
+#              MQTARGET_DATA  [~/.local/state/mqtarget] where brokers started by hand keep their data
+#                             (looked at only to reuse a running broker);
+#              MQTARGET_KEEP_RUN=1 keeps the per-run directory (broker logs) for a look after a failure;
+#              GO_TEST_FLAGS extra flags for go test (e.g. "-run TestNSQ -v");
+#              the brokers' own variables (ARTEMIS_STOMP_PORT, ROCKETMQ_NAMESRV_PORT, ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export MQTARGET_CACHE="${MQTARGET_CACHE:-$HOME/.cache/mqtarget}"
+NAME=test.sh
+# shellcheck source=scripts/lib/broker.sh
+. scripts/lib/broker.sh
+export MQTARGET_CACHE
 mkdir -p "$MQTARGET_CACHE"
+HAND_DATA=$MQTARGET_DATA # where a broker started by hand would keep its data
 
-step() { printf '\n== %s\n' "$*"; }
+# step NAME: start a step; the time of each is printed at exit.
+timings=()
+step_name="" step_t0=$SECONDS
+end_step() { if [[ -n $step_name ]]; then timings+=("$(printf '%-10s %4ds' "$step_name" $((SECONDS - step_t0)))"); fi; }
+step() {
+  end_step
+  step_name=$1 step_t0=$SECONDS
+  printf '\n== %s (+%ds)\n' "$*" "$SECONDS"
+}
 
-step "tools"
-command -v go >/dev/null || { echo "test.sh: Go 1.26 is required (https://go.dev/dl/)" >&2; exit 1; }
+step "packages"
+command -v go >/dev/null || die "Go 1.26 is required (https://go.dev/dl/)"
 go version
-# RocketMQ and Artemis are fetched with Maven and run on Java; install both from Debian when missing.
-missing=()
-command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
-command -v mvn >/dev/null || missing+=(maven)
-if ((${#missing[@]})); then
-    [[ $(id -u) == 0 ]] || { echo "test.sh: install ${missing[*]} (apt-get)" >&2; exit 1; }
-    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
-fi
+pkgs=(python3 shellcheck)
+command -v java >/dev/null || pkgs+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || pkgs+=(maven)
+for b in activemq rabbitmq; do read -ra more < <(scripts/$b.sh packages) && pkgs+=("${more[@]}"); done
+ensure_packages "${pkgs[@]}"
 java -version 2>&1 | sed -n 1p # sed, not head: it reads everything, so no SIGPIPE under pipefail
 mvn -v 2>/dev/null | sed -n 1p
+shellcheck --version | sed -n 2p
 
-step "brokers"
+step "downloads"
 MQTARGET_NSQD_BIN="$(scripts/nsqd.sh build)"
 export MQTARGET_NSQD_BIN MQTARGET_INTEGRATION=1
 "$MQTARGET_NSQD_BIN" --version
+scripts/rocketmq.sh fetch
+scripts/artemis.sh fetch
 
-# Brokers started by scripts are stopped on exit, whatever happens.
+step "brokers"
+RUN=$(mktemp -d "${TMPDIR:-/tmp}/mqtarget-test.XXXXXX")
+mkdir -p "$RUN/logs" "$RUN/tmp"
+export MQTARGET_DATA=$RUN
 started=()
 declare -A starting=() # broker -> PID of its start command running in the background
 cleanup() {
-    local b
-    for b in "${!starting[@]}"; do
-        wait "${starting[$b]}" 2>/dev/null || true # let a start finish (it is bounded) so stop finds its PID
-    done
-    for b in "${started[@]}"; do
-        scripts/"$b".sh stop || echo "test.sh: stopping $b failed" >&2
-    done
+  local rc=$? b left
+  step "stop"
+  for b in "${!starting[@]}"; do
+    wait "${starting[$b]}" 2>/dev/null || true # let a start finish (it is bounded) so stop finds its PID
+  done
+  for b in "${started[@]}"; do
+    scripts/"$b".sh stop >>"$RUN/logs/$b-stop.log" 2>&1 || { cat "$RUN/logs/$b-stop.log" >&2; log "stopping $b failed"; }
+  done
+  left=$(find "$RUN/tmp" -mindepth 1 -maxdepth 1 2>/dev/null | head -n 20)
+  if [[ -n $left ]]; then log "left behind in TMPDIR by the tests:"$'\n'"$left"; fi
+  if [[ ${MQTARGET_KEEP_RUN:-} == 1 ]]; then log "kept $RUN"; else rm -rf "$RUN"; fi
+  end_step
+  printf '\n== times\n' >&2
+  printf '%s\n' "${timings[@]}" "$(printf '%-10s %4ds' total "$SECONDS")" >&2
+  exit "$rc"
 }
 trap cleanup EXIT
-# start_broker_bg NAME [restart]: start a broker in the background (output in
-# $MQTARGET_CACHE/NAME-start.log); with restart, one already running is stopped first, so it runs with
-# the settings exported here. wait_broker NAME waits for it and fails when it failed.
-start_broker_bg() {
-    started+=("$1")
-    {
-        if [[ ${2:-} == restart ]]; then scripts/"$1".sh stop; fi
-        scripts/"$1".sh start
-    } >"$MQTARGET_CACHE/$1-start.log" 2>&1 &
-    starting[$1]=$!
+
+# start_bg NAME: start scripts/NAME.sh in the background (output in $RUN/logs/NAME-start.log);
+# wait_broker NAME waits for it and fails when it failed.
+start_bg() {
+  started+=("$1")
+  scripts/"$1".sh start >"$RUN/logs/$1-start.log" 2>&1 &
+  starting[$1]=$!
 }
 wait_broker() {
-    local rc=0
-    wait "${starting[$1]}" || rc=$?
-    unset "starting[$1]"
-    cat "$MQTARGET_CACHE/$1-start.log"
-    if ((rc != 0)); then
-        echo "test.sh: starting $1 failed" >&2
-        exit 1
-    fi
+  local rc=0
+  [[ -n ${starting[$1]:-} ]] || return 0 # reused
+  wait "${starting[$1]}" || rc=$?
+  unset "starting[$1]"
+  cat "$RUN/logs/$1-start.log"
+  ((rc == 0)) || die "starting $1 failed"
 }
 
-# STOMP: Apache Artemis (scripts/artemis.sh), ActiveMQ Classic (scripts/activemq.sh) and RabbitMQ
-# (scripts/rabbitmq.sh), started while the checks below run. All get one login, so TestSTOMPMixed can
-# point mqtarget at Artemis and ActiveMQ at once.
+# use_or_start NAME VAR PORT...: reuse NAME when scripts/NAME.sh reports it running in its hand-run data
+# directory (VAR, e.g. ARTEMIS_DATA, or $MQTARGET_DATA/NAME) and its probe passes with our settings;
+# otherwise start it in $RUN/NAME. Fails when one of its PORTs is held by something else.
+use_or_start() {
+  local name=$1 var=$2 dir p out
+  shift 2
+  dir=$(realpath -m -- "${!var:-$HAND_DATA/$name}")
+  if env "$var=$dir" scripts/"$name".sh status >/dev/null 2>&1; then
+    out=$(env "$var=$dir" scripts/"$name".sh probe 2>&1) ||
+      die "$name runs already (data $dir) but does not pass our probe (login or ports differ?): $out"$'\n'"Stop it (scripts/$name.sh stop) or give it the same settings."
+    export "$var=$dir"
+    log "reusing the $name that already runs (data $dir); it is left running at exit"
+    return 0
+  fi
+  for p in "$@"; do
+    if port_in_use "$p"; then
+      die "127.0.0.1:$p ($name) is in use, but not by a broker scripts/$name.sh started with $var=$dir; stop it, export the $var it was started with, or move $name to other ports"
+    fi
+  done
+  export "$var=$RUN/$name"
+  start_bg "$name"
+}
+
+# STOMP: Apache Artemis, ActiveMQ Classic and RabbitMQ (STOMP plugin). All get one login, so TestSTOMPMixed
+# can point mqtarget at Artemis and ActiveMQ at once; it is the scripts' default login too.
 export ARTEMIS_LOGIN="${ARTEMIS_LOGIN:-mqtarget}" ARTEMIS_PASSCODE="${ARTEMIS_PASSCODE:-mqtarget}"
 export ACTIVEMQ_LOGIN="$ARTEMIS_LOGIN" ACTIVEMQ_PASSCODE="$ARTEMIS_PASSCODE"
 export RABBITMQ_LOGIN="$ARTEMIS_LOGIN" RABBITMQ_PASSCODE="$ARTEMIS_PASSCODE"
-start_broker_bg artemis restart # a running instance may have another login
-start_broker_bg activemq restart
-start_broker_bg rabbitmq restart
-artemis_dir="$(realpath -m -- "${ARTEMIS_DATA:-$MQTARGET_CACHE/artemis-instance}")"
-activemq_dir="$(realpath -m -- "${ACTIVEMQ_DATA:-$MQTARGET_CACHE/activemq-instance}")"
-rabbitmq_dir="$(realpath -m -- "${RABBITMQ_DATA:-$MQTARGET_CACHE/rabbitmq-instance}")"
-export MQTARGET_ARTEMIS_STOMP="127.0.0.1:${ARTEMIS_STOMP_PORT:-61613}" \
-    MQTARGET_ARTEMIS_LOGIN="$ARTEMIS_LOGIN" MQTARGET_ARTEMIS_PASSCODE="$ARTEMIS_PASSCODE" \
-    MQTARGET_ARTEMIS_PIDFILE="$artemis_dir/mqtarget-broker.pid"
+artemis_port=${ARTEMIS_STOMP_PORT:-61613}
+use_or_start artemis ARTEMIS_DATA "$artemis_port" "${ARTEMIS_CORE_PORT:-$((artemis_port + 3))}"
+use_or_start activemq ACTIVEMQ_DATA "${ACTIVEMQ_STOMP_PORT:-61614}"
+use_or_start rabbitmq RABBITMQ_DATA "${RABBITMQ_STOMP_PORT:-61615}" "${RABBITMQ_NODE_PORT:-5673}"
+export MQTARGET_ARTEMIS_STOMP="127.0.0.1:$artemis_port" \
+  MQTARGET_ARTEMIS_LOGIN="$ARTEMIS_LOGIN" MQTARGET_ARTEMIS_PASSCODE="$ARTEMIS_PASSCODE" \
+  MQTARGET_ARTEMIS_PIDFILE="$ARTEMIS_DATA/mqtarget-broker.pid"
 export MQTARGET_ACTIVEMQ_STOMP="127.0.0.1:${ACTIVEMQ_STOMP_PORT:-61614}" \
-    MQTARGET_ACTIVEMQ_LOGIN="$ACTIVEMQ_LOGIN" MQTARGET_ACTIVEMQ_PASSCODE="$ACTIVEMQ_PASSCODE" \
-    MQTARGET_ACTIVEMQ_PIDFILE="$activemq_dir/mqtarget-broker.pid"
+  MQTARGET_ACTIVEMQ_LOGIN="$ACTIVEMQ_LOGIN" MQTARGET_ACTIVEMQ_PASSCODE="$ACTIVEMQ_PASSCODE" \
+  MQTARGET_ACTIVEMQ_PIDFILE="$ACTIVEMQ_DATA/mqtarget-broker.pid"
 export MQTARGET_RABBITMQ_STOMP="127.0.0.1:${RABBITMQ_STOMP_PORT:-61615}" \
-    MQTARGET_RABBITMQ_LOGIN="$RABBITMQ_LOGIN" MQTARGET_RABBITMQ_PASSCODE="$RABBITMQ_PASSCODE" \
-    MQTARGET_RABBITMQ_PIDFILE="$rabbitmq_dir/mqtarget-broker.pid"
+  MQTARGET_RABBITMQ_LOGIN="$RABBITMQ_LOGIN" MQTARGET_RABBITMQ_PASSCODE="$RABBITMQ_PASSCODE" \
+  MQTARGET_RABBITMQ_PIDFILE="$RABBITMQ_DATA/mqtarget-broker.pid"
 
-# RocketMQ: name server 127.0.0.1:9876 with broker-a and broker-b (scripts/rocketmq.sh).
-# Its JVMs start next to the STOMP brokers' on small CI machines: allow more than the 120 s default.
+# RocketMQ: name server 127.0.0.1:9876 with broker-a and broker-b. Its JVMs start next to the STOMP
+# brokers' on small CI machines: allow more than the 120 s default.
 export ROCKETMQ_START_TIMEOUT="${ROCKETMQ_START_TIMEOUT:-240}"
-start_broker_bg rocketmq
+use_or_start rocketmq ROCKETMQ_DATA "${ROCKETMQ_NAMESRV_PORT:-9876}" "${ROCKETMQ_BROKER_A_PORT:-10911}" \
+  "${ROCKETMQ_BROKER_B_PORT:-10921}"
 export MQTARGET_ROCKETMQ_NAMESRV="127.0.0.1:${ROCKETMQ_NAMESRV_PORT:-9876}"
 
-step "gofmt"
-unformatted="$(gofmt -l cmd config handlers internal publishers)"
-if [[ -n "$unformatted" ]]; then
-    echo "gofmt would change:" >&2
-    echo "$unformatted" >&2
-    exit 1
-fi
-
-step "go vet"
+step "checks"
+mapfile -t gofiles < <(git ls-files -co --exclude-standard '*.go')
+unformatted="$(gofmt -l "${gofiles[@]}")"
+[[ -z $unformatted ]] || die "gofmt would change:"$'\n'"$unformatted"
 go vet ./...
+go mod tidy -diff || die "go.mod/go.sum are not tidy: run go mod tidy"
+# Every shell script under scripts/: *.sh, and files whose first line names sh or bash.
+mapfile -t shfiles < <(find scripts -type f \( -name '*.sh' -o -exec sh -c 'head -n1 "$1" | grep -qE "^#!.*\b(ba)?sh\b"' _ {} \; \) -print | sort)
+shellcheck -x "${shfiles[@]}"
+echo "gofmt (${#gofiles[@]} files), go vet, go mod tidy -diff, shellcheck (${#shfiles[@]} files): clean"
 
-step "STOMP brokers"
+step "brokers up"
 wait_broker artemis
 wait_broker activemq
 wait_broker rabbitmq
-
-step "RocketMQ"
 wait_broker rocketmq
 
-step "go test -race"
+step "go test"
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
-go test -race -count=1 -timeout 20m ${GO_TEST_FLAGS:-} ./...
+TMPDIR=$RUN/tmp go test -race -count=1 -timeout 20m ${GO_TEST_FLAGS:-} ./...
+
+step "memory"
+# What the brokers hold after the whole suite (README quotes these numbers).
+for b in ARTEMIS ACTIVEMQ RABBITMQ; do
+  f=MQTARGET_${b}_PIDFILE
+  printf '%-9s %s MiB\n' "${b,,}" "$(rss_mib "$(cat "${!f}" 2>/dev/null || echo none)")"
+done
+scripts/rocketmq.sh status || true

@@ -36,15 +36,14 @@ bench_exit() {
     rm -rf "$TMP"
 }
 
-# need_wrk: install wrk from Debian when missing and we are root, else fail.
+# need_wrk: install wrk from Debian when missing (scripts/lib/broker.sh: one apt-get, waiting for the
+# dpkg lock), else fail.
 need_wrk() {
     command -v wrk >/dev/null && return
-    if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
-        log "installing wrk (Debian package)"
-        apt-get install -y wrk >/dev/null
-    else
-        die "wrk not found: apt-get install wrk"
-    fi
+    NAME="${BENCH_NAME:-bench}"
+    # shellcheck source=scripts/lib/broker.sh
+    . scripts/lib/broker.sh
+    ensure_packages wrk
 }
 
 # start_mqtarget URL ARGS...: build mqtarget, start it with ARGS on 127.0.0.1:$PORT and wait until URL

@@ -1,106 +1,91 @@
-# shellcheck shell=bash
-# Shared by scripts/artemis.sh and scripts/activemq.sh: process handling, the STOMP readiness probe and
-# stop-by-PID for a JVM broker started in the background. Source it after setting:
-#   BROKER_NAME  name in log lines          PIDFILE, RUNLOG   pid file and run log
-#   PID_MARK     text the JVM's command line must contain (guards against PID reuse)
-#   STOMP_HOST, STOMP_PORT, LOGIN, PASSCODE, START_TIMEOUT, STOP_TIMEOUT, PROBE (stomp-probe.py)
+# shellcheck shell=bash disable=SC2153 # the variables below are set by the script sourcing this
+# What the STOMP brokers' scripts (artemis.sh, activemq.sh, rabbitmq.sh) share on top of lib/broker.sh
+# (source that first): the STOMP readiness probe, start-with-probe, stop, status, probe and packages
+# commands. Set before sourcing:
+#   NAME VERSION     log prefix and what status calls the broker
+#   DATA             the broker's data directory; PIDFILE and RUNLOG live in it
+#   PID_MARK         text the broker's command line must contain (guards against PID reuse)
+#   STOMP_PORT LOGIN PASSCODE START_TIMEOUT STOP_TIMEOUT
+#   PACKAGES         Debian packages the broker needs (may be empty)
+# and optionally PROBE_ARGS (extra stomp-probe.py arguments) and a status_extra function (more lines for
+# status). The script defines cmd_start, which ends in `launch DIR CMD...`.
 
-log() { printf '%s: %s\n' "$BROKER_NAME" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
+STOMP_HOST=127.0.0.1
+PIDFILE=$DATA/mqtarget-broker.pid
+RUNLOG=$DATA/log/mqtarget-run.log
+PROBE=$(dirname "${BASH_SOURCE[0]}")/../stomp-probe.py
+[[ -v PROBE_ARGS ]] || PROBE_ARGS=()
 
-# pid_alive PID: true when PID exists and is not a zombie.
-pid_alive() {
-  local state
-  [[ -r /proc/$1/stat ]] || return 1
-  state=$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$1/stat" 2>/dev/null) || return 1
-  [[ -n $state && $state != Z && $state != X ]]
+broker_pid() { pid_of "$PIDFILE" "$PID_MARK"; }
+
+probe() {
+  python3 "$PROBE" "$STOMP_HOST:$STOMP_PORT" "${PROBE_ARGS[@]}" --login "$LOGIN" --passcode "$PASSCODE" "$@"
 }
 
-# broker_pid: print the PID of our broker if it is running.
-broker_pid() {
+# already_running: true (and says so) when our broker runs; the start commands return then.
+already_running() {
   local pid
-  [[ -f $PIDFILE ]] || return 1
-  pid=$(<"$PIDFILE")
-  [[ $pid =~ ^[0-9]+$ ]] || return 1
-  pid_alive "$pid" || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$PID_MARK" || return 1
-  echo "$pid"
+  pid=$(broker_pid) || return 1
+  log "already running (pid $pid) on $STOMP_HOST:$STOMP_PORT"
 }
 
-rss_of() { awk '/^VmRSS:/ {printf "%.0f MiB", $2/1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
-
-port_in_use() { (exec 3<>"/dev/tcp/$STOMP_HOST/$STOMP_PORT") 2>/dev/null; }
-
-probe() { python3 "$PROBE" "$STOMP_HOST:$STOMP_PORT" --login "$LOGIN" --passcode "$PASSCODE" "$@"; }
-
-# check_can_start: the probe's interpreter is there and nobody else holds the STOMP port.
+# check_can_start PORT...: the probe's interpreter is there and nobody holds the ports we listen on.
 check_can_start() {
   command -v python3 >/dev/null || die "python3 not found (needed for the STOMP probe)"
-  if port_in_use; then
-    die "$STOMP_HOST:$STOMP_PORT is already in use by another process (not this broker)"
-  fi
-}
-
-# launch DIR CMD...: start CMD in DIR, detached (setsid does not fork when we are not a group leader,
-# so $! is the JVM), record its PID, and wait until the STOMP probe passes or START_TIMEOUT runs out.
-launch() {
-  local dir=$1 pid
-  shift
-  rm -f "$PIDFILE"
-  mkdir -p "$(dirname "$RUNLOG")"
-  printf '\n==== %s mqtarget start ====\n' "$(date -u +%FT%TZ)" >>"$RUNLOG"
-  local t0=$SECONDS
-  (cd "$dir" && exec setsid "$@") >>"$RUNLOG" 2>&1 </dev/null &
-  pid=$!
-  echo "$pid" >"$PIDFILE"
-  log "started pid $pid, waiting up to ${START_TIMEOUT}s for STOMP on $STOMP_HOST:$STOMP_PORT"
-
-  local deadline=$((SECONDS + START_TIMEOUT)) out=""
-  while :; do
-    if ! pid_alive "$pid"; then
-      tail -n 40 "$RUNLOG" >&2 || true
-      rm -f "$PIDFILE"
-      die "broker exited during startup (log: $RUNLOG)"
-    fi
-    if out=$(probe --timeout 5 2>&1); then
-      log "ready in $((SECONDS - t0))s: $out"
-      return 0
-    fi
-    if ((SECONDS >= deadline)); then
-      log "last probe: $out"
-      tail -n 40 "$RUNLOG" >&2 || true
-      cmd_stop || true
-      die "not ready within ${START_TIMEOUT}s (log: $RUNLOG)"
-    fi
-    sleep 1
+  local p
+  for p in "$@"; do
+    if port_in_use "$p"; then die "$STOMP_HOST:$p is already in use by another process (not this broker)"; fi
   done
 }
 
-cmd_stop() {
-  local pid
-  if ! pid=$(broker_pid); then
-    rm -f "$PIDFILE"
-    log "not running"
-    return 0
-  fi
-  log "stopping pid $pid (SIGTERM, up to ${STOP_TIMEOUT}s)"
-  kill -TERM "$pid" 2>/dev/null || true
-  local deadline=$((SECONDS + STOP_TIMEOUT))
-  while pid_alive "$pid" && ((SECONDS < deadline)); do sleep 0.5; done
-  if pid_alive "$pid"; then
-    log "still alive after ${STOP_TIMEOUT}s; SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    deadline=$((SECONDS + 10))
-    while pid_alive "$pid" && ((SECONDS < deadline)); do sleep 0.2; done
-    pid_alive "$pid" && die "pid $pid survived SIGKILL"
-  fi
+# launch DIR CMD...: start CMD in DIR, record its PID and wait until the STOMP probe passes.
+launch() {
+  local dir=$1
+  shift
   rm -f "$PIDFILE"
-  log "stopped"
+  spawn "$RUNLOG" "$dir" "$@"
+  echo "$SPAWNED" >"$PIDFILE"
+  log "started pid $SPAWNED, waiting up to ${START_TIMEOUT}s for STOMP on $STOMP_HOST:$STOMP_PORT"
+  if ! await "$START_TIMEOUT" "$SPAWNED" "$RUNLOG" probe --timeout 5; then
+    cmd_stop || true
+    die "$NAME did not start (log: $RUNLOG)"
+  fi
+  log "ready in ${AWAIT_SECONDS}s: $AWAIT_OUT"
 }
 
-# print_probe: the probe's answer, for status.
-print_probe() {
-  local out
+# stop_broker: stop our broker by its PID (cmd_stop; a script with more to stop redefines cmd_stop).
+stop_broker() {
+  local pid
+  if pid=$(broker_pid); then
+    stop_pids "$STOP_TIMEOUT" "$NAME" "$pid"
+  else
+    log "not running"
+  fi
+  rm -f "$PIDFILE"
+}
+
+cmd_stop() { stop_broker; }
+
+cmd_status() {
+  local pid out
+  if ! pid=$(broker_pid); then
+    echo "$NAME $VERSION: not running"
+    echo "  stomp:    $STOMP_HOST:$STOMP_PORT (login=$LOGIN passcode=$PASSCODE)"
+    echo "  data:     $DATA"
+    return 3
+  fi
+  echo "$NAME $VERSION: running"
+  echo "  pid:      $pid"
+  echo "  rss:      $(rss_mib "$pid") MiB"
+  echo "  stomp:    $STOMP_HOST:$STOMP_PORT (login=$LOGIN passcode=$PASSCODE; /queue/NAME, /topic/NAME)"
+  if [[ $(type -t status_extra) == function ]]; then status_extra; fi
+  echo "  data:     $DATA (log: $RUNLOG)"
   out=$(probe --timeout 5 2>&1) || true
   echo "  probe:    $out"
 }
+
+# probe: exit 0 when the broker on STOMP_PORT takes a message and gives it back with our login.
+cmd_probe() { probe --timeout 10; }
+
+# packages: the Debian packages start installs when missing (scripts/test.sh installs them up front).
+cmd_packages() { if [[ -n $PACKAGES ]]; then echo "$PACKAGES"; fi; }
