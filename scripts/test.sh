@@ -11,6 +11,7 @@
 #               that already runs (started by hand with the same settings) is reused and left running
 #  4. checks    gofmt over every Go file, go vet, `go mod tidy -diff`, shellcheck over scripts/,
 #               while the brokers start
+#     fuzz      every fuzz target for FUZZTIME (5s) each (scripts/fuzz.sh)
 #  5. go test -race over every package, with TMPDIR inside the per-run directory
 # The integration tests stop, freeze and restart the brokers through the same scripts, with the
 # environment exported here. NSQ tests start their own nsqd processes from MQTARGET_NSQD_BIN.
@@ -159,6 +160,11 @@ go mod tidy -diff || die "go.mod/go.sum are not tidy: run go mod tidy"
 mapfile -t shfiles < <(find scripts -type f \( -name '*.sh' -o -exec sh -c 'head -n1 "$1" | grep -qE "^#!.*\b(ba)?sh\b"' _ {} \; \) -print | sort)
 shellcheck -x "${shfiles[@]}"
 echo "gofmt (${#gofiles[@]} files), go vet, go mod tidy -diff, shellcheck (${#shfiles[@]} files): clean"
+
+step "fuzz"
+# Every fuzz target for a short fixed time (the seed corpora run in go test below too); still while the
+# brokers start.
+FUZZTIME="${FUZZTIME:-5s}" TMPDIR=$RUN/tmp scripts/fuzz.sh
 
 step "brokers up"
 wait_broker artemis
