@@ -238,11 +238,10 @@ func (p *STOMP) send(ctx context.Context, host int, topic string, body []byte, b
 	}, done)
 }
 
-// appendSEND encodes a SEND; tx and receipt are left out when 0. dest passed validation, so no header
-// escaping is needed.
+// appendSEND encodes a SEND; tx and receipt are left out when 0.
 func appendSEND(b []byte, dest string, body []byte, persistent bool, tx, receipt uint64) []byte {
 	b = append(b, "SEND\ndestination:"...)
-	b = append(b, dest...)
+	b = appendHeaderValue(b, dest)
 	b = append(b, "\ncontent-length:"...)
 	b = strconv.AppendInt(b, int64(len(body)), 10)
 	b = append(b, '\n')
@@ -254,6 +253,30 @@ func appendSEND(b []byte, dest string, body []byte, persistent bool, tx, receipt
 	b = append(b, '\n')
 	b = append(b, body...)
 	return append(b, 0)
+}
+
+// appendHeaderValue appends s escaped as STOMP 1.2 wants: a topic reaches here unvalidated when
+// Publish is called directly, and an unescaped newline would inject a header, an unescaped ':' be read
+// differently (Artemis 2.40 acknowledges a SEND to /queue/a:: unescaped and refuses it escaped).
+func appendHeaderValue(b []byte, s string) []byte {
+	if !strings.ContainsAny(s, "\\:\n\r") { // validated names: nothing to escape
+		return append(b, s...)
+	}
+	for i := range len(s) {
+		switch c := s[i]; c {
+		case '\\':
+			b = append(b, '\\', '\\')
+		case ':':
+			b = append(b, '\\', 'c')
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
 }
 
 // appendTxFrame encodes BEGIN or COMMIT of transaction tx-<tx>, with a receipt unless receipt is 0.
