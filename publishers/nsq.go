@@ -98,6 +98,7 @@ const (
 	nsqReadTimeout  = 65 * time.Second // idle: nsqd heart-beats every 30 s by default; two missed means dead
 	nsqMaxWait      = 5 * time.Second  // bounds commands without a deadline (async publishes)
 	nsqStallGrace   = time.Second      // how far past its deadline the oldest command may go unanswered
+	nsqCloseWait    = time.Second      // how long Close waits for the answers to commands written
 	nsqProbeTopic   = "mqtarget-size-probe"
 	nsqProbeBodyLen = 1<<31 - 1
 )
@@ -206,6 +207,7 @@ func (p *NSQ) connect(ctx context.Context, addr string) (*nsqConn, error) {
 		MaxWait:     nsqMaxWait,
 		StallGrace:  nsqStallGrace,
 		IdleTimeout: nsqReadTimeout,
+		CloseWait:   nsqCloseWait,
 		Unavailable: ErrUnavailable,
 		Closed:      ErrClosed,
 		Log:         p.log,

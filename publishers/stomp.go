@@ -146,8 +146,11 @@ type STOMP struct {
 
 // Timings of the connection handling.
 const (
-	stompReceiptTimeout = 30 * time.Second // bounds requests without a deadline (async publishes)
+	// stompReceiptTimeout bounds requests without a deadline (async publishes): their done runs within
+	// it, the stall grace included.
+	stompReceiptTimeout = 30 * time.Second
 	stompStallGrace     = time.Second      // how far past its deadline the oldest receipt may be late
+	stompCloseWait      = time.Second      // how long Close waits for the receipts of SENDs written
 )
 
 // NewSTOMP creates the publisher. It does not connect: connections are made on first use and again
@@ -441,11 +444,12 @@ func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
 	return &stompConn{wire.New(conn, wire.Config{
 		Name:           "stomp",
 		Read:           read,
-		MaxWait:        stompReceiptTimeout,
+		MaxWait:        stompReceiptTimeout - stompStallGrace,
 		StallGrace:     stompStallGrace,
 		IdleTimeout:    hb.recv * time.Duration(p.cfg.HeartBeatGrace),
 		HeartBeat:      hb.send,
 		HeartBeatFrame: stompHeartBeat,
+		CloseWait:      stompCloseWait,
 		Goodbye:        stompDisconnect,
 		Unavailable:    ErrUnavailable,
 		Closed:         ErrClosed,
