@@ -149,8 +149,8 @@ const (
 	// stompReceiptTimeout bounds requests without a deadline (async publishes): their done runs within
 	// it, the stall grace included.
 	stompReceiptTimeout = 30 * time.Second
-	stompStallGrace     = time.Second      // how far past its deadline the oldest receipt may be late
-	stompCloseWait      = time.Second      // how long Close waits for the receipts of SENDs written
+	stompStallGrace     = time.Second // how far past its deadline the oldest receipt may be late
+	stompCloseWait      = time.Second // how long Close waits for the receipts of SENDs written
 )
 
 // NewSTOMP creates the publisher. It does not connect: connections are made on first use and again
