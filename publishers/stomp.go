@@ -2,9 +2,11 @@ package publishers
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -356,11 +358,11 @@ func (p *STOMP) connect(conn net.Conn, addr string) (heartBeats, error) {
 	if err := frame.NewWriter(conn).Write(p.connectFrame(addr)); err != nil {
 		return heartBeats{}, err
 	}
-	r := frame.NewReader(conn)
+	r := bufio.NewReaderSize(conn, 4096)
 	var f *frame.Frame
 	for f == nil { // skip heart-beats, should a broker send one first
 		var err error
-		if f, err = r.Read(); err != nil {
+		if f, err = readSTOMPFrame(r); err != nil {
 			return heartBeats{}, err
 		}
 	}
@@ -434,13 +436,7 @@ var (
 )
 
 func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
-	var fr *frame.Reader
-	read := func(r *bufio.Reader) (wire.Answer, error) {
-		if fr == nil {
-			fr = frame.NewReader(r)
-		}
-		return readSTOMPAnswer(fr, p.log, conn)
-	}
+	read := func(r *bufio.Reader) (wire.Answer, error) { return readSTOMPAnswer(r, p.log, conn) }
 	return &stompConn{wire.New(conn, wire.Config{
 		Name:           "stomp",
 		Read:           read,
@@ -461,8 +457,8 @@ func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
 // connection (the broker closes it): the request it names is rejected and the others outstanding are
 // unavailable, and when it names none every request outstanding is rejected (the broker refused one of
 // them, e.g. a SEND in a transaction).
-func readSTOMPAnswer(r *frame.Reader, log *slog.Logger, conn net.Conn) (wire.Answer, error) {
-	f, err := r.Read()
+func readSTOMPAnswer(r *bufio.Reader, log *slog.Logger, conn net.Conn) (wire.Answer, error) {
+	f, err := readSTOMPFrame(r)
 	switch {
 	case err != nil:
 		return wire.Answer{}, err
@@ -490,4 +486,150 @@ func readSTOMPAnswer(r *frame.Reader, log *slog.Logger, conn net.Conn) (wire.Ans
 		log.Warn("stomp broker sent an unexpected frame", "addr", conn.RemoteAddr().String(), "command", f.Command)
 		return wire.Answer{}, nil
 	}
+}
+
+// Limits on a frame from the broker. A publishing connection gets CONNECTED, RECEIPT, ERROR and
+// heart-beats, all short: anything bigger is not a broker answering us, and go-stomp's frame.Reader
+// would allocate whatever content-length says (up to 4 GiB) and read lines of any length.
+const (
+	stompMaxBody    = 64 << 10
+	stompMaxHeaders = 64
+)
+
+// errSTOMPFrame: the broker sent something that is not a STOMP frame within our limits.
+var errSTOMPFrame = errors.New("malformed STOMP frame from the broker")
+
+// readSTOMPFrame reads one frame, or returns nil for a heart-beat. A line longer than r's buffer, more
+// than stompMaxHeaders headers or a body over stompMaxBody is errSTOMPFrame, as is anything malformed;
+// other errors are r's.
+func readSTOMPFrame(r *bufio.Reader) (*frame.Frame, error) {
+	line, err := readSTOMPLine(r)
+	if err != nil || len(line) == 0 {
+		return nil, err
+	}
+	f := frame.New(string(line))
+	switch f.Command {
+	case frame.CONNECTED, frame.RECEIPT, frame.ERROR, frame.MESSAGE:
+	default:
+		return nil, fmt.Errorf("%w: command %q", errSTOMPFrame, truncate(line))
+	}
+	for {
+		line, err := readSTOMPLine(r)
+		switch {
+		case err != nil:
+			return nil, err
+		case len(line) == 0:
+			return f, readSTOMPBody(r, f)
+		case f.Header.Len() == stompMaxHeaders:
+			return nil, fmt.Errorf("%w: more than %d headers", errSTOMPFrame, stompMaxHeaders)
+		}
+		name, value, ok := bytes.Cut(line, []byte{':'})
+		if !ok || len(name) == 0 {
+			return nil, fmt.Errorf("%w: header line %q", errSTOMPFrame, truncate(line))
+		}
+		if f.Command != frame.CONNECTED { // STOMP 1.2 escapes every header but CONNECT's and CONNECTED's
+			if name, err = unescapeSTOMP(name); err == nil {
+				value, err = unescapeSTOMP(value)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		f.Header.Add(string(name), string(value))
+	}
+}
+
+// readSTOMPLine returns the next line without its LF or CRLF; valid until the next read from r.
+func readSTOMPLine(r *bufio.Reader) ([]byte, error) {
+	line, err := r.ReadSlice('\n')
+	switch {
+	case errors.Is(err, bufio.ErrBufferFull):
+		return nil, fmt.Errorf("%w: line longer than %d bytes", errSTOMPFrame, r.Size())
+	case err != nil:
+		return nil, err
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}
+
+// readSTOMPBody reads f's body and the NUL ending the frame.
+func readSTOMPBody(r *bufio.Reader, f *frame.Frame) error {
+	if s, ok := f.Header.Contains(frame.ContentLength); ok {
+		n, err := strconv.ParseUint(s, 10, 32)
+		if err != nil || n > stompMaxBody {
+			return fmt.Errorf("%w: content-length %q (at most %d)", errSTOMPFrame, truncate([]byte(s)), stompMaxBody)
+		}
+		f.Body = make([]byte, n+1)
+		if _, err := io.ReadFull(r, f.Body); err != nil {
+			return noEOF(err)
+		}
+		if f.Body[n] != 0 {
+			return fmt.Errorf("%w: no NUL after the body", errSTOMPFrame)
+		}
+		f.Body = f.Body[:n]
+		return nil
+	}
+	for {
+		chunk, err := r.ReadSlice(0)
+		if len(f.Body)+len(chunk) > stompMaxBody+1 {
+			return fmt.Errorf("%w: body over %d bytes", errSTOMPFrame, stompMaxBody)
+		}
+		f.Body = append(f.Body, chunk...)
+		switch {
+		case err == nil:
+			f.Body = f.Body[:len(f.Body)-1]
+			return nil
+		case !errors.Is(err, bufio.ErrBufferFull):
+			return noEOF(err)
+		}
+	}
+}
+
+// unescapeSTOMP undoes STOMP 1.2 header escaping; an undefined escape is errSTOMPFrame.
+func unescapeSTOMP(b []byte) ([]byte, error) {
+	if bytes.IndexByte(b, '\\') < 0 {
+		return b, nil
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			out = append(out, b[i])
+			continue
+		}
+		if i++; i == len(b) {
+			return nil, fmt.Errorf("%w: header ends in a backslash", errSTOMPFrame)
+		}
+		switch b[i] {
+		case '\\':
+			out = append(out, '\\')
+		case 'c':
+			out = append(out, ':')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		default:
+			return nil, fmt.Errorf("%w: undefined escape \\%c in a header", errSTOMPFrame, b[i])
+		}
+	}
+	return out, nil
+}
+
+// noEOF turns an EOF inside a frame into io.ErrUnexpectedEOF.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// truncate shortens what a hostile broker sent for an error message.
+func truncate(b []byte) string {
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return strconv.Quote(string(b))
 }
