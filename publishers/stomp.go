@@ -436,7 +436,8 @@ var (
 )
 
 func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
-	read := func(r *bufio.Reader) (wire.Answer, error) { return readSTOMPAnswer(r, p.log, conn) }
+	addr := conn.RemoteAddr().String()
+	read := func(r *bufio.Reader) (wire.Answer, error) { return readSTOMPAnswer(r, p.log, addr) }
 	return &stompConn{wire.New(conn, wire.Config{
 		Name:           "stomp",
 		Read:           read,
@@ -457,7 +458,7 @@ func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
 // connection (the broker closes it): the request it names is rejected and the others outstanding are
 // unavailable, and when it names none every request outstanding is rejected (the broker refused one of
 // them, e.g. a SEND in a transaction).
-func readSTOMPAnswer(r *bufio.Reader, log *slog.Logger, conn net.Conn) (wire.Answer, error) {
+func readSTOMPAnswer(r *bufio.Reader, log *slog.Logger, addr string) (wire.Answer, error) {
 	f, err := readSTOMPFrame(r)
 	switch {
 	case err != nil:
@@ -469,7 +470,7 @@ func readSTOMPAnswer(r *bufio.Reader, log *slog.Logger, conn net.Conn) (wire.Ans
 	case frame.RECEIPT:
 		id, err := strconv.ParseUint(f.Header.Get(frame.ReceiptId), 10, 64)
 		if err != nil {
-			log.Warn("stomp broker sent a receipt nobody waits for", "addr", conn.RemoteAddr().String(), "receipt", f.Header.Get(frame.ReceiptId))
+			log.Warn("stomp broker sent a receipt nobody waits for", "addr", addr, "receipt", f.Header.Get(frame.ReceiptId))
 			return wire.Answer{}, nil
 		}
 		return wire.Answer{Kind: wire.ByID, ID: id}, nil
@@ -483,7 +484,7 @@ func readSTOMPAnswer(r *bufio.Reader, log *slog.Logger, conn net.Conn) (wire.Ans
 		}
 		return wire.Answer{Close: rejected}, nil
 	default:
-		log.Warn("stomp broker sent an unexpected frame", "addr", conn.RemoteAddr().String(), "command", f.Command)
+		log.Warn("stomp broker sent an unexpected frame", "addr", addr, "command", f.Command)
 		return wire.Answer{}, nil
 	}
 }
