@@ -99,6 +99,14 @@ func startBroker(t *testing.T, serve func(w io.Writer, line string, conn net.Con
 	return b, nc
 }
 
+// waitReceived polls, with a deadline, until the broker has received a line.
+func (b *broker) waitReceived() {
+	deadline := time.Now().Add(5 * time.Second)
+	for len(b.received()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func (b *broker) received() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -341,10 +349,7 @@ func TestClose(t *testing.T) {
 	if err := c.Send(time.Time{}, encLine, r.done); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(b.received()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // polling what the broker received, with a deadline
-	}
+	b.waitReceived()
 	c.Close()
 	c.Close()
 	if err := r.wait(t); !errors.Is(err, errClosed) {
@@ -492,10 +497,7 @@ func TestCloseWaitsForAnswers(t *testing.T) {
 	if err := c.Send(time.Time{}, encLine, r.done); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(b.received()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // polling what the broker received, with a deadline
-	}
+	b.waitReceived()
 	c.Close()
 	if err := r.wait(t); err != nil {
 		t.Errorf("command written before Close: %v, want its answer (nil)", err)
