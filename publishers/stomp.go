@@ -130,8 +130,9 @@ func checkHeaderText(s string) error {
 // STOMP publishes to one or more STOMP 1.2 brokers (ActiveMQ Artemis, ActiveMQ Classic, RabbitMQ, the
 // embedded go-stomp server).
 //
-// It speaks the client side of the protocol itself, with go-stomp's frame package encoding and decoding
-// frames. go-stomp's Conn cannot be used for a load target: Conn.Send with a receipt holds the
+// It speaks the client side of the protocol itself: SEND, BEGIN and COMMIT are encoded here, CONNECT
+// with go-stomp's frame package, and the broker's frames are read by readSTOMPFrame (go-stomp's
+// frame.Reader trusts content-length and line lengths). go-stomp's Conn cannot be used for a load target: Conn.Send with a receipt holds the
 // connection's lock until the receipt arrives (one message per round trip per connection), it has no
 // non-blocking way to wait for a receipt (async would need a goroutine per message), it takes no
 // context, and when a receipt waiter has given up its read loop blocks forever delivering to it.
