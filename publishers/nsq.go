@@ -98,6 +98,7 @@ const (
 	nsqReadTimeout  = 65 * time.Second // idle: nsqd heart-beats every 30 s by default; two missed means dead
 	nsqMaxWait      = 5 * time.Second  // bounds commands without a deadline (async publishes)
 	nsqStallGrace   = time.Second      // how far past its deadline the oldest command may go unanswered
+	nsqCloseWait    = time.Second      // how long Close waits for the answers to commands written
 	nsqProbeTopic   = "mqtarget-size-probe"
 	nsqProbeBodyLen = 1<<31 - 1
 )
@@ -147,6 +148,9 @@ func (p *NSQ) PublishAsync(host int, topic string, body []byte, done func(error)
 
 // send queues a PUB of body, or an MPUB of bodies when body is nil, on a connection to host.
 func (p *NSQ) send(ctx context.Context, host int, topic string, body []byte, bodies [][]byte, done func(error)) error {
+	if err := checkNSQTopicFraming(host, topic); err != nil {
+		return err
+	}
 	conn, err := p.pool.get(ctx, host)
 	if err != nil {
 		return err
@@ -206,10 +210,21 @@ func (p *NSQ) connect(ctx context.Context, addr string) (*nsqConn, error) {
 		MaxWait:     nsqMaxWait,
 		StallGrace:  nsqStallGrace,
 		IdleTimeout: nsqReadTimeout,
+		CloseWait:   nsqCloseWait,
 		Unavailable: ErrUnavailable,
 		Closed:      ErrClosed,
 		Log:         p.log,
 	}), maxMsg: limit}, nil
+}
+
+// checkNSQTopicFraming refuses a topic that would not reach nsqd as one: nsqd ends a command line at
+// a newline (dropping a CR before it) and splits it at spaces, so such a topic would publish to another
+// topic or desynchronise the connection. Other invalid names go to nsqd, which refuses them.
+func checkNSQTopicFraming(host int, topic string) error {
+	if strings.ContainsAny(topic, " \n\r") {
+		return wrap(ErrRejected, fmt.Errorf("nsq.hosts[%d]: topic %q contains a space, CR or LF", host, topic))
+	}
+	return nil
 }
 
 // check refuses what nsqd would answer with a fatal error: an empty message, or one over its limit.
@@ -275,7 +290,7 @@ func identify(conn net.Conn) (int64, error) {
 	if _, err = conn.Write(buf.Bytes()); err != nil {
 		return 0, err
 	}
-	frameType, data, err := nsq.ReadUnpackedResponse(conn)
+	frameType, data, err := readNSQFrame(conn)
 	switch {
 	case err != nil:
 		return 0, err
@@ -312,7 +327,7 @@ func (p *NSQ) probeMaxMsgSize(ctx context.Context, addr string) (int64, error) {
 	if _, err := conn.Write(b); err != nil {
 		return 0, err
 	}
-	frameType, data, err := nsq.ReadUnpackedResponse(conn)
+	frameType, data, err := readNSQFrame(conn)
 	if err != nil {
 		return 0, err
 	}
@@ -329,34 +344,64 @@ func (p *NSQ) probeMaxMsgSize(ctx context.Context, addr string) (int64, error) {
 
 var nop = []byte("NOP\n")
 
+// nsqMaxAnswer bounds the data of a frame nsqd sends a producer ("OK", "_heartbeat_", an error text,
+// the IDENTIFY JSON): a bigger size is not nsqd talking, and go-nsq's reader would allocate whatever
+// the 4-byte size says (up to 2 GiB).
+const nsqMaxAnswer = 4 << 10
+
+// errNSQFrame: nsqd sent something that is not a frame within our limits.
+var errNSQFrame = errors.New("malformed nsqd frame")
+
+// nsqFrameLen checks a frame header (size, type) and returns the length of the data that follows.
+func nsqFrameLen(hdr []byte) (int, int32, error) {
+	size := binary.BigEndian.Uint32(hdr)
+	frameType := int32(binary.BigEndian.Uint32(hdr[4:]))
+	if size < 4 || size-4 > nsqMaxAnswer {
+		return 0, 0, fmt.Errorf("%w: size %d (at most %d)", errNSQFrame, size, nsqMaxAnswer+4)
+	}
+	return int(size - 4), frameType, nil
+}
+
+// readNSQFrame reads one frame from an unbuffered connection (the handshake), reading no byte past it.
+func readNSQFrame(r io.Reader) (int32, []byte, error) {
+	var hdr [8]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	n, frameType, err := nsqFrameLen(hdr[:])
+	if err != nil {
+		return 0, nil, err
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return 0, nil, noEOF(err)
+	}
+	return frameType, data, nil
+}
+
 // readNSQAnswer reads one frame: OK answers the oldest command, an error rejects it and ends the
-// connection, a heart-beat wants a NOP.
+// connection, a heart-beat wants a NOP. It allocates nothing: the frame is read within r's buffer.
 func readNSQAnswer(r *bufio.Reader) (wire.Answer, error) {
 	hdr, err := r.Peek(8)
 	if err != nil {
+		if len(hdr) > 0 {
+			err = noEOF(err)
+		}
 		return wire.Answer{}, err
 	}
-	size := binary.BigEndian.Uint32(hdr)
-	frameType := int32(binary.BigEndian.Uint32(hdr[4:]))
-	if size < 4 || size > 1<<20 { // producer answers are short; anything else is not nsqd talking
-		return wire.Answer{}, fmt.Errorf("nsqd frame of %d bytes", size)
-	}
-	if _, err := r.Discard(8); err != nil {
+	n, frameType, err := nsqFrameLen(hdr)
+	if err != nil {
 		return wire.Answer{}, err
 	}
-	n := int(size - 4)
-	var data []byte
-	if n <= r.Size() {
-		if data, err = r.Peek(n); err != nil {
-			return wire.Answer{}, err
-		}
-		defer r.Discard(n) // Peek succeeded, so Discard does too
-	} else {
-		data = make([]byte, n)
-		if _, err := io.ReadFull(r, data); err != nil {
-			return wire.Answer{}, err
-		}
+	if 8+n > r.Size() {
+		return wire.Answer{}, fmt.Errorf("%w: %d bytes do not fit the %d-byte read buffer", errNSQFrame, 8+n, r.Size())
 	}
+	frame, err := r.Peek(8 + n)
+	if err != nil {
+		return wire.Answer{}, noEOF(err)
+	}
+	defer r.Discard(8 + n) // Peek succeeded, so Discard does too
+	data := frame[8:]
 	switch {
 	case frameType == nsq.FrameTypeResponse && string(data) == "_heartbeat_":
 		return wire.Answer{Reply: nop}, nil
@@ -368,7 +413,7 @@ func readNSQAnswer(r *bufio.Reader) (wire.Answer, error) {
 		return wire.Answer{Kind: wire.Next, Err: wrap(ErrRejected, nsq.ErrProtocol{Reason: reason}),
 			Close: wrap(ErrUnavailable, fmt.Errorf("nsqd closed the connection after %s", reason))}, nil
 	default:
-		return wire.Answer{}, fmt.Errorf("unexpected frame type %d", frameType)
+		return wire.Answer{}, fmt.Errorf("%w: frame type %d on a producer connection", errNSQFrame, frameType)
 	}
 }
 

@@ -37,6 +37,9 @@ type coalesced struct {
 
 // publishCoalesced publishes body through host and topic's coalescer and waits for its outcome.
 func (p *NSQ) publishCoalesced(ctx context.Context, host int, topic string, body []byte) error {
+	if err := checkNSQTopicFraming(host, topic); err != nil {
+		return err
+	}
 	conn, err := p.pool.get(ctx, host)
 	if err != nil {
 		return err

@@ -24,7 +24,8 @@ type pool[L link] struct {
 	next  []atomic.Uint32
 	dial  func(ctx context.Context, addr string) (L, error)
 
-	closed atomic.Bool
+	closed    atomic.Bool
+	closeOnce sync.Once
 }
 
 // Redial backoff: after a failed dial a slot fails fast with that error for poolBackoffMin, doubling
@@ -73,22 +74,22 @@ func (p *pool[L]) get(ctx context.Context, host int) (L, error) {
 }
 
 // close closes every connection, dead ones included, so every connection goroutine has ended when it
-// returns. It is idempotent.
+// returns, for every caller: a concurrent second call waits for the first. It is idempotent.
 func (p *pool[L]) close() {
-	if p.closed.Swap(true) {
-		return
-	}
-	var wg sync.WaitGroup
-	for _, slots := range p.slots {
-		for _, s := range slots {
-			s.mu.Lock() // after this the slot never dials again: get checks closed under mu
-			if s.live {
-				wg.Go(s.cur.Close) // in parallel: each may wait up to a second for its goodbye
+	p.closeOnce.Do(func() {
+		p.closed.Store(true)
+		var wg sync.WaitGroup
+		for _, slots := range p.slots {
+			for _, s := range slots {
+				s.mu.Lock() // after this the slot never dials again: get checks closed under mu
+				if s.live {
+					wg.Go(s.cur.Close) // in parallel: each may wait up to a second for its goodbye
+				}
+				s.mu.Unlock()
 			}
-			s.mu.Unlock()
 		}
-	}
-	wg.Wait()
+		wg.Wait()
+	})
 }
 
 // live returns a live connection to host without dialing or waiting for a slot being dialed, or nil.

@@ -2,9 +2,11 @@ package publishers
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -128,8 +130,9 @@ func checkHeaderText(s string) error {
 // STOMP publishes to one or more STOMP 1.2 brokers (ActiveMQ Artemis, ActiveMQ Classic, RabbitMQ, the
 // embedded go-stomp server).
 //
-// It speaks the client side of the protocol itself, with go-stomp's frame package encoding and decoding
-// frames. go-stomp's Conn cannot be used for a load target: Conn.Send with a receipt holds the
+// It speaks the client side of the protocol itself: SEND, BEGIN and COMMIT are encoded here, CONNECT
+// with go-stomp's frame package, and the broker's frames are read by readSTOMPFrame (go-stomp's
+// frame.Reader trusts content-length and line lengths). go-stomp's Conn cannot be used for a load target: Conn.Send with a receipt holds the
 // connection's lock until the receipt arrives (one message per round trip per connection), it has no
 // non-blocking way to wait for a receipt (async would need a goroutine per message), it takes no
 // context, and when a receipt waiter has given up its read loop blocks forever delivering to it.
@@ -146,8 +149,11 @@ type STOMP struct {
 
 // Timings of the connection handling.
 const (
-	stompReceiptTimeout = 30 * time.Second // bounds requests without a deadline (async publishes)
-	stompStallGrace     = time.Second      // how far past its deadline the oldest receipt may be late
+	// stompReceiptTimeout bounds requests without a deadline (async publishes): their done runs within
+	// it, the stall grace included.
+	stompReceiptTimeout = 30 * time.Second
+	stompStallGrace     = time.Second // how far past its deadline the oldest receipt may be late
+	stompCloseWait      = time.Second // how long Close waits for the receipts of SENDs written
 )
 
 // NewSTOMP creates the publisher. It does not connect: connections are made on first use and again
@@ -238,11 +244,10 @@ func (p *STOMP) send(ctx context.Context, host int, topic string, body []byte, b
 	}, done)
 }
 
-// appendSEND encodes a SEND; tx and receipt are left out when 0. dest passed validation, so no header
-// escaping is needed.
+// appendSEND encodes a SEND; tx and receipt are left out when 0.
 func appendSEND(b []byte, dest string, body []byte, persistent bool, tx, receipt uint64) []byte {
 	b = append(b, "SEND\ndestination:"...)
-	b = append(b, dest...)
+	b = appendHeaderValue(b, dest)
 	b = append(b, "\ncontent-length:"...)
 	b = strconv.AppendInt(b, int64(len(body)), 10)
 	b = append(b, '\n')
@@ -254,6 +259,30 @@ func appendSEND(b []byte, dest string, body []byte, persistent bool, tx, receipt
 	b = append(b, '\n')
 	b = append(b, body...)
 	return append(b, 0)
+}
+
+// appendHeaderValue appends s escaped as STOMP 1.2 wants: a topic reaches here unvalidated when
+// Publish is called directly, and an unescaped newline would inject a header, an unescaped ':' be read
+// differently (Artemis 2.40 acknowledges a SEND to /queue/a:: unescaped and refuses it escaped).
+func appendHeaderValue(b []byte, s string) []byte {
+	if !strings.ContainsAny(s, "\\:\n\r") { // validated names: nothing to escape
+		return append(b, s...)
+	}
+	for i := range len(s) {
+		switch c := s[i]; c {
+		case '\\':
+			b = append(b, '\\', '\\')
+		case ':':
+			b = append(b, '\\', 'c')
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
 }
 
 // appendTxFrame encodes BEGIN or COMMIT of transaction tx-<tx>, with a receipt unless receipt is 0.
@@ -330,11 +359,11 @@ func (p *STOMP) connect(conn net.Conn, addr string) (heartBeats, error) {
 	if err := frame.NewWriter(conn).Write(p.connectFrame(addr)); err != nil {
 		return heartBeats{}, err
 	}
-	r := frame.NewReader(conn)
+	r := bufio.NewReaderSize(conn, 4096)
 	var f *frame.Frame
 	for f == nil { // skip heart-beats, should a broker send one first
 		var err error
-		if f, err = r.Read(); err != nil {
+		if f, err = readSTOMPFrame(r); err != nil {
 			return heartBeats{}, err
 		}
 	}
@@ -408,21 +437,17 @@ var (
 )
 
 func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
-	var fr *frame.Reader
-	read := func(r *bufio.Reader) (wire.Answer, error) {
-		if fr == nil {
-			fr = frame.NewReader(r)
-		}
-		return readSTOMPAnswer(fr, p.log, conn)
-	}
+	addr := conn.RemoteAddr().String()
+	read := func(r *bufio.Reader) (wire.Answer, error) { return readSTOMPAnswer(r, p.log, addr) }
 	return &stompConn{wire.New(conn, wire.Config{
 		Name:           "stomp",
 		Read:           read,
-		MaxWait:        stompReceiptTimeout,
+		MaxWait:        stompReceiptTimeout - stompStallGrace,
 		StallGrace:     stompStallGrace,
 		IdleTimeout:    hb.recv * time.Duration(p.cfg.HeartBeatGrace),
 		HeartBeat:      hb.send,
 		HeartBeatFrame: stompHeartBeat,
+		CloseWait:      stompCloseWait,
 		Goodbye:        stompDisconnect,
 		Unavailable:    ErrUnavailable,
 		Closed:         ErrClosed,
@@ -434,8 +459,8 @@ func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
 // connection (the broker closes it): the request it names is rejected and the others outstanding are
 // unavailable, and when it names none every request outstanding is rejected (the broker refused one of
 // them, e.g. a SEND in a transaction).
-func readSTOMPAnswer(r *frame.Reader, log *slog.Logger, conn net.Conn) (wire.Answer, error) {
-	f, err := r.Read()
+func readSTOMPAnswer(r *bufio.Reader, log *slog.Logger, addr string) (wire.Answer, error) {
+	f, err := readSTOMPFrame(r)
 	switch {
 	case err != nil:
 		return wire.Answer{}, err
@@ -446,7 +471,7 @@ func readSTOMPAnswer(r *frame.Reader, log *slog.Logger, conn net.Conn) (wire.Ans
 	case frame.RECEIPT:
 		id, err := strconv.ParseUint(f.Header.Get(frame.ReceiptId), 10, 64)
 		if err != nil {
-			log.Warn("stomp broker sent a receipt nobody waits for", "addr", conn.RemoteAddr().String(), "receipt", f.Header.Get(frame.ReceiptId))
+			log.Warn("stomp broker sent a receipt nobody waits for", "addr", addr, "receipt", f.Header.Get(frame.ReceiptId))
 			return wire.Answer{}, nil
 		}
 		return wire.Answer{Kind: wire.ByID, ID: id}, nil
@@ -460,7 +485,153 @@ func readSTOMPAnswer(r *frame.Reader, log *slog.Logger, conn net.Conn) (wire.Ans
 		}
 		return wire.Answer{Close: rejected}, nil
 	default:
-		log.Warn("stomp broker sent an unexpected frame", "addr", conn.RemoteAddr().String(), "command", f.Command)
+		log.Warn("stomp broker sent an unexpected frame", "addr", addr, "command", f.Command)
 		return wire.Answer{}, nil
 	}
+}
+
+// Limits on a frame from the broker. A publishing connection gets CONNECTED, RECEIPT, ERROR and
+// heart-beats, all short: anything bigger is not a broker answering us, and go-stomp's frame.Reader
+// would allocate whatever content-length says (up to 4 GiB) and read lines of any length.
+const (
+	stompMaxBody    = 64 << 10
+	stompMaxHeaders = 64
+)
+
+// errSTOMPFrame: the broker sent something that is not a STOMP frame within our limits.
+var errSTOMPFrame = errors.New("malformed STOMP frame from the broker")
+
+// readSTOMPFrame reads one frame, or returns nil for a heart-beat. A line longer than r's buffer, more
+// than stompMaxHeaders headers or a body over stompMaxBody is errSTOMPFrame, as is anything malformed;
+// other errors are r's.
+func readSTOMPFrame(r *bufio.Reader) (*frame.Frame, error) {
+	line, err := readSTOMPLine(r)
+	if err != nil || len(line) == 0 {
+		return nil, err
+	}
+	f := frame.New(string(line))
+	switch f.Command {
+	case frame.CONNECTED, frame.RECEIPT, frame.ERROR, frame.MESSAGE:
+	default:
+		return nil, fmt.Errorf("%w: command %q", errSTOMPFrame, truncate(line))
+	}
+	for {
+		line, err := readSTOMPLine(r)
+		switch {
+		case err != nil:
+			return nil, err
+		case len(line) == 0:
+			return f, readSTOMPBody(r, f)
+		case f.Header.Len() == stompMaxHeaders:
+			return nil, fmt.Errorf("%w: more than %d headers", errSTOMPFrame, stompMaxHeaders)
+		}
+		name, value, ok := bytes.Cut(line, []byte{':'})
+		if !ok || len(name) == 0 {
+			return nil, fmt.Errorf("%w: header line %q", errSTOMPFrame, truncate(line))
+		}
+		if f.Command != frame.CONNECTED { // STOMP 1.2 escapes every header but CONNECT's and CONNECTED's
+			if name, err = unescapeSTOMP(name); err == nil {
+				value, err = unescapeSTOMP(value)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		f.Header.Add(string(name), string(value))
+	}
+}
+
+// readSTOMPLine returns the next line without its LF or CRLF; valid until the next read from r.
+func readSTOMPLine(r *bufio.Reader) ([]byte, error) {
+	line, err := r.ReadSlice('\n')
+	switch {
+	case errors.Is(err, bufio.ErrBufferFull):
+		return nil, fmt.Errorf("%w: line longer than %d bytes", errSTOMPFrame, r.Size())
+	case err != nil:
+		return nil, err
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}
+
+// readSTOMPBody reads f's body and the NUL ending the frame.
+func readSTOMPBody(r *bufio.Reader, f *frame.Frame) error {
+	if s, ok := f.Header.Contains(frame.ContentLength); ok {
+		n, err := strconv.ParseUint(s, 10, 32)
+		if err != nil || n > stompMaxBody {
+			return fmt.Errorf("%w: content-length %q (at most %d)", errSTOMPFrame, truncate([]byte(s)), stompMaxBody)
+		}
+		f.Body = make([]byte, n+1)
+		if _, err := io.ReadFull(r, f.Body); err != nil {
+			return noEOF(err)
+		}
+		if f.Body[n] != 0 {
+			return fmt.Errorf("%w: no NUL after the body", errSTOMPFrame)
+		}
+		f.Body = f.Body[:n]
+		return nil
+	}
+	for {
+		chunk, err := r.ReadSlice(0)
+		if len(f.Body)+len(chunk) > stompMaxBody+1 {
+			return fmt.Errorf("%w: body over %d bytes", errSTOMPFrame, stompMaxBody)
+		}
+		f.Body = append(f.Body, chunk...)
+		switch {
+		case err == nil:
+			f.Body = f.Body[:len(f.Body)-1]
+			return nil
+		case !errors.Is(err, bufio.ErrBufferFull):
+			return noEOF(err)
+		}
+	}
+}
+
+// unescapeSTOMP undoes STOMP 1.2 header escaping; an undefined escape is errSTOMPFrame.
+func unescapeSTOMP(b []byte) ([]byte, error) {
+	if bytes.IndexByte(b, '\\') < 0 {
+		return b, nil
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			out = append(out, b[i])
+			continue
+		}
+		if i++; i == len(b) {
+			return nil, fmt.Errorf("%w: header ends in a backslash", errSTOMPFrame)
+		}
+		switch b[i] {
+		case '\\':
+			out = append(out, '\\')
+		case 'c':
+			out = append(out, ':')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		default:
+			return nil, fmt.Errorf("%w: undefined escape \\%c in a header", errSTOMPFrame, b[i])
+		}
+	}
+	return out, nil
+}
+
+// noEOF turns an EOF inside a frame into io.ErrUnexpectedEOF.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// truncate shortens what a hostile broker sent for an error message.
+func truncate(b []byte) string {
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return strconv.Quote(string(b))
 }

@@ -10,7 +10,7 @@
 //   - Close is idempotent and every method answers ErrClosed afterwards; once Close has returned, every
 //     accepted publish's done has run: with nil or ErrClosed when publishes race Close, with ErrClosed
 //     when they were pending on a stalled broker (and a blocked Publish has returned ErrClosed);
-//   - a publish the broker refuses gives ErrRejected, and the publisher goes on working;
+//   - a publish the broker refuses gives ErrRejected (or the kind the Rejection names), and the publisher goes on working;
 //   - a stalled broker (SIGSTOP) ends sync publishes with ErrTimeout by their deadline and async ones with
 //     ErrTimeout or ErrUnavailable within the publisher's documented bound, and the publisher recovers
 //     once the broker runs again;
@@ -90,6 +90,9 @@ type Rejection struct {
 	Name  string // subtest name
 	Topic string
 	Body  []byte
+	// Kind is the error kind the publish must fail with; nil means publishers.ErrRejected. A message
+	// over a size limit the publisher knows is refused before it is sent: publishers.ErrTooLarge (413).
+	Kind error
 }
 
 // Constructor makes a fresh publisher for the set-up's broker; the suite closes it. It fails t when it
@@ -528,7 +531,7 @@ func warm(t *testing.T, p publishers.Publisher, topic string) {
 
 // ---------------------------------------------------------------- rejections
 
-// rejected: every publish the broker refuses fails with ErrRejected, sync and async, and afterwards the
+// rejected: every publish the broker refuses fails with ErrRejected (or its Kind), sync and async, and afterwards the
 // publisher delivers again (exactly what it acknowledges).
 func (s *suite) rejected(t *testing.T) {
 	if s.f.NoReject != "" {
@@ -537,18 +540,22 @@ func (s *suite) rejected(t *testing.T) {
 	for _, r := range s.f.Rejections {
 		t.Run(r.Name, func(t *testing.T) {
 			p := s.publisher(t)
-			if err := p.Publish(ctxFor(t, opTimeout), 0, r.Topic, r.Body); !errors.Is(err, publishers.ErrRejected) {
-				t.Errorf("Publish: %v, want ErrRejected", err)
+			want := r.Kind
+			if want == nil {
+				want = publishers.ErrRejected
+			}
+			if err := p.Publish(ctxFor(t, opTimeout), 0, r.Topic, r.Body); !errors.Is(err, want) {
+				t.Errorf("Publish: %v, want %v", err, want)
 			}
 			var k tracker
 			if err := k.publish(p, 0, r.Topic, r.Body); err != nil {
-				if !errors.Is(err, publishers.ErrRejected) {
-					t.Errorf("PublishAsync: %v, want nil (then done(ErrRejected)) or ErrRejected", err)
+				if !errors.Is(err, want) {
+					t.Errorf("PublishAsync: %v, want nil (then done(%v)) or %v", err, want, want)
 				}
 			} else {
 				k.waitAll(t, opTimeout)
-				if c := k.snapshot()[0]; c.calls > 0 && !errors.Is(c.err, publishers.ErrRejected) {
-					t.Errorf("PublishAsync's done: %v, want ErrRejected", c.err)
+				if c := k.snapshot()[0]; c.calls > 0 && !errors.Is(c.err, want) {
+					t.Errorf("PublishAsync's done: %v, want %v", c.err, want)
 				}
 			}
 			k.verifyOnce(t)

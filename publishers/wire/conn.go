@@ -37,6 +37,11 @@ type Config struct {
 	// HeartBeat, when positive, writes HeartBeatFrame if nothing else was written for about that long.
 	HeartBeat      time.Duration
 	HeartBeatFrame []byte
+	// CloseWait is how long Close waits for the answers to commands already written before it fails
+	// them: a broker that is still working answers them (callers learn the real outcome), and it never
+	// writes an answer to a socket we closed (Artemis 2.40 then stalls a thread for 10 s, and with it
+	// the connections that thread serves).
+	CloseWait time.Duration
 	// Goodbye is written by Close, best effort within a second (STOMP DISCONNECT); nil writes nothing.
 	Goodbye []byte
 	// Unavailable and Closed are the error kinds callbacks get when the connection breaks or is closed.
@@ -85,8 +90,10 @@ type Conn struct {
 	pending []entry   // outstanding commands, oldest first, from pending[off]; it has sequence number head
 	off     int
 	head    uint64
-	next    uint64 // sequence number of the next command
-	live    int    // entries in pending whose done is still set
+	next    uint64        // sequence number of the next command
+	written uint64        // sequence number of the last command the writer took: later ones are still queued
+	live    int           // entries in pending whose done is still set
+	idle    chan struct{} // set by Close while it waits; closed when live drops to 0
 	closing bool
 	broken  error // the write that failed; the read loop still takes the answers already sent
 	failed  bool  // fail ran
@@ -236,6 +243,7 @@ func (c *Conn) writeLoop() {
 		runtime.Gosched()
 		c.mu.Lock()
 		out, c.queued = c.queued, out[:0]
+		c.written = c.next - 1
 		by := c.batchBy
 		c.batchBy = time.Time{}
 		c.mu.Unlock()
@@ -353,6 +361,10 @@ func (c *Conn) answer(a Answer) {
 		q[i] = entry{}
 		c.live--
 		c.trim()
+		if c.live == 0 && c.idle != nil {
+			close(c.idle)
+			c.idle = nil
+		}
 	}
 	if a.Close != nil {
 		// Before the callback runs, so its caller's next command goes to a new connection.
@@ -411,22 +423,37 @@ func (c *Conn) fail(err error) {
 	}
 }
 
-// Close writes the goodbye (best effort, within a second), fails what is outstanding with the Closed
-// kind, and waits for the connection's goroutines. Commands queued but not yet written are dropped, so
-// the broker never sees a command whose caller was told it failed. Close is idempotent.
+// Close fails the commands queued but not yet written with the Closed kind (they are dropped, so the
+// broker never sees a command whose caller was told it failed), waits up to CloseWait for the answers
+// to those written, writes the goodbye (best effort, within a second), fails what is still outstanding
+// with the Closed kind, and waits for the connection's goroutines. Close is idempotent, and a
+// concurrent call returns only once the first has done all this.
 func (c *Conn) Close() {
 	c.closeOnce.Do(func() {
+		closed := kind(c.cfg.Closed, errors.New("connection closed"))
 		c.mu.Lock()
 		c.closing = true
 		c.queued = nil
-		draining := c.broken != nil && !c.failed
+		unsent := c.takeUnsent()
+		var idle chan struct{}
+		if c.live > 0 && !c.failed && c.cfg.CloseWait > 0 {
+			idle = make(chan struct{})
+			c.idle = idle
+		}
 		c.mu.Unlock()
-		if draining {
-			// Answers sent before the broker closed may still be in flight: let the read loop take them.
+		for _, done := range unsent {
+			done(closed)
+		}
+		if idle != nil {
+			// The read loop takes the answers: after a broken write, those the broker sent before it
+			// closed; on a live connection, those to everything written.
+			t := time.NewTimer(c.cfg.CloseWait)
 			select {
+			case <-idle:
 			case <-c.readDone:
-			case <-time.After(c.cfg.StallGrace):
+			case <-t.C:
 			}
+			t.Stop()
 		}
 		if c.cfg.Goodbye != nil && !c.dead.Load() {
 			select {
@@ -439,9 +466,25 @@ func (c *Conn) Close() {
 			case <-time.After(time.Second): // a write is stuck; fail below unblocks it
 			}
 		}
-		c.fail(kind(c.cfg.Closed, errors.New("connection closed")))
+		c.fail(closed)
 		c.wg.Wait()
 	})
+}
+
+// takeUnsent removes the commands the writer has not taken (sequence numbers after written) from
+// pending and returns their callbacks. It runs under mu.
+func (c *Conn) takeUnsent() []func(error) {
+	var dones []func(error)
+	q := c.pending[c.off:]
+	for i := range q {
+		if c.head+uint64(i) > c.written && q[i].done != nil {
+			dones = append(dones, q[i].done)
+			q[i] = entry{}
+			c.live--
+		}
+	}
+	c.trim()
+	return dones
 }
 
 func isTimeout(err error) bool {

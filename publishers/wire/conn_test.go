@@ -99,6 +99,14 @@ func startBroker(t *testing.T, serve func(w io.Writer, line string, conn net.Con
 	return b, nc
 }
 
+// waitReceived polls, with a deadline, until the broker has received a line.
+func (b *broker) waitReceived() {
+	deadline := time.Now().Add(5 * time.Second)
+	for len(b.received()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func (b *broker) received() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -341,10 +349,7 @@ func TestClose(t *testing.T) {
 	if err := c.Send(time.Time{}, encLine, r.done); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(b.received()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // polling what the broker received, with a deadline
-	}
+	b.waitReceived()
 	c.Close()
 	c.Close()
 	if err := r.wait(t); !errors.Is(err, errClosed) {
@@ -418,5 +423,120 @@ func TestHeartBeats(t *testing.T) {
 			t.Fatalf("%d heart-beats and %d replies within 5s of silence, want at least 2 and 1", n, pongs.Load())
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A lone command without a deadline (an async publish) to a broker that stops answering gets its done
+// within MaxWait and the grace, with no later command needed to notice: the read deadline is the
+// connection's own timer. Also when the broker keeps the read loop busy with heart-beats meanwhile.
+func TestLoneCommandStalls(t *testing.T) {
+	cases := []struct {
+		name       string
+		heartBeats bool
+	}{
+		{"silent broker", false},
+		{"broker sending heart-beats only", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var once sync.Once
+			stop := make(chan struct{})
+			var beats sync.WaitGroup
+			_, nc := startBroker(t, func(w io.Writer, line string, _ net.Conn) {
+				if !tc.heartBeats || line != "C 1" {
+					return
+				}
+				once.Do(func() {
+					beats.Go(func() {
+						tick := time.NewTicker(20 * time.Millisecond)
+						defer tick.Stop()
+						for {
+							select {
+							case <-stop:
+								return
+							case <-tick.C:
+								if _, err := fmt.Fprint(w, "H\n"); err != nil {
+									return
+								}
+							}
+						}
+					})
+				})
+			})
+			t.Cleanup(func() { close(stop); beats.Wait() })
+			cfg := testConfig(Next)
+			cfg.MaxWait, cfg.StallGrace = 200*time.Millisecond, 100*time.Millisecond
+			c := New(nc, cfg)
+			defer c.Close()
+			r := newResult()
+			start := time.Now()
+			if err := c.Send(time.Time{}, encLine, r.done); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.wait(t); !errors.Is(err, errUnavailable) || !errors.Is(err, ErrStalled) {
+				t.Fatalf("got %v, want unavailable (stalled)", err)
+			}
+			if d := time.Since(start); d < 300*time.Millisecond || d > 3*time.Second {
+				t.Errorf("done after %v, want about MaxWait+StallGrace = 300ms", d)
+			}
+		})
+	}
+}
+
+// Close waits up to CloseWait for the answers to commands already written: a broker still working
+// gives them their real outcome instead of the Closed kind.
+func TestCloseWaitsForAnswers(t *testing.T) {
+	b, nc := startBroker(t, func(w io.Writer, line string, c net.Conn) {
+		time.Sleep(100 * time.Millisecond) // a slow broker
+		okAll(w, line, c)
+	})
+	cfg := testConfig(Next)
+	cfg.CloseWait = 5 * time.Second
+	c := New(nc, cfg)
+	r := newResult()
+	if err := c.Send(time.Time{}, encLine, r.done); err != nil {
+		t.Fatal(err)
+	}
+	b.waitReceived()
+	c.Close()
+	if err := r.wait(t); err != nil {
+		t.Errorf("command written before Close: %v, want its answer (nil)", err)
+	}
+}
+
+// Two concurrent Close calls: neither returns before every callback has run and the read loop ended.
+func TestConcurrentClose(t *testing.T) {
+	_, nc := startBroker(t, func(io.Writer, string, net.Conn) {})
+	cfg := testConfig(Next)
+	cfg.CloseWait = 200 * time.Millisecond // the broker never answers: Close waits this long
+	c := New(nc, cfg)
+	results := make([]*result, 5)
+	for i := range results {
+		results[i] = newResult()
+		if err := c.Send(time.Time{}, encLine, results[i].done); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for k := range 2 {
+		wg.Go(func() {
+			c.Close()
+			for i, r := range results {
+				if n := r.calls.Load(); n != 1 {
+					t.Errorf("Close #%d returned with done of command %d called %d times", k+1, i, n)
+				}
+			}
+			select {
+			case <-c.readDone:
+			default:
+				t.Errorf("Close #%d returned before the read loop ended", k+1)
+			}
+		})
+	}
+	wg.Wait()
+	for i, r := range results {
+		if err := r.wait(t); !errors.Is(err, errClosed) {
+			t.Errorf("command %d: %v, want closed", i, err)
+		}
 	}
 }
