@@ -21,7 +21,7 @@ type NSQConsumer struct {
 	scope *consumeScope
 }
 
-// nsqMaxInFlight is how many unacknowledged messages nsqd may push to one Consume call in all.
+// nsqMaxInFlight is how many unacknowledged messages one nsqd may push to one Consume call.
 const nsqMaxInFlight = 1000
 
 // nsqReconnectInterval is how long go-nsq waits before connecting again to an nsqd that went away. go-nsq
@@ -63,28 +63,25 @@ func (c *NSQConsumer) Consume(ctx context.Context, topic string, handle func(Del
 	}
 	defer done()
 
-	cfg := nsq.NewConfig()
-	cfg.MaxInFlight = nsqMaxInFlight
-	cfg.DialTimeout = c.cfg.DialTimeout
-	cfg.LookupdPollInterval = nsqReconnectInterval
-	cons, err := nsq.NewConsumer(topic, c.opts.Group, cfg)
-	if err != nil {
-		return fmt.Errorf("nsq consumer: %w", err)
-	}
-	cons.SetLogger(nsqLogger{c.log}, nsq.LogLevelError) // its warnings include routine ones at Stop
-	host := make(map[string]int, len(c.cfg.Hosts))
-	for i, h := range c.cfg.Hosts {
-		host[h] = i
-	}
-	cons.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error {
-		handle(Delivery{Host: host[m.NSQDAddress], Topic: topic, Body: m.Body, Received: time.Now()})
-		return nil
-	}))
+	// One go-nsq Consumer per host: a Consumer spreads MaxInFlight over its connections and gives a
+	// connection that joins later no RDY until its next redistribution (seconds), so with one Consumer
+	// for all hosts a second host's messages arrived only after that pause.
+	var conss []*nsq.Consumer
 	stop := func() {
-		cons.Stop()
-		<-cons.StopChan // every connection closed and the handler goroutine gone
+		for _, cons := range conss {
+			cons.Stop()
+		}
+		for _, cons := range conss {
+			<-cons.StopChan // every connection closed and the handler goroutine gone
+		}
 	}
 	for i, h := range c.cfg.Hosts {
+		cons, err := c.hostConsumer(topic, i, handle)
+		if err != nil {
+			stop()
+			return err
+		}
+		conss = append(conss, cons)
 		if err := cons.ConnectToNSQD(h); err != nil {
 			stop()
 			return wrap(ErrUnavailable, fmt.Errorf("nsq.hosts[%d] %s: %w", i, h, err))
@@ -93,6 +90,24 @@ func (c *NSQConsumer) Consume(ctx context.Context, topic string, handle func(Del
 	<-ctx.Done()
 	stop()
 	return nil
+}
+
+// hostConsumer makes the go-nsq Consumer of topic on host i, handing its messages to handle.
+func (c *NSQConsumer) hostConsumer(topic string, i int, handle func(Delivery)) (*nsq.Consumer, error) {
+	cfg := nsq.NewConfig()
+	cfg.MaxInFlight = nsqMaxInFlight
+	cfg.DialTimeout = c.cfg.DialTimeout
+	cfg.LookupdPollInterval = nsqReconnectInterval
+	cons, err := nsq.NewConsumer(topic, c.opts.Group, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("nsq consumer: %w", err)
+	}
+	cons.SetLogger(nsqLogger{c.log}, nsq.LogLevelError) // its warnings include routine ones at Stop
+	cons.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error {
+		handle(Delivery{Host: i, Topic: topic, Body: m.Body, Received: time.Now()})
+		return nil
+	}))
+	return cons, nil
 }
 
 // Close implements Consumer.
