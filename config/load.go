@@ -28,6 +28,7 @@ type Sources struct {
 // Options are command-line switches that are not configuration.
 type Options struct {
 	PrintConfig bool // print the effective configuration as YAML and exit
+	Version     bool // print the version and exit
 }
 
 // setting is one leaf of Config, addressed by its key.
@@ -55,6 +56,7 @@ func Load(src Sources) (Config, Options, error) {
 	}
 	configFile := fs.String("config", "", "YAML configuration file (env "+EnvPrefix+"CONFIG)")
 	fs.BoolVar(&opts.PrintConfig, "print-config", false, "print the effective configuration as YAML and exit")
+	fs.BoolVar(&opts.Version, "version", false, "print the version, VCS revision and Go version and exit")
 	// Flags are recorded now and applied last, after the file and the environment.
 	raw := map[string]string{}
 	for _, s := range settings {
@@ -70,6 +72,9 @@ func Load(src Sources) (Config, Options, error) {
 	}
 	if fs.NArg() > 0 {
 		return cfg, opts, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if opts.Version {
+		return cfg, opts, nil // the configuration does not matter
 	}
 
 	lookup := src.LookupEnv
