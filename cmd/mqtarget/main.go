@@ -42,6 +42,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cfg, opts, err := config.Load(config.Sources{
 		Args:      args,
 		LookupEnv: os.LookupEnv,
+		Environ:   os.Environ,
 		ReadFile:  os.ReadFile,
 		Output:    stderr,
 	})

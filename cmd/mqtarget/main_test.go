@@ -47,7 +47,7 @@ func freePort(t *testing.T) string {
 // TestOutOfTheBox is `go run ./cmd/mqtarget`: embedded nsqd, every endpoint 2xx, clean exit on SIGTERM.
 func TestOutOfTheBox(t *testing.T) {
 	addr := freePort(t)
-	cmd, _, stderr := command(t, "-http.addr", addr)
+	cmd, _, stderr := command(t, "-http.addr", addr, "-embedded_brokers", "stomp")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

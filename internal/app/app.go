@@ -109,6 +109,8 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 		AuthToken:         token,
 		AdminSeparate:     cfg.HTTP.AdminAddr != "",
 		MaxDistinctTopics: cfg.Topics.MaxDistinct,
+		ReadyBrokers:      cfg.ReadyBrokers(),
+		ReadyTimeout:      cfg.Readyz.Timeout,
 		Registry:          reg,
 		Log:               log,
 		Setup:             setup,
