@@ -44,7 +44,8 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// TestOutOfTheBox is `go run ./cmd/mqtarget`: embedded nsqd, every endpoint 2xx, clean exit on SIGTERM.
+// TestOutOfTheBox is `go run ./cmd/mqtarget` with -embedded_brokers stomp: embedded nsqd and go-stomp,
+// every endpoint 2xx on both, clean exit on SIGTERM.
 func TestOutOfTheBox(t *testing.T) {
 	addr := freePort(t)
 	cmd, _, stderr := command(t, "-http.addr", addr, "-embedded_brokers", "stomp")
