@@ -56,7 +56,7 @@ type brokerCheck struct {
 	Hosts    []hostCheck `json:"hosts"`
 }
 
-// readyz pings every host of every broker at once, within the ready timeout, and answers 200 when every
+// readyz pings every host of every broker in use at once, within the ready timeout, and answers 200 when every
 // host of the required brokers is up, else 503; the body reports each broker and host. During the
 // lame-duck phase it answers 503 without pinging, so load balancers stop sending before the shutdown.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
