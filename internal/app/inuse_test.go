@@ -47,20 +47,7 @@ func TestEmbeddedOnlyInUse(t *testing.T) {
 			for _, addr := range append(append(tcp, httpAddrs...), a.EmbeddedSTOMP()...) {
 				want[portOf(t, addr)] = true
 			}
-			opened := map[int]bool{}
-			for p := range listeningPorts(t) {
-				if !before[p] {
-					opened[p] = true
-				}
-			}
-			if len(opened) != len(want) {
-				t.Errorf("Start opened listeners on ports %v, want %v", opened, want)
-			}
-			for p := range want {
-				if !opened[p] {
-					t.Errorf("port %d is not listening (opened %v)", p, opened)
-				}
-			}
+			checkOpened(t, before, want)
 			if tc.disabled == "" {
 				return
 			}
@@ -126,5 +113,24 @@ func TestBuildInfoMetric(t *testing.T) {
 	want := `mqtarget_build_info{goversion="` + v.GoVersion + `",revision="` + v.Revision + `",version="` + v.Version + `"} 1`
 	if _, body := httpGet(t, "http://"+a.Addr()+"/metrics"); !strings.Contains(body, want) {
 		t.Errorf("/metrics lacks %s", want)
+	}
+}
+
+// checkOpened fails t unless the ports listening now, and not in before, are exactly want.
+func checkOpened(t *testing.T, before, want map[int]bool) {
+	t.Helper()
+	opened := map[int]bool{}
+	for p := range listeningPorts(t) {
+		if !before[p] {
+			opened[p] = true
+		}
+	}
+	if len(opened) != len(want) {
+		t.Errorf("Start opened listeners on ports %v, want %v", opened, want)
+	}
+	for p := range want {
+		if !opened[p] {
+			t.Errorf("port %d is not listening (opened %v)", p, opened)
+		}
 	}
 }
