@@ -1,14 +1,34 @@
 # syntax=docker/dockerfile:1
 # Multi-stage build: a static mqtarget binary on a distroless base, running as a non-root user.
+#   docker build --build-arg VERSION=v1.2.3 --build-arg REVISION=$(git rev-parse HEAD) -t mqtarget .
+# VERSION lands in `mqtarget -version` and mqtarget_build_info; the Go toolchain adds vcs.revision itself
+# when the build context holds .git, REVISION labels the image either way.
+ARG VERSION=devel
+ARG REVISION=unknown
+
 FROM golang:1.26-bookworm AS build
+ARG VERSION
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/mqtarget ./cmd/mqtarget
+RUN CGO_ENABLED=0 GOOS=linux go build -trimpath \
+    -ldflags="-s -w -X github.com/mqtarget/mqtarget/internal/version.Version=${VERSION}" \
+    -o /out/mqtarget ./cmd/mqtarget
 
 FROM gcr.io/distroless/static-debian12:nonroot
+ARG VERSION
+ARG REVISION
+LABEL org.opencontainers.image.title="mqtarget" \
+      org.opencontainers.image.description="HTTP endpoints that publish to NSQ, RocketMQ and STOMP brokers, for load-testing them" \
+      org.opencontainers.image.source="https://github.com/mqtarget/mqtarget" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 COPY --from=build /out/mqtarget /usr/local/bin/mqtarget
 USER nonroot:nonroot
 EXPOSE 8080
+# Distroless has no shell or curl: the binary checks itself. /healthz, not /readyz: a broker being down
+# is for readiness, restarting mqtarget does not bring it back.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
+    CMD ["/usr/local/bin/mqtarget", "healthcheck", "-timeout", "2s", "127.0.0.1:8080"]
 ENTRYPOINT ["/usr/local/bin/mqtarget"]

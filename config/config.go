@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,8 @@ type Config struct {
 	Topics           Topics        `yaml:"topics"`
 	Log              Log           `yaml:"log"`
 	PProf            PProf         `yaml:"pprof"`
+	Readyz           Readyz        `yaml:"readyz"`
+	EmbeddedBrokers  []string      `yaml:"embedded_brokers" help:"brokers besides the default broker that run embedded when their hosts are empty, comma-separated (e.g. stomp); others without hosts are not enabled"`
 
 	// The brokers' sections (nsq, stomp, rocketmq, …), one per entry of publishers.Brokers.
 	publishers.Sections `yaml:",inline"`
@@ -70,6 +73,12 @@ type PProf struct {
 	Addr string `yaml:"addr" help:"serve net/http/pprof on this host:port, a listener of its own (empty: off)"`
 }
 
+// Readyz configures what /readyz checks.
+type Readyz struct {
+	Brokers []string      `yaml:"brokers" help:"brokers whose hosts must all answer for /readyz to answer 200, comma-separated; the others are reported only (empty: the default broker)"`
+	Timeout time.Duration `yaml:"timeout" help:"how long /readyz waits for its pings, all sent at once; a host that has not answered by then is down"`
+}
+
 // Log configures the slog logger.
 type Log struct {
 	Level  string `yaml:"level" help:"debug, info, warn or error"`
@@ -105,8 +114,10 @@ func Default() Config {
 		ShutdownGrace:    10 * time.Second,
 		// A ?topics= sweep up to 1000 fits; a runaway loop of new names stops there instead of filling
 		// the broker with topics.
-		Topics:   Topics{MaxDistinct: 1000},
-		Log:      Log{Level: "info", Format: "text"},
+		Topics: Topics{MaxDistinct: 1000},
+		Log:    Log{Level: "info", Format: "text"},
+		// Under the 1 s timeout probes usually have, so a hanging broker gives 503, not a probe timeout.
+		Readyz:   Readyz{Timeout: 900 * time.Millisecond},
 		Sections: publishers.DefaultSections(),
 	}
 }
@@ -192,8 +203,30 @@ func (c Config) Validate() error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		add("log.format", "must be text or json, got %q", c.Log.Format)
 	}
+	if c.Readyz.Timeout <= 0 || c.Readyz.Timeout > 10*time.Second {
+		add("readyz.timeout", "must be 1ms..10s, got %v", c.Readyz.Timeout)
+	}
 	errs = append(errs, c.validateBrokers())
 	return errors.Join(errs...)
+}
+
+// InUse reports whether b runs in this configuration: its addresses are configured, or it runs
+// embedded because it is the default broker or listed in embedded_brokers. Embedded servers nobody
+// asked for would cost memory, ports and a temporary directory, and fail /readyz for nothing.
+func (c Config) InUse(b *publishers.Broker) bool {
+	s := &c.Sections
+	if len(b.Addrs(s)) > 0 {
+		return true
+	}
+	return b.Embedded(s) > 0 && (b.Name == c.Broker || slices.Contains(c.EmbeddedBrokers, b.Name))
+}
+
+// ReadyBrokers are the brokers /readyz requires: readyz.brokers, or the default broker.
+func (c Config) ReadyBrokers() []string {
+	if len(c.Readyz.Brokers) == 0 {
+		return []string{c.Broker}
+	}
+	return c.Readyz.Brokers
 }
 
 // Common returns the settings outside the broker sections that brokers use.
@@ -219,6 +252,20 @@ func (c Config) validateBrokers() error {
 	}
 	if publishers.LookupBroker(c.Broker) == nil {
 		errs = append(errs, fmt.Errorf("broker: unknown broker %q (known: %s)", c.Broker, strings.Join(publishers.BrokerNames(), ", ")))
+	}
+	for i, name := range c.EmbeddedBrokers {
+		key := fmt.Sprintf("embedded_brokers[%d]", i)
+		switch b := publishers.LookupBroker(name); {
+		case b == nil:
+			errs = append(errs, fmt.Errorf("%s: unknown broker %q (known: %s)", key, name, strings.Join(publishers.BrokerNames(), ", ")))
+		case len(b.Addrs(&c.Sections)) == 0 && b.Embedded(&c.Sections) == 0:
+			errs = append(errs, fmt.Errorf("%s: broker %q has no embedded mode, or its embedded count is 0, and %s is empty", key, name, b.AddrsSetting()))
+		}
+	}
+	for i, name := range c.Readyz.Brokers {
+		if b := publishers.LookupBroker(name); b == nil || !c.InUse(b) {
+			errs = append(errs, fmt.Errorf("readyz.brokers[%d]: broker %q is not enabled by this configuration", i, name))
+		}
 	}
 	return errors.Join(errs...)
 }

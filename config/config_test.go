@@ -30,6 +30,13 @@ func (s sources) load(t *testing.T) (config.Config, config.Options, error) {
 			v, ok := s.env[k]
 			return v, ok
 		},
+		Environ: func() []string {
+			var env []string
+			for k, v := range s.env {
+				env = append(env, k+"="+v)
+			}
+			return env
+		},
 		ReadFile: func(name string) ([]byte, error) {
 			data, ok := s.files[name]
 			if !ok {
@@ -51,6 +58,12 @@ func normalize(c config.Config) config.Config {
 	}
 	if len(c.RocketMQ.NameServers) == 0 {
 		c.RocketMQ.NameServers = nil
+	}
+	if len(c.EmbeddedBrokers) == 0 {
+		c.EmbeddedBrokers = nil
+	}
+	if len(c.Readyz.Brokers) == 0 {
+		c.Readyz.Brokers = nil
 	}
 	return c
 }
@@ -234,7 +247,7 @@ func TestLoadPrecedence(t *testing.T) {
 				"MQTARGET_HTTP_ADDR": ":7000", "MQTARGET_BROKER": "nsq", "MQTARGET_NSQ_HOSTS": "x:1,y:2,z:3",
 				"MQTARGET_MESSAGE_MAX_SIZE": "999", "MQTARGET_MESSAGE_SIZE": "99", "MQTARGET_ASYNC_MAX_IN_FLIGHT": "5",
 				"MQTARGET_NSQ_PRODUCERS_PER_HOST": "3", "MQTARGET_NSQ_DIAL_TIMEOUT": "1m0s", "MQTARGET_PUBLISH_TIMEOUT": "2m",
-				"MQTARGET_LOG_LEVEL": "warn", "MQTARGET_UNRELATED": "ignored",
+				"MQTARGET_LOG_LEVEL": "warn", "UNRELATED": "ignored",
 			}},
 			want: func(c *config.Config) {
 				c.HTTP.Addr = ":7000"
@@ -375,7 +388,15 @@ func TestLoadErrors(t *testing.T) {
 		{name: "async.max_in_flight", src: sources{args: []string{"-async.max_in_flight", "0"}}, want: []string{"async.max_in_flight: "}},
 		{name: "shutdown_grace negative", src: sources{args: []string{"-shutdown_grace", "-1s"}}, want: []string{"shutdown_grace: "}},
 		{name: "producers_per_host", src: sources{args: []string{"-nsq.producers_per_host", "0"}}, want: []string{"nsq.producers_per_host: "}},
-		{name: "embedded zero without hosts", src: sources{args: []string{"-nsq.embedded", "0"}}, want: []string{"nsq.embedded: "}},
+		{name: "embedded zero disables the default broker", src: sources{args: []string{"-nsq.embedded", "0"}},
+			want: []string{"nsq.hosts: ", "not enabled"}, notWant: []string{"nsq.embedded: "}},
+		{name: "unknown environment variable", src: sources{env: map[string]string{"MQTARGET_NSQ_HOST": "a:4150"}},
+			want: []string{"MQTARGET_NSQ_HOST: unknown environment variable"}},
+		{name: "unknown environment variables each named", src: sources{env: map[string]string{"MQTARGET_LOG_LEVL": "debug", "MQTARGET_X": ""}},
+			want: []string{"MQTARGET_LOG_LEVL: ", "MQTARGET_X: "}},
+		{name: "unknown environment variable beside a bad known one", src: sources{env: map[string]string{
+			"MQTARGET_TOPICS": "3", "MQTARGET_MESSAGE_SIZE": "big"}},
+			want: []string{"MQTARGET_TOPICS: unknown", "message.size (from MQTARGET_MESSAGE_SIZE)"}},
 		{name: "several errors at once", src: sources{args: []string{"-log.level", "loud", "-message.size", "-5"}},
 			want: []string{"log.level: ", "message.size: "}},
 		{name: "bad env integer names key and variable", src: sources{env: map[string]string{"MQTARGET_MESSAGE_SIZE": "abc"}},
@@ -617,6 +638,29 @@ func TestAuthToken(t *testing.T) {
 			}
 			if err != nil || got != tc.want {
 				t.Fatalf("AuthToken() = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestEnvNotSettings: the variables that are not settings but that mqtarget reads or the repository's
+// scripts and tests export pass the unknown-variable check; other environment variables are not looked at.
+func TestEnvNotSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+	}{
+		{"config file", map[string]string{"MQTARGET_CONFIG": "f"}},
+		{"a setting", map[string]string{"MQTARGET_READYZ_BROKERS": "nsq"}},
+		{"scripts' variables", map[string]string{"MQTARGET_CACHE": "/c", "MQTARGET_DATA": "/d", "MQTARGET_NSQD_BIN": "/n",
+			"MQTARGET_INTEGRATION": "1", "MQTARGET_TEST_MAIN": "1", "MQTARGET_KEEP_RUN": "1", "MQTARGET_ROCKETMQ_NAMESRV": "a:1"}},
+		{"scripts' broker prefixes", map[string]string{"MQTARGET_ARTEMIS_STOMP": "a:1", "MQTARGET_ACTIVEMQ_LOGIN": "x",
+			"MQTARGET_RABBITMQ_PIDFILE": "/p"}},
+		{"other prefixes", map[string]string{"PATH": "/bin", "MQTARGETX": "1", "mqtarget_lower": "1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := (sources{env: tc.env, files: map[string]string{"f": ""}}).load(t); err != nil {
+				t.Errorf("Load: %v", err)
 			}
 		})
 	}

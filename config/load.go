@@ -21,6 +21,7 @@ const EnvPrefix = "MQTARGET_"
 type Sources struct {
 	Args      []string                          // command-line arguments, without the program name
 	LookupEnv func(string) (string, bool)       // os.LookupEnv
+	Environ   func() []string                   // os.Environ, to refuse unknown MQTARGET_* variables; nil: not checked
 	ReadFile  func(name string) ([]byte, error) // os.ReadFile
 	Output    io.Writer                         // where -h writes usage
 }
@@ -28,6 +29,7 @@ type Sources struct {
 // Options are command-line switches that are not configuration.
 type Options struct {
 	PrintConfig bool // print the effective configuration as YAML and exit
+	Version     bool // print the version and exit
 }
 
 // setting is one leaf of Config, addressed by its key.
@@ -55,6 +57,7 @@ func Load(src Sources) (Config, Options, error) {
 	}
 	configFile := fs.String("config", "", "YAML configuration file (env "+EnvPrefix+"CONFIG)")
 	fs.BoolVar(&opts.PrintConfig, "print-config", false, "print the effective configuration as YAML and exit")
+	fs.BoolVar(&opts.Version, "version", false, "print the version, VCS revision and Go version and exit")
 	// Flags are recorded now and applied last, after the file and the environment.
 	raw := map[string]string{}
 	for _, s := range settings {
@@ -70,6 +73,9 @@ func Load(src Sources) (Config, Options, error) {
 	}
 	if fs.NArg() > 0 {
 		return cfg, opts, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if opts.Version {
+		return cfg, opts, nil // the configuration does not matter
 	}
 
 	lookup := src.LookupEnv
@@ -90,7 +96,7 @@ func Load(src Sources) (Config, Options, error) {
 		}
 	}
 
-	var errs []error
+	errs := unknownEnv(src.Environ, settings)
 	for _, s := range settings {
 		if v, ok := lookup(Env(s.key)); ok {
 			if err := setValue(s.value, v); err != nil {
@@ -115,6 +121,45 @@ func Load(src Sources) (Config, Options, error) {
 		return cfg, opts, err
 	}
 	return cfg, opts, cfg.Validate()
+}
+
+// ReservedEnv are MQTARGET_* variables that are not settings but that the repository's scripts and tests
+// read (names ending in _ are prefixes); mqtarget ignores them, so a shell prepared for scripts/test.sh
+// can still start it.
+var ReservedEnv = []string{
+	EnvPrefix + "CACHE", EnvPrefix + "DATA", EnvPrefix + "KEEP_RUN", EnvPrefix + "INTEGRATION",
+	EnvPrefix + "NSQD_BIN", EnvPrefix + "TEST_MAIN", EnvPrefix + "ROCKETMQ_NAMESRV",
+	EnvPrefix + "ARTEMIS_", EnvPrefix + "ACTIVEMQ_", EnvPrefix + "RABBITMQ_",
+}
+
+// unknownEnv returns an error for each MQTARGET_* variable that names no setting, so a typo such as
+// MQTARGET_NSQ_HOST fails loudly instead of leaving the default in place.
+func unknownEnv(environ func() []string, settings []setting) []error {
+	if environ == nil {
+		return nil
+	}
+	known := map[string]bool{EnvPrefix + "CONFIG": true}
+	for _, s := range settings {
+		known[Env(s.key)] = true
+	}
+	var errs []error
+	for _, kv := range environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, EnvPrefix) || known[name] || reserved(name) {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%s: unknown environment variable: no setting is named so (mqtarget -h lists each setting's variable)", name))
+	}
+	return errs
+}
+
+func reserved(name string) bool {
+	for _, r := range ReservedEnv {
+		if name == r || (strings.HasSuffix(r, "_") && strings.HasPrefix(name, r)) {
+			return true
+		}
+	}
+	return false
 }
 
 // decodeYAML overlays a YAML document onto cfg; unknown keys are errors so typos don't pass silently.

@@ -40,8 +40,27 @@ func TestBrokerValidation(t *testing.T) {
 		}, []string{"rocketmq.name_servers[0]: "}, nil},
 		{"stomp section checked when not the default", func(c *config.Config) { c.STOMP.Hosts = []string{"a:1", ":2"} },
 			[]string{"stomp.hosts[1]: "}, nil},
-		{"nsq embedded 0 is one error, not also disabled", func(c *config.Config) { c.NSQ.Embedded = 0 },
-			[]string{"nsq.embedded: "}, nil},
+		{"nsq embedded 0 disables the default broker", func(c *config.Config) { c.NSQ.Embedded = 0 },
+			[]string{"nsq.hosts: "}, []string{`broker "nsq" is not enabled`}},
+		{"nsq embedded 0 beside another default broker", func(c *config.Config) { c.Broker = "stomp"; c.NSQ.Embedded = 0 }, nil, nil},
+		{"stomp embedded 0 while not in use", func(c *config.Config) { c.STOMP.Embedded = 0 }, nil, nil},
+		{"nsq embedded 17 still refused", func(c *config.Config) { c.NSQ.Embedded = 17 }, []string{"nsq.embedded: "}, nil},
+		{"embedded_brokers lists stomp", func(c *config.Config) { c.EmbeddedBrokers = []string{"stomp"} }, nil, nil},
+		{"embedded_brokers unknown broker", func(c *config.Config) { c.EmbeddedBrokers = []string{"stomp", "kafka"} },
+			[]string{"embedded_brokers[1]: "}, []string{`"kafka"`}},
+		{"embedded_brokers without embedded mode", func(c *config.Config) { c.EmbeddedBrokers = []string{"rocketmq"} },
+			[]string{"embedded_brokers[0]: "}, []string{"rocketmq.name_servers"}},
+		{"embedded_brokers with embedded 0", func(c *config.Config) {
+			c.EmbeddedBrokers = []string{"stomp"}
+			c.STOMP.Embedded = 0
+		}, []string{"embedded_brokers[0]: "}, nil},
+		{"readyz.brokers names a broker in use", func(c *config.Config) {
+			c.Readyz.Brokers = []string{"nsq", "stomp"}
+			c.STOMP.Hosts = []string{"a:61613"}
+		}, nil, nil},
+		{"readyz.brokers names an unused broker", func(c *config.Config) { c.Readyz.Brokers = []string{"nsq", "stomp"} },
+			[]string{"readyz.brokers[1]: "}, []string{`"stomp" is not enabled`}},
+		{"readyz.timeout zero", func(c *config.Config) { c.Readyz.Timeout = 0 }, []string{"readyz.timeout: "}, nil},
 		{"nsq dial timeout bounded by publish_timeout", func(c *config.Config) { c.PublishTimeout = 100 * time.Millisecond },
 			[]string{"nsq.dial_timeout: "}, []string{"publish_timeout 100ms"}},
 		{"errors of several sections, in registry order", func(c *config.Config) {

@@ -864,56 +864,6 @@ func TestHealthAndReadiness(t *testing.T) {
 			}
 		}
 	})
-	type check struct {
-		Broker string `json:"broker"`
-		Host   string `json:"host"`
-		Error  string `json:"error"`
-	}
-	type ready struct {
-		Ready bool    `json:"ready"`
-		Hosts []check `json:"hosts"`
-	}
-	for _, tc := range []struct {
-		name    string
-		pingErr map[int]error
-		status  int
-		failing map[string]bool
-	}{
-		{"all up", nil, 200, nil},
-		{"second host down", map[int]error{1: fmt.Errorf("dial tcp h1:4150: %w", publishers.ErrUnavailable)}, 503, map[string]bool{"h1:4150": true}},
-		{"two down", map[int]error{0: errors.New("refused"), 2: errors.New("refused")}, 503, map[string]bool{"h0:4150": true, "h2:4150": true}},
-	} {
-		t.Run("readyz "+tc.name, func(t *testing.T) {
-			f := newFake(3)
-			f.pingErr = tc.pingErr
-			ts := newServer(t, f)
-			w := ts.do(http.MethodGet, "/readyz", "")
-			if w.Code != tc.status {
-				t.Fatalf("status %d, want %d: %s", w.Code, tc.status, w.Body)
-			}
-			var r ready
-			if err := json.Unmarshal(w.Body.Bytes(), &r); err != nil {
-				t.Fatalf("body %q: %v", w.Body, err)
-			}
-			if r.Ready != (tc.status == 200) {
-				t.Errorf("ready = %v", r.Ready)
-			}
-			if len(r.Hosts) != 3 {
-				t.Fatalf("hosts %+v, want 3", r.Hosts)
-			}
-			for i, c := range r.Hosts {
-				if c.Broker != "nsq" || c.Host != f.hosts[i] {
-					t.Errorf("check %d = %+v, want nsq %s (sorted)", i, c, f.hosts[i])
-				}
-				if (c.Error != "") != tc.failing[c.Host] {
-					t.Errorf("host %s error %q, failing=%v", c.Host, c.Error, tc.failing[c.Host])
-				}
-				if c.Error != "" && !strings.Contains(c.Error, tc.pingErr[i].Error()) {
-					t.Errorf("host %s error %q does not carry %q", c.Host, c.Error, tc.pingErr[i])
-				}
-			}
-		})
-	}
 }
 
 // sendEndpoints are the table's send endpoints.

@@ -118,6 +118,10 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 	}
 	req.pub = s.pubs[req.broker]
 	if req.pub == nil {
+		if publishers.LookupBroker(req.broker) != nil {
+			return sendRequest{}, badField("broker", "broker %q is not enabled by this configuration (enabled: %s)",
+				req.broker, strings.Join(s.brokerNames, ", "))
+		}
 		return sendRequest{}, badField("broker", "unknown broker %q (available: %s)", req.broker, strings.Join(s.brokerNames, ", "))
 	}
 	if q.has[pTopic] {

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,7 +43,12 @@ type Options struct {
 	AdminSeparate bool
 	// MaxDistinctTopics bounds the distinct topics each broker is sent to since start; 0: no bound.
 	MaxDistinctTopics int
-	Log               *slog.Logger
+	// ReadyBrokers are the brokers whose hosts must all answer for /readyz to answer 200; nil: the
+	// default broker. The other brokers are reported but do not fail it.
+	ReadyBrokers []string
+	// ReadyTimeout bounds /readyz's pings; 0: DefaultReadyTimeout.
+	ReadyTimeout time.Duration
+	Log          *slog.Logger
 	// Setup is shown on / as the effective broker setup (hosts, embedded or not, …).
 	Setup any
 }
@@ -70,6 +74,9 @@ type Server struct {
 	admin          http.Handler // the admin routes when adminSeparate, else nil
 	log            *slog.Logger
 	setup          any
+	readyBrokers   []string
+	readyTimeout   time.Duration
+	hostStates     hostStates
 	reg            *prometheus.Registry
 	sends          []Endpoint // the index's "endpoints"
 	other          []string   // the index's "other"
@@ -126,7 +133,7 @@ var routeTable = []route{
 		func(s *Server) handlerFunc { return s.sendNHost(3) }),
 	{Endpoint{"/healthz", "200 while the process serves", getHead, false, true},
 		func(*Server) http.Handler { return http.HandlerFunc(healthz) }},
-	{Endpoint{"/readyz", "200 when every host of every broker answers a ping, else 503 with the failures; 503 during a shutdown's lame-duck phase", getHead, false, true},
+	{Endpoint{"/readyz", "each broker's hosts and their state; 200 when every host of the readyz.brokers answers a ping within readyz.timeout, else 503; 503 during a shutdown's lame-duck phase", getHead, false, true},
 		func(s *Server) http.Handler { return http.HandlerFunc(s.readyz) }},
 	{Endpoint{"/metrics", "Prometheus metrics (OpenMetrics and native histograms negotiated)", []string{http.MethodGet}, false, true},
 		func(s *Server) http.Handler {
@@ -162,6 +169,8 @@ func New(o Options) *Server {
 		maxRequests:    int64(o.MaxRequests),
 		log:            o.Log,
 		setup:          o.Setup,
+		readyBrokers:   o.ReadyBrokers,
+		readyTimeout:   o.ReadyTimeout,
 		reg:            o.Registry,
 		token:          newBearer(o.AuthToken),
 		adminSeparate:  o.AdminSeparate,
@@ -180,6 +189,12 @@ func New(o Options) *Server {
 		s.brokerNames = append(s.brokerNames, name)
 	}
 	sort.Strings(s.brokerNames)
+	if s.readyBrokers == nil {
+		s.readyBrokers = []string{s.defaultBroker}
+	}
+	if s.readyTimeout <= 0 {
+		s.readyTimeout = DefaultReadyTimeout
+	}
 	s.topics = newTopicLimit(o.MaxDistinctTopics, s.brokerNames)
 	s.handler, s.admin = s.routes()
 	return s
@@ -333,55 +348,6 @@ func (s *Server) routes() (main, admin http.Handler) {
 
 func healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
-}
-
-// readyz answers 200 when every host of every publisher answers a ping, else 503 with the failures; 503
-// without pinging during the lame-duck phase, so load balancers stop sending before the shutdown.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if s.lameDuck.Load() {
-		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"ready":false,"shutting_down":true,"hosts":[]}`+"\n"))
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.publishTimeout)
-	defer cancel()
-	type check struct {
-		Broker string `json:"broker"`
-		Host   string `json:"host"`
-		Error  string `json:"error,omitempty"`
-	}
-	var (
-		mu     sync.Mutex
-		checks []check
-		wg     sync.WaitGroup
-	)
-	for _, name := range s.brokerNames {
-		pub := s.pubs[name]
-		for i, addr := range pub.Hosts() {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c := check{Broker: name, Host: addr}
-				if err := pub.Ping(ctx, i); err != nil {
-					c.Error = err.Error()
-				}
-				mu.Lock()
-				checks = append(checks, c)
-				mu.Unlock()
-			}()
-		}
-	}
-	wg.Wait()
-	sort.Slice(checks, func(i, j int) bool {
-		return checks[i].Broker+checks[i].Host < checks[j].Broker+checks[j].Host
-	})
-	status, ready := http.StatusOK, true
-	for _, c := range checks {
-		if c.Error != "" {
-			status, ready = http.StatusServiceUnavailable, false
-		}
-	}
-	body, _ := json.Marshal(map[string]any{"ready": ready, "hosts": checks})
-	writeJSON(w, status, append(body, '\n'))
 }
 
 // index lists the endpoints, their parameters and the effective broker setup.

@@ -36,6 +36,7 @@ var LatencyBuckets = prometheus.ExponentialBucketsRange(25e-6, 13, 30)
 type Metrics struct {
 	duration *prometheus.HistogramVec
 	messages *prometheus.CounterVec
+	bytes    *prometheus.CounterVec
 	log      *slog.Logger // failed publishes, rate-limited; nil: not logged
 	logEvery time.Duration
 }
@@ -58,8 +59,12 @@ func NewMetrics(reg prometheus.Registerer, log *slog.Logger) *Metrics {
 			Name: "mqtarget_publish_messages_total",
 			Help: "Messages published, by outcome (ok, timeout, rejected, unavailable, closed, canceled, error).",
 		}, []string{"broker", "host", "mode", "result"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mqtarget_publish_bytes_total",
+			Help: "Payload bytes the broker acknowledged (result ok), all modes together.",
+		}, []string{"broker", "host"}),
 	}
-	reg.MustRegister(m.duration, m.messages)
+	reg.MustRegister(m.duration, m.messages, m.bytes)
 	return m
 }
 
@@ -74,8 +79,9 @@ func (m *Metrics) Instrument(broker string, p Publisher) Publisher {
 		if m.log != nil {
 			fails = &hostFailures{log: m.log.With("broker", broker, "host", addr), every: &m.logEvery, epoch: ip.epoch}
 		}
+		okBytes := m.bytes.WithLabelValues(broker, addr)
 		for i, mode := range modes {
-			mo := modeObs{duration: m.duration.WithLabelValues(broker, addr, mode), mode: mode, fails: fails}
+			mo := modeObs{duration: m.duration.WithLabelValues(broker, addr, mode), bytes: okBytes, mode: mode, fails: fails}
 			for ri, r := range results {
 				mo.results[ri] = m.messages.WithLabelValues(broker, addr, mode, r)
 			}
@@ -88,14 +94,18 @@ func (m *Metrics) Instrument(broker string, p Publisher) Publisher {
 type modeObs struct {
 	duration prometheus.Observer
 	results  [len(results)]prometheus.Counter // indexed like results
+	bytes    prometheus.Counter               // the host's, shared by its modes
 	mode     string
 	fails    *hostFailures // shared by the host's modes; nil: failures are not logged
 }
 
-func (o *modeObs) observe(took time.Duration, n int, err error) {
+func (o *modeObs) observe(took time.Duration, n, size int, err error) {
 	o.duration.Observe(took.Seconds())
 	ri := resultIndex(err)
 	o.results[ri].Add(float64(n))
+	if ri == 0 {
+		o.bytes.Add(float64(size))
+	}
 	if ri != 0 && o.fails != nil {
 		o.fails.record(ri, o.mode, n, err)
 	}
@@ -169,7 +179,7 @@ func (p *instrumented) Publish(ctx context.Context, host int, topic string, body
 	start := p.now()
 	err := p.Publisher.Publish(ctx, host, topic, body)
 	if o := p.at(host, 0); o != nil {
-		o.observe(p.now()-start, 1, err)
+		o.observe(p.now()-start, 1, len(body), err)
 	}
 	return err
 }
@@ -178,7 +188,11 @@ func (p *instrumented) PublishBatch(ctx context.Context, host int, topic string,
 	start := p.now()
 	err := p.Publisher.PublishBatch(ctx, host, topic, bodies)
 	if o := p.at(host, 1); o != nil {
-		o.observe(p.now()-start, len(bodies), err)
+		size := 0
+		for _, b := range bodies {
+			size += len(b)
+		}
+		o.observe(p.now()-start, len(bodies), size, err)
 	}
 	return err
 }
@@ -190,11 +204,11 @@ func (p *instrumented) PublishAsync(host int, topic string, body []byte, done fu
 	}
 	start := p.now()
 	err := p.Publisher.PublishAsync(host, topic, body, func(err error) {
-		o.observe(p.now()-start, 1, err)
+		o.observe(p.now()-start, 1, len(body), err)
 		done(err)
 	})
 	if err != nil {
-		o.observe(p.now()-start, 1, err)
+		o.observe(p.now()-start, 1, len(body), err)
 	}
 	return err
 }

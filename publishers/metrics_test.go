@@ -366,3 +366,55 @@ func TestFailureLog(t *testing.T) {
 		t.Errorf("FailureLogInterval = %v; README says 10 s", publishers.FailureLogInterval)
 	}
 }
+
+// TestPublishBytes: mqtarget_publish_bytes_total counts the payload bytes of acknowledged publishes
+// per host, in every mode, async ones when their completion arrives; failed publishes add nothing.
+func TestPublishBytes(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	stub := &stubPub{hosts: []string{"a:4150", "b:4150"}}
+	p := publishers.NewMetrics(reg, nil).Instrument("nsq", stub)
+	ctx := context.Background()
+	for _, s := range []struct {
+		name string
+		err  error
+		do   func() error
+	}{
+		{"sync 5 bytes ok on a", nil, func() error { return p.Publish(ctx, 0, "t", make([]byte, 5)) }},
+		{"batch 3+4 bytes ok on b", nil, func() error { return p.PublishBatch(ctx, 1, "t", [][]byte{make([]byte, 3), make([]byte, 4)}) }},
+		{"sync 100 bytes timed out on a", publishers.ErrTimeout, func() error { return p.Publish(ctx, 0, "t", make([]byte, 100)) }},
+		{"batch 200 bytes rejected on b", publishers.ErrRejected, func() error { return p.PublishBatch(ctx, 1, "t", [][]byte{make([]byte, 200)}) }},
+		{"async 11 bytes ok on a", nil, func() error { return p.PublishAsync(0, "t", make([]byte, 11), func(error) {}) }},
+		{"async 50 bytes refused on b", publishers.ErrClosed, func() error { return p.PublishAsync(1, "t", make([]byte, 50), func(error) {}) }},
+	} {
+		stub.set(s.err, nil)
+		if err := s.do(); !errors.Is(err, s.err) {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+	}
+	stub.set(nil, publishers.ErrTimeout)
+	if err := p.PublishAsync(1, "t", make([]byte, 70), func(error) {}); err != nil { // completes with a timeout
+		t.Fatal(err)
+	}
+	bytesOf := func() map[string]float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, mf := range mfs {
+			if mf.GetName() == "mqtarget_publish_bytes_total" {
+				for _, m := range mf.GetMetric() {
+					out[labelsOf(m)["host"]] = m.GetCounter().GetValue()
+				}
+			}
+		}
+		return out
+	}
+	if got := bytesOf(); got["a:4150"] != 5 || got["b:4150"] != 7 {
+		t.Errorf("before async completions: %v, want a 5, b 7", got)
+	}
+	stub.releaseAll()
+	if got := bytesOf(); got["a:4150"] != 16 || got["b:4150"] != 7 || len(got) != 2 {
+		t.Errorf("bytes %v, want a 16, b 7", got)
+	}
+}

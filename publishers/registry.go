@@ -59,7 +59,9 @@ var NSQBroker = &Broker{
 	addrs:    func(s *Sections) []string { return s.NSQ.Hosts },
 	embedded: func(s *Sections) int { return s.NSQ.Embedded },
 	validate: func(s *Sections, prefix string, c Common) error {
-		err := s.NSQ.Validate(prefix)
+		n := s.NSQ
+		n.Embedded = embeddedCount(len(n.Hosts), n.Embedded)
+		err := n.Validate(prefix)
 		if c.PublishTimeout > 0 && s.NSQ.DialTimeout > c.PublishTimeout {
 			err = errors.Join(err, fmt.Errorf("%s.dial_timeout: %v exceeds publish_timeout %v", prefix, s.NSQ.DialTimeout, c.PublishTimeout))
 		}
@@ -78,7 +80,11 @@ var STOMPBroker = &Broker{
 	AddrsKey: "hosts",
 	addrs:    func(s *Sections) []string { return s.STOMP.Hosts },
 	embedded: func(s *Sections) int { return s.STOMP.Embedded },
-	validate: func(s *Sections, prefix string, _ Common) error { return s.STOMP.Validate(prefix) },
+	validate: func(s *Sections, prefix string, _ Common) error {
+		st := s.STOMP
+		st.Embedded = embeddedCount(len(st.Hosts), st.Embedded)
+		return st.Validate(prefix)
+	},
 	setup: func(s *Sections) map[string]any {
 		return map[string]any{"prefix": s.STOMP.Prefix, "persistent": s.STOMP.Persistent}
 	},
@@ -112,6 +118,16 @@ var RocketMQBroker = &Broker{
 		}
 		return NewRocketMQ(rc, topics, log)
 	},
+}
+
+// embeddedCount is the count a section's Validate should check: "embedded: 0" disables the embedded mode
+// (the broker is then enabled only by its addresses), while the sections' own checks want 1..16 servers
+// whenever the addresses are empty, so 0 is checked as 1.
+func embeddedCount(hosts, embedded int) int {
+	if hosts == 0 && embedded == 0 {
+		return 1
+	}
+	return embedded
 }
 
 // LookupBroker returns the registry entry named name, or nil.

@@ -60,7 +60,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case !slices.Contains(consume.Formats, *format):
 		return bad("-o: unknown output format %q, want %s", *format, strings.Join(consume.Formats, " or "))
 	}
-	cfg, _, err := config.Load(config.Sources{Args: rest, LookupEnv: os.LookupEnv, ReadFile: os.ReadFile, Output: stderr})
+	cfg, _, err := config.Load(config.Sources{Args: rest, LookupEnv: os.LookupEnv, Environ: os.Environ, ReadFile: os.ReadFile, Output: stderr})
 	if err != nil {
 		return bad("%v", err)
 	}

@@ -1,7 +1,8 @@
 // Command mqtarget serves HTTP endpoints that publish to message brokers, for load-testing them with
 // wrk, wrk2 or hey. With no broker configured it starts embedded nsqd instances.
 //
-// Subcommands: serve (the default, when the first argument is not a subcommand's name) and consume.
+// Subcommands: serve (the default, when the first argument is not a subcommand's name), consume,
+// healthcheck and version.
 package main
 
 import (
@@ -32,11 +33,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runConsume(ctx, args[1:], stdout, stderr)
+		case "healthcheck":
+			return runHealthcheck(context.Background(), args[1:], stdout, stderr)
+		case "version":
+			return printVersion(stdout)
 		}
 	}
 	cfg, opts, err := config.Load(config.Sources{
 		Args:      args,
 		LookupEnv: os.LookupEnv,
+		Environ:   os.Environ,
 		ReadFile:  os.ReadFile,
 		Output:    stderr,
 	})
@@ -46,6 +52,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "mqtarget: %v\n", err)
 		return 2
+	}
+	if opts.Version {
+		return printVersion(stdout)
 	}
 	if opts.PrintConfig {
 		out, err := cfg.YAML()

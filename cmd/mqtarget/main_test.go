@@ -44,10 +44,11 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// TestOutOfTheBox is `go run ./cmd/mqtarget`: embedded nsqd, every endpoint 2xx, clean exit on SIGTERM.
+// TestOutOfTheBox is `go run ./cmd/mqtarget` with -embedded_brokers stomp: embedded nsqd and go-stomp,
+// every endpoint 2xx on both, clean exit on SIGTERM.
 func TestOutOfTheBox(t *testing.T) {
 	addr := freePort(t)
-	cmd, _, stderr := command(t, "-http.addr", addr)
+	cmd, _, stderr := command(t, "-http.addr", addr, "-embedded_brokers", "stomp")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +171,14 @@ func TestCommandLine(t *testing.T) {
 		{"bad size from env names the variable", nil, []string{"MQTARGET_MESSAGE_SIZE=big"}, 2,
 			nil, []string{"message.size", "MQTARGET_MESSAGE_SIZE"}},
 		{"unknown flag", []string{"-nope"}, nil, 2, nil, []string{"flag provided but not defined: -nope"}},
+		{"unknown env var names it", []string{"-print-config"}, []string{"MQTARGET_NSQ_HOST=127.0.0.1:4150"}, 2,
+			nil, []string{"MQTARGET_NSQ_HOST: unknown environment variable"}},
+		{"unknown env var fails consume too", []string{"consume", "-count", "1"}, []string{"MQTARGET_TOPC=x"}, 2,
+			nil, []string{"MQTARGET_TOPC: unknown environment variable"}},
+		{"embedded 0 disables the default broker", []string{"-nsq.embedded", "0"}, nil, 2,
+			nil, []string{"nsq.hosts:", "not enabled"}},
+		{"embedded 0 beside another broker", []string{"-print-config", "-nsq.embedded", "0", "-broker", "stomp"}, nil, 0,
+			[]string{"embedded: 0"}, nil},
 		{"missing config file", []string{"-config", "/nonexistent/mqtarget.yaml"}, nil, 2, nil, []string{"/nonexistent/mqtarget.yaml"}},
 	}
 	for _, c := range cases {

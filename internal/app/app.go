@@ -18,6 +18,7 @@ import (
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/handlers"
 	"github.com/mqtarget/mqtarget/internal/embedded"
+	"github.com/mqtarget/mqtarget/internal/version"
 	"github.com/mqtarget/mqtarget/publishers"
 )
 
@@ -64,6 +65,7 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerBuildInfo(reg, version.Get())
 	metrics := publishers.NewMetrics(reg, log)
 
 	pubs := map[string]publishers.Publisher{}
@@ -107,6 +109,8 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 		AuthToken:         token,
 		AdminSeparate:     cfg.HTTP.AdminAddr != "",
 		MaxDistinctTopics: cfg.Topics.MaxDistinct,
+		ReadyBrokers:      cfg.ReadyBrokers(),
+		ReadyTimeout:      cfg.Readyz.Timeout,
 		Registry:          reg,
 		Log:               log,
 		Setup:             setup,
@@ -145,6 +149,16 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	go func() { a.served <- a.http.Serve(a.ln) }()
 	log.Info("mqtarget listening", "addr", a.ln.Addr().String(), "default_broker", cfg.Broker, "brokers", setup)
 	return a, nil
+}
+
+// registerBuildInfo adds mqtarget_build_info, the usual constant 1 whose labels say which build runs.
+func registerBuildInfo(reg prometheus.Registerer, v version.Info) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mqtarget_build_info",
+		Help: "Always 1; the labels identify the running build.",
+	}, []string{"version", "revision", "goversion"})
+	g.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)
+	reg.MustRegister(g)
 }
 
 // Addr is the address the HTTP server listens on.

@@ -144,20 +144,7 @@ func TestPprof(t *testing.T) {
 			} else {
 				want[portOf(t, a.PprofAddr())] = true
 			}
-			opened := map[int]bool{}
-			for p := range listeningPorts(t) {
-				if !before[p] {
-					opened[p] = true
-				}
-			}
-			if len(opened) != len(want) {
-				t.Errorf("Start opened listeners on ports %v, want %v", opened, want)
-			}
-			for p := range want {
-				if !opened[p] {
-					t.Errorf("port %d is not listening (opened %v)", p, opened)
-				}
-			}
+			checkOpened(t, before, want)
 
 			// The main mux never serves pprof.
 			if code, body := httpGet(t, "http://"+a.Addr()+"/debug/pprof/"); code != http.StatusNotFound {

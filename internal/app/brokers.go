@@ -23,11 +23,11 @@ var embedders = map[*publishers.Broker]embedder{
 }
 
 // startBroker starts one registry entry's publisher, and its embedded servers when the configuration
-// gives it no addresses. It returns a nil publisher when the configuration does not enable the broker,
-// and the effective setup to show on /.
+// gives it no addresses. It returns a nil publisher when the broker is not in use (config.InUse: no
+// addresses, and neither the default broker nor in embedded_brokers), and the effective setup to show on /.
 func (a *App) startBroker(b *publishers.Broker, cfg config.Config, log *slog.Logger) (publishers.Publisher, map[string]any, error) {
 	s := &cfg.Sections
-	if !b.Enabled(s) {
+	if !cfg.InUse(b) {
 		return nil, nil, nil
 	}
 	info := map[string]any{}
