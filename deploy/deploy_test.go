@@ -496,6 +496,7 @@ var (
 	matcherRE = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)\s*"`)
 	lvRE      = regexp.MustCompile(`label_values\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s*,\s*([a-zA-Z_]+)\s*\)`)
 	labelRE   = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="`)
+	byLeRE    = regexp.MustCompile(`by \([^)]*\ble\b`)
 	metricPfx = []string{"mqtarget_", "process_", "go_"}
 )
 
@@ -521,6 +522,9 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 		if len(metrics) == 0 {
 			t.Errorf("%s: queries no mqtarget metric", expr)
 			continue
+		}
+		if strings.Contains(expr, "_bucket") && !byLeRE.MatchString(expr) {
+			t.Errorf("%s: a histogram's buckets summed without by (le)", expr)
 		}
 		var labels []string
 		for _, m := range byRE.FindAllStringSubmatch(expr, -1) {
@@ -685,4 +689,57 @@ func scrape(t *testing.T) map[string]map[string]bool {
 		}
 	}
 	return out
+}
+
+// TestPrometheusConfig checks prometheus.yml: its relabelling regexes compile (Prometheus uses RE2, as
+// Go does), the pod job keeps only annotated pods, and the static target is docker-compose.yml's mqtarget
+// on the port its http.addr listens on.
+func TestPrometheusConfig(t *testing.T) {
+	var prom struct {
+		ScrapeConfigs []struct {
+			JobName       string `yaml:"job_name"`
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+			KubernetesSDConfigs []struct {
+				Role string `yaml:"role"`
+			} `yaml:"kubernetes_sd_configs"`
+			RelabelConfigs []struct {
+				SourceLabels []string `yaml:"source_labels"`
+				Action       string   `yaml:"action"`
+				Regex        string   `yaml:"regex"`
+			} `yaml:"relabel_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	data, err := os.ReadFile("prometheus/prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &prom); err != nil {
+		t.Fatalf("prometheus.yml: %v", err)
+	}
+	var static, pods bool
+	for _, sc := range prom.ScrapeConfigs {
+		for _, rc := range sc.RelabelConfigs {
+			if _, err := regexp.Compile("^(?:" + rc.Regex + ")$"); err != nil {
+				t.Errorf("job %s: regex %q: %v", sc.JobName, rc.Regex, err)
+			}
+			if rc.Action == "keep" && slices.Contains(rc.SourceLabels, "__meta_kubernetes_pod_annotation_prometheus_io_scrape") {
+				pods = true
+			}
+		}
+		for _, st := range sc.StaticConfigs {
+			for _, target := range st.Targets {
+				if target == "mqtarget:"+fmt.Sprint(portOf(t, config.Default().HTTP.Addr)) {
+					static = true
+				}
+			}
+		}
+	}
+	if !static {
+		t.Error("no static job scrapes docker-compose.yml's mqtarget on http.addr's default port")
+	}
+	if !pods {
+		t.Error("no Kubernetes job keeps the pods annotated prometheus.io/scrape")
+	}
 }
