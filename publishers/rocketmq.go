@@ -116,6 +116,31 @@ type RocketMQ struct {
 	rlog    *slog.Logger // what this publisher routed the client's log to
 	closed  atomic.Bool
 	bg      sync.WaitGroup // route refreshes in flight
+
+	// gate is held for reading while a send is inside the client (SendAsync), for writing by Close before
+	// it shuts producers down: Shutdown must not run concurrently with a send (the client reads its
+	// close flag unsynchronised), and a send that passed the closed check must register its pending
+	// entry before Close fails every pending one.
+	gate     sync.RWMutex
+	sendCtx  context.Context // parent of every send; Close cancels it so the client's waiters end at once
+	cancel   context.CancelFunc
+	pmu      sync.Mutex
+	pending  map[*rmqPending]struct{} // sends handed to the client, not finished yet
+	inClient sync.WaitGroup           // the client's callbacks not yet run (their goroutines still live)
+	closing  chan struct{}            // closed when Close has finished
+}
+
+// rmqPending is one send handed to the client; finish runs its done exactly once, from the client's
+// callback or from Close (ErrClosed), whichever comes first.
+type rmqPending struct {
+	fired atomic.Bool
+	done  func(*primitive.SendResult, error)
+}
+
+func (q *rmqPending) finish(res *primitive.SendResult, err error) {
+	if !q.fired.Swap(true) {
+		q.done(res, err)
+	}
 }
 
 // rmqSlot is one producer; it is replaced by a fresh one when its route lost a broker we publish to.
@@ -167,11 +192,14 @@ func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *Rocket
 		return nil, errors.New("rocketmq.name_servers: at least one name server is required")
 	}
 	p := &RocketMQ{
-		rlog:  routeRlog(log),
-		cfg:   c,
-		admin: &rmqadmin.Client{Creds: rmqadmin.Credentials{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey)}},
-		log:   log,
+		rlog:    routeRlog(log),
+		cfg:     c,
+		admin:   &rmqadmin.Client{Creds: rmqadmin.Credentials{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey)}},
+		log:     log,
+		pending: map[*rmqPending]struct{}{},
+		closing: make(chan struct{}),
 	}
+	p.sendCtx, p.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil { // stop routing the client's log to a logger nobody owns
 			rlogTarget.CompareAndSwap(p.rlog, nil)
@@ -338,23 +366,63 @@ func (p *RocketMQ) sendSync(ctx context.Context, host int, topic string, bodies 
 	if ctx.Err() != nil { // the caller left before anything was sent
 		return ctxErr(ctx)
 	}
-	// Once handed to the client the send finishes under its own deadline whatever the caller does: the
-	// client resent a cancelled send at once, so a hung-up HTTP client left 1+retries copies in the broker.
-	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
+	// Once handed to the client the send finishes under its own deadline whatever the caller does (only
+	// Close ends it early): the client resent a cancelled send at once, so a hung-up HTTP client left
+	// 1+retries copies in the broker. It goes through SendAsync, so that Close can end the wait.
+	sctx, cancel := context.WithDeadline(p.sendCtx, dl)
 	defer cancel()
 	msgs := make([]*primitive.Message, len(bodies))
 	for i, b := range bodies {
 		msgs[i] = p.message(host, topic, b)
 	}
+	type outcome struct {
+		res *primitive.SendResult
+		err error
+	}
 	var res *primitive.SendResult
 	for attempt := 0; ; attempt++ {
-		res, err = pr.p.SendSync(sctx, msgs...)
-		if err == nil || attempt >= p.cfg.Retries || sctx.Err() != nil || !rmqNotStored(err) {
+		ch := make(chan outcome, 1)
+		q := &rmqPending{done: func(res *primitive.SendResult, err error) { ch <- outcome{res, err} }}
+		if err = p.send(sctx, pr, q, msgs); err == nil {
+			o := <-ch // the client's callback or Close sends it
+			res, err = o.res, o.err
+		}
+		if err == nil || attempt >= p.cfg.Retries || sctx.Err() != nil || errors.Is(err, ErrClosed) || !rmqNotStored(err) {
 			break
 		}
 	}
 	p.refreshIfStale(s, pr)
 	return p.result(sctx, res, err)
+}
+
+// send hands msgs to pr's client; q finishes with the client's outcome, or with ErrClosed when Close
+// comes first. An error return means the client refused the send: q never finishes then.
+func (p *RocketMQ) send(ctx context.Context, pr *rmqProducer, q *rmqPending, msgs []*primitive.Message) error {
+	p.gate.RLock()
+	defer p.gate.RUnlock()
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	p.pmu.Lock()
+	p.pending[q] = struct{}{}
+	p.pmu.Unlock()
+	p.inClient.Add(1)
+	err := pr.p.SendAsync(ctx, func(_ context.Context, res *primitive.SendResult, err error) {
+		defer p.inClient.Done()
+		p.untrack(q)
+		q.finish(res, err)
+	}, msgs...)
+	if err != nil { // the client calls back only for a send it accepted
+		p.untrack(q)
+		p.inClient.Done()
+	}
+	return err
+}
+
+func (p *RocketMQ) untrack(q *rmqPending) {
+	p.pmu.Lock()
+	delete(p.pending, q)
+	p.pmu.Unlock()
 }
 
 // rmqNotStored reports whether a failed send certainly left nothing in the broker, so that resending it
@@ -402,11 +470,10 @@ func (p *RocketMQ) PublishAsync(host int, topic string, body []byte, done func(e
 			return err
 		}
 	}
-	var once sync.Once
-	err = pr.p.SendAsync(context.Background(), func(_ context.Context, res *primitive.SendResult, err error) {
-		// v2.1.2 called back twice on a transport error; the pinned commit fixed it: the once stays as a guard
-		once.Do(func() { done(p.result(context.Background(), res, err)) })
-	}, p.message(host, topic, body))
+	// rmqPending runs done once: v2.1.2 called back twice on a transport error (the pinned commit fixed
+	// it), and Close may have failed the publish already.
+	q := &rmqPending{done: func(res *primitive.SendResult, err error) { done(p.result(context.Background(), res, err)) }}
+	err = p.send(p.sendCtx, pr, q, []*primitive.Message{p.message(host, topic, body)})
 	p.refreshIfStale(s, pr)
 	if err != nil {
 		return p.result(context.Background(), nil, err)
@@ -421,6 +488,9 @@ func (p *RocketMQ) result(ctx context.Context, res *primitive.SendResult, err er
 			return nil
 		}
 		return wrap(ErrRejected, fmt.Errorf("send status %d", res.Status))
+	}
+	if errors.Is(err, ErrClosed) {
+		return err
 	}
 	if ctx.Err() != nil {
 		return ctxErr(ctx)
@@ -600,14 +670,30 @@ func (p *RocketMQ) Ping(ctx context.Context, host int) error {
 	return nil
 }
 
-// Close shuts every producer down; it is idempotent.
+// Close fails every publish still pending with ErrClosed and shuts every producer down; it is
+// idempotent, and a concurrent call returns when the first has finished.
 func (p *RocketMQ) Close() error {
 	p.mu.Lock()
 	if p.closed.Swap(true) {
 		p.mu.Unlock()
+		<-p.closing
 		return nil
 	}
 	p.mu.Unlock()
+	defer close(p.closing)
+	p.gate.Lock() // every send inside the client has registered itself; none enters any more
+	p.gate.Unlock()
+	p.pmu.Lock()
+	pending := p.pending
+	p.pending = map[*rmqPending]struct{}{}
+	p.pmu.Unlock()
+	for q := range pending {
+		q.finish(nil, ErrClosed)
+	}
+	// The client's waiters end on the cancellation; their callbacks (dropped: finished above) run and
+	// their goroutines exit. A write to a stalled broker ends by its deadline.
+	p.cancel()
+	waitBounded(&p.inClient, p.cfg.SendTimeout+time.Second)
 	p.bg.Wait()
 	for _, s := range p.slots {
 		s.mu.Lock()
@@ -626,6 +712,18 @@ func (p *RocketMQ) Close() error {
 	}
 	rlogTarget.CompareAndSwap(p.rlog, nil)
 	return nil
+}
+
+// waitBounded waits for wg, at most d.
+func waitBounded(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 // ---------------------------------------------------------------- client logging
