@@ -1,6 +1,7 @@
 package publishers
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,12 +9,15 @@ import (
 	"math"
 	"net"
 	"os"
+	"reflect"
 	"regexp"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	rmqerrors "github.com/apache/rocketmq-client-go/v2/errors"
@@ -122,8 +126,6 @@ type RocketMQ struct {
 	// close flag unsynchronised), and a send that passed the closed check must register its pending
 	// entry before Close fails every pending one.
 	gate     sync.RWMutex
-	sendCtx  context.Context // parent of every send; Close cancels it so the client's waiters end at once
-	cancel   context.CancelFunc
 	pmu      sync.Mutex
 	pending  map[*rmqPending]struct{} // sends handed to the client, not finished yet
 	inClient sync.WaitGroup           // the client's callbacks not yet run (their goroutines still live)
@@ -151,8 +153,10 @@ type rmqSlot struct {
 }
 
 type rmqProducer struct {
-	p    rocketmq.Producer
-	miss atomic.Pointer[rmqMiss] // the last route that lacked the intended broker
+	p     rocketmq.Producer
+	label string                    // pprof label value of the goroutines its client started (see shutdown)
+	conns []interface{ ShutDown() } // the client's connection pools (name servers, brokers); nil if not found
+	miss  atomic.Pointer[rmqMiss]   // the last route that lacked the intended broker
 }
 
 // rmqMiss is a topic whose route, in a producer, lacked a broker a request targeted.
@@ -199,7 +203,6 @@ func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *Rocket
 		pending: map[*rmqPending]struct{}{},
 		closing: make(chan struct{}),
 	}
-	p.sendCtx, p.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil { // stop routing the client's log to a logger nobody owns
 			rlogTarget.CompareAndSwap(p.rlog, nil)
@@ -248,12 +251,12 @@ func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *Rocket
 }
 
 func (p *RocketMQ) newProducer() (*rmqProducer, error) {
-	pr := &rmqProducer{}
+	// unique per producer: the client library shares one client per instance name in a process
+	pr := &rmqProducer{label: fmt.Sprintf("mqtarget-%d-%d", os.Getpid(), rmqInstance.Add(1))}
 	opts := []producer.Option{
 		producer.WithNsResolver(primitive.NewPassthroughResolver(p.cfg.NameServers)),
 		producer.WithGroupName(p.cfg.Group),
-		// unique per producer: the client library shares one client per instance name in a process
-		producer.WithInstanceName(fmt.Sprintf("mqtarget-%d-%d", os.Getpid(), rmqInstance.Add(1))),
+		producer.WithInstanceName(pr.label),
 		// sendSync retries itself: the client's loop also resends after a timeout or a cancellation,
 		// when the broker may already have stored the message
 		producer.WithRetry(0),
@@ -268,11 +271,150 @@ func (p *RocketMQ) newProducer() (*rmqProducer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rocketmq producer: %w", err)
 	}
-	if err := prod.Start(); err != nil {
+	if pr.conns, err = rmqRemotingClients(prod); err != nil {
+		// only a lingering goroutine per name server connection after Close is at stake
+		p.log.Warn("rocketmq: cannot close the client's name server connections at shutdown", "err", err)
+	}
+	// The goroutines the client starts inherit this goroutine's profiler labels: shutdown finds them by
+	// the label to wait for them.
+	pprof.Do(context.Background(), pprof.Labels(rmqGoroutineLabel, pr.label), func(context.Context) { err = prod.Start() })
+	if err != nil {
 		return nil, fmt.Errorf("rocketmq producer start: %w", err)
 	}
 	pr.p = prod
 	return pr, nil
+}
+
+// Goroutines of rocketmq-client-go's clients (function names in the pinned version).
+const (
+	rmqGoroutineLabel = "mqtarget_rocketmq_client"
+	// rmqClient.Start's scheduled tasks that sleep 10 s before their first run (name server address
+	// update, consumer offset persistence) and only then notice the shutdown. Nothing can wake them;
+	// they do nothing for a producer (static name server list, no consumers) and then end.
+	rmqSleeper1 = "github.com/apache/rocketmq-client-go/v2/internal.(*rmqClient).Start.func1.1"
+	rmqSleeper4 = "github.com/apache/rocketmq-client-go/v2/internal.(*rmqClient).Start.func1.4"
+	// the reader of one connection
+	rmqConnReader = "github.com/apache/rocketmq-client-go/v2/internal/remote.(*remotingClient).receiveResponse"
+	// how long shutdown waits for the client's goroutines: the heartbeat task sleeps 1 s before its
+	// first run, a route update in progress ends by its 3 s timeout
+	rmqGoroutineWait = 5 * time.Second
+)
+
+// shutdown stops pr's client and waits (bounded) for the goroutines it started, except the two 10 s
+// sleepers that nothing can wake (they end by themselves, at most 10 s after the start).
+func (p *RocketMQ) shutdown(pr *rmqProducer) {
+	// Shutdown closes the broker connections and stops the scheduled tasks, once they wake.
+	_ = pr.p.Shutdown()
+	// A task running at the shutdown may still dial (the heartbeat goes on to the next broker, the route
+	// updater asks the name server): connections are closed once they have ended.
+	if err := rmqWaitGoroutines(pr.label, rmqGoroutineWait, rmqSleeper1, rmqSleeper4, rmqConnReader); err != nil {
+		p.log.Warn("rocketmq: client goroutines outlive the shutdown", "err", err)
+	}
+	// Shutdown never closes the name server connections, nor broker connections dialled after it: their
+	// readers would live until the server drops the idle connection (120 s).
+	for _, c := range pr.conns {
+		c.ShutDown()
+	}
+	if err := rmqWaitGoroutines(pr.label, rmqGoroutineWait, rmqSleeper1, rmqSleeper4); err != nil {
+		p.log.Warn("rocketmq: client goroutines outlive the shutdown", "err", err)
+	}
+}
+
+// rmqWaitGoroutines waits until every goroutine labelled label runs one of the functions in allowed
+// (somewhere in its stack), at most d; it polls the goroutine profile.
+func rmqWaitGoroutines(label string, d time.Duration, allowed ...string) error {
+	end := time.Now().Add(d)
+	for {
+		n := rmqLabelled(label, allowed)
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("%d goroutines of client %s still running after %v", n, label, d)
+		}
+		time.Sleep(20 * time.Millisecond) // polling with a deadline
+	}
+}
+
+// rmqLabelled counts the goroutines labelled label that run none of the allowed functions, from the
+// goroutine profile's text form (debug=1: one record per distinct stack, "N @ ..." then "# labels: {...}"
+// then one "#\t0xPC\tfunction+0xOFF\tfile:line" line per frame).
+func rmqLabelled(label string, allowed []string) int {
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+	want := fmt.Sprintf("%q:%q", rmqGoroutineLabel, label)
+	n := 0
+	for rec := range strings.SplitSeq(buf.String(), "\n\n") {
+		if !strings.Contains(rec, want) {
+			continue
+		}
+		ok := false
+		for _, fn := range allowed {
+			if strings.Contains(rec, "\t"+fn+"+0x") {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			count, _, _ := strings.Cut(rec, " @ ") // the first record follows the profile's header line
+			k, err := strconv.Atoi(count[strings.LastIndexByte(count, '\n')+1:])
+			if err != nil {
+				k = 1
+			}
+			n += k
+		}
+	}
+	return n
+}
+
+// rmqRemotingClients finds the connection pools of a producer's client, unexported in
+// rocketmq-client-go: defaultProducer.options.Namesrv.(*namesrvs).nameSrvClient (name servers) and
+// defaultProducer.client.(*rmqClient).remoteClient (brokers). TestRMQRemotingClients checks the paths
+// against the pinned version.
+func rmqRemotingClients(prod rocketmq.Producer) ([]interface{ ShutDown() }, error) {
+	v := reflect.ValueOf(prod)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("producer is a %T", prod)
+	}
+	ns, err := rmqField(v.Elem(), "options", "Namesrv", "nameSrvClient")
+	if err != nil {
+		return nil, err
+	}
+	rc, err := rmqField(v.Elem(), "client", "remoteClient")
+	if err != nil {
+		return nil, err
+	}
+	return []interface{ ShutDown() }{ns, rc}, nil
+}
+
+// rmqField follows path from struct v (through interfaces and pointers, exported or not) to a value with
+// a ShutDown method.
+func rmqField(v reflect.Value, path ...string) (interface{ ShutDown() }, error) {
+	for _, name := range path {
+		for v.Kind() == reflect.Interface || v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				return nil, fmt.Errorf("nil before %s", name)
+			}
+			v = v.Elem()
+		}
+		if v.Kind() != reflect.Struct {
+			return nil, fmt.Errorf("%v before %s is no struct", v.Type(), name)
+		}
+		v = v.FieldByName(name)
+		if !v.IsValid() || !v.CanAddr() {
+			return nil, fmt.Errorf("no field %s", name)
+		}
+		// unexported: read it through its address
+		v = reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem()
+	}
+	if (v.Kind() == reflect.Interface || v.Kind() == reflect.Pointer) && v.IsNil() {
+		return nil, fmt.Errorf("%s is nil", path[len(path)-1])
+	}
+	sd, ok := v.Interface().(interface{ ShutDown() })
+	if !ok {
+		return nil, fmt.Errorf("%s is a %v without ShutDown", path[len(path)-1], v.Type())
+	}
+	return sd, nil
 }
 
 // brokerSelector picks a queue of the broker named by the message's Queue field (set by the publisher
@@ -369,7 +511,7 @@ func (p *RocketMQ) sendSync(ctx context.Context, host int, topic string, bodies 
 	// Once handed to the client the send finishes under its own deadline whatever the caller does (only
 	// Close ends it early): the client resent a cancelled send at once, so a hung-up HTTP client left
 	// 1+retries copies in the broker. It goes through SendAsync, so that Close can end the wait.
-	sctx, cancel := context.WithDeadline(p.sendCtx, dl)
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
 	defer cancel()
 	msgs := make([]*primitive.Message, len(bodies))
 	for i, b := range bodies {
@@ -473,7 +615,7 @@ func (p *RocketMQ) PublishAsync(host int, topic string, body []byte, done func(e
 	// rmqPending runs done once: v2.1.2 called back twice on a transport error (the pinned commit fixed
 	// it), and Close may have failed the publish already.
 	q := &rmqPending{done: func(res *primitive.SendResult, err error) { done(p.result(context.Background(), res, err)) }}
-	err = p.send(p.sendCtx, pr, q, []*primitive.Message{p.message(host, topic, body)})
+	err = p.send(context.Background(), pr, q, []*primitive.Message{p.message(host, topic, body)})
 	p.refreshIfStale(s, pr)
 	if err != nil {
 		return p.result(context.Background(), nil, err)
@@ -570,8 +712,8 @@ func (p *RocketMQ) refresh(s *rmqSlot, pr *rmqProducer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed.Load() {
-		_ = np.p.Shutdown()
-		_ = pr.p.Shutdown()
+		p.shutdown(np)
+		p.shutdown(pr)
 		return
 	}
 	live := p.retired[:0]
@@ -580,7 +722,7 @@ func (p *RocketMQ) refresh(s *rmqSlot, pr *rmqProducer) {
 			live = append(live, r)
 		}
 	}
-	p.retired = append(live, rmqRetired{time.AfterFunc(rmqRetireAfter, func() { _ = pr.p.Shutdown() }), pr, time.Now()})
+	p.retired = append(live, rmqRetired{time.AfterFunc(rmqRetireAfter, func() { p.shutdown(pr) }), pr, time.Now()})
 }
 
 // ensureTopic creates topic on every broker once, when CreateTopics is set, and waits until the name
@@ -690,15 +832,15 @@ func (p *RocketMQ) Close() error {
 	for q := range pending {
 		q.finish(nil, ErrClosed)
 	}
-	// The client's waiters end on the cancellation; their callbacks (dropped: finished above) run and
-	// their goroutines exit. A write to a stalled broker ends by its deadline.
-	p.cancel()
+	// The client's goroutines of those sends end with their callbacks (dropped: finished above), on
+	// the broker's answer or at their deadline, within send_timeout. Not cancelled earlier: the client
+	// reads a response that arrives as the wait is cancelled without synchronisation (a data race).
 	waitBounded(&p.inClient, p.cfg.SendTimeout+time.Second)
 	p.bg.Wait()
 	for _, s := range p.slots {
 		s.mu.Lock()
 		if pr := s.cur.Load(); pr != nil {
-			_ = pr.p.Shutdown()
+			p.shutdown(pr)
 		}
 		s.mu.Unlock()
 	}
@@ -708,7 +850,7 @@ func (p *RocketMQ) Close() error {
 	p.mu.Unlock()
 	for _, r := range retired {
 		r.timer.Stop()
-		_ = r.pr.p.Shutdown() // idempotent, also when the timer already ran
+		p.shutdown(r.pr) // idempotent, also when the timer already ran
 	}
 	rlogTarget.CompareAndSwap(p.rlog, nil)
 	return nil

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
 
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	rmqerrors "github.com/apache/rocketmq-client-go/v2/errors"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
 )
 
 func TestRocketMQConfigValidate(t *testing.T) {
@@ -161,5 +164,52 @@ func TestNewRocketMQNameServerDown(t *testing.T) {
 	}
 	if rlogTarget.Load() != nil {
 		t.Error("the client's log is still routed to the failed publisher's logger")
+	}
+}
+
+// TestRMQRemotingClients checks that the unexported connection pools Close shuts down are found in the
+// pinned rocketmq-client-go (a producer connects nowhere before Start).
+func TestRMQRemotingClients(t *testing.T) {
+	prod, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{"127.0.0.1:9"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns, err := rmqRemotingClients(prod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(conns) != 2 || conns[0] == conns[1] {
+		t.Fatalf("got %v, want the name server and the broker pools", conns)
+	}
+	for _, c := range conns {
+		c.ShutDown() // nothing to close yet; must not panic
+	}
+}
+
+// TestRMQLabelled checks the goroutine profile parsing that Close waits on.
+func TestRMQLabelled(t *testing.T) {
+	const label = "rmq-labelled-test"
+	stop := make(chan struct{})
+	started := make(chan struct{})
+	pprof.Do(context.Background(), pprof.Labels(rmqGoroutineLabel, label), func(context.Context) {
+		for range 3 {
+			go func() { started <- struct{}{}; <-stop }()
+		}
+	})
+	for range 3 {
+		<-started
+	}
+	if n := rmqLabelled(label, nil); n != 3 {
+		t.Errorf("%d goroutines labelled, want 3", n)
+	}
+	if n := rmqLabelled(label, []string{"github.com/mqtarget/mqtarget/publishers.TestRMQLabelled.func1.1"}); n != 0 {
+		t.Errorf("%d goroutines labelled outside the allowed function, want 0", n)
+	}
+	if n := rmqLabelled("other", nil); n != 0 {
+		t.Errorf("%d goroutines with another label, want 0", n)
+	}
+	close(stop)
+	if err := rmqWaitGoroutines(label, 5*time.Second); err != nil {
+		t.Error(err)
 	}
 }
