@@ -508,9 +508,9 @@ func (p *RocketMQ) sendSync(ctx context.Context, host int, topic string, bodies 
 	if ctx.Err() != nil { // the caller left before anything was sent
 		return ctxErr(ctx)
 	}
-	// Once handed to the client the send finishes under its own deadline whatever the caller does (only
-	// Close ends it early): the client resent a cancelled send at once, so a hung-up HTTP client left
-	// 1+retries copies in the broker. It goes through SendAsync, so that Close can end the wait.
+	// Once handed to the client the send finishes under its own deadline whatever the caller does: the
+	// client resent a cancelled send at once, so a hung-up HTTP client left 1+retries copies in the
+	// broker. It goes through SendAsync, so that Close can end the caller's wait (with ErrClosed).
 	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
 	defer cancel()
 	msgs := make([]*primitive.Message, len(bodies))
