@@ -510,7 +510,8 @@ func (p *RocketMQ) sendSync(ctx context.Context, host int, topic string, bodies 
 	}
 	// Once handed to the client the send finishes under its own deadline whatever the caller does: the
 	// client resent a cancelled send at once, so a hung-up HTTP client left 1+retries copies in the
-	// broker. It goes through SendAsync, so that Close can end the caller's wait (with ErrClosed).
+	// broker. It goes through SendAsync, so that Close can end the caller's wait (with ErrClosed). sctx
+	// only tells the outcome (and the retries) that the deadline has passed.
 	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
 	defer cancel()
 	msgs := make([]*primitive.Message, len(bodies))
@@ -525,7 +526,11 @@ func (p *RocketMQ) sendSync(ctx context.Context, host int, topic string, bodies 
 	for attempt := 0; ; attempt++ {
 		ch := make(chan outcome, 1)
 		q := &rmqPending{done: func(res *primitive.SendResult, err error) { ch <- outcome{res, err} }}
-		if err = p.send(sctx, pr, q, msgs); err == nil {
+		// The client gets a context of its own, cancelled once it has called back: cancelling one it
+		// still waits on (when Close ended this wait) makes it read a response arriving at that moment
+		// without synchronisation (a data race in the client).
+		actx, acancel := context.WithDeadline(context.Background(), dl)
+		if err = p.send(actx, acancel, pr, q, msgs); err == nil {
 			o := <-ch // the client's callback or Close sends it
 			res, err = o.res, o.err
 		}
@@ -538,11 +543,13 @@ func (p *RocketMQ) sendSync(ctx context.Context, host int, topic string, bodies 
 }
 
 // send hands msgs to pr's client; q finishes with the client's outcome, or with ErrClosed when Close
-// comes first. An error return means the client refused the send: q never finishes then.
-func (p *RocketMQ) send(ctx context.Context, pr *rmqProducer, q *rmqPending, msgs []*primitive.Message) error {
+// comes first. An error return means the client refused the send: q never finishes then. release runs
+// once the client is done with ctx.
+func (p *RocketMQ) send(ctx context.Context, release func(), pr *rmqProducer, q *rmqPending, msgs []*primitive.Message) error {
 	p.gate.RLock()
 	defer p.gate.RUnlock()
 	if p.closed.Load() {
+		release()
 		return ErrClosed
 	}
 	p.pmu.Lock()
@@ -551,11 +558,13 @@ func (p *RocketMQ) send(ctx context.Context, pr *rmqProducer, q *rmqPending, msg
 	p.inClient.Add(1)
 	err := pr.p.SendAsync(ctx, func(_ context.Context, res *primitive.SendResult, err error) {
 		defer p.inClient.Done()
+		defer release()
 		p.untrack(q)
 		q.finish(res, err)
 	}, msgs...)
 	if err != nil { // the client calls back only for a send it accepted
 		p.untrack(q)
+		release()
 		p.inClient.Done()
 	}
 	return err
@@ -615,7 +624,7 @@ func (p *RocketMQ) PublishAsync(host int, topic string, body []byte, done func(e
 	// rmqPending runs done once: v2.1.2 called back twice on a transport error (the pinned commit fixed
 	// it), and Close may have failed the publish already.
 	q := &rmqPending{done: func(res *primitive.SendResult, err error) { done(p.result(context.Background(), res, err)) }}
-	err = p.send(context.Background(), pr, q, []*primitive.Message{p.message(host, topic, body)})
+	err = p.send(context.Background(), func() {}, pr, q, []*primitive.Message{p.message(host, topic, body)})
 	p.refreshIfStale(s, pr)
 	if err != nil {
 		return p.result(context.Background(), nil, err)
