@@ -1,6 +1,7 @@
 package publishers
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,12 +9,15 @@ import (
 	"math"
 	"net"
 	"os"
+	"reflect"
 	"regexp"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	rmqerrors "github.com/apache/rocketmq-client-go/v2/errors"
@@ -116,6 +120,29 @@ type RocketMQ struct {
 	rlog    *slog.Logger // what this publisher routed the client's log to
 	closed  atomic.Bool
 	bg      sync.WaitGroup // route refreshes in flight
+
+	// gate is held for reading while a send is inside the client (SendAsync), for writing by Close before
+	// it shuts producers down: Shutdown must not run concurrently with a send (the client reads its
+	// close flag unsynchronised), and a send that passed the closed check must register its pending
+	// entry before Close fails every pending one.
+	gate     sync.RWMutex
+	pmu      sync.Mutex
+	pending  map[*rmqPending]struct{} // sends handed to the client, not finished yet
+	inClient sync.WaitGroup           // the client's callbacks not yet run (their goroutines still live)
+	closing  chan struct{}            // closed when Close has finished
+}
+
+// rmqPending is one send handed to the client; finish runs its done exactly once, from the client's
+// callback or from Close (ErrClosed), whichever comes first.
+type rmqPending struct {
+	fired atomic.Bool
+	done  func(*primitive.SendResult, error)
+}
+
+func (q *rmqPending) finish(res *primitive.SendResult, err error) {
+	if !q.fired.Swap(true) {
+		q.done(res, err)
+	}
 }
 
 // rmqSlot is one producer; it is replaced by a fresh one when its route lost a broker we publish to.
@@ -126,8 +153,10 @@ type rmqSlot struct {
 }
 
 type rmqProducer struct {
-	p    rocketmq.Producer
-	miss atomic.Pointer[rmqMiss] // the last route that lacked the intended broker
+	p     rocketmq.Producer
+	label string                    // pprof label value of the goroutines its client started (see shutdown)
+	conns []interface{ ShutDown() } // the client's connection pools (name servers, brokers); nil if not found
+	miss  atomic.Pointer[rmqMiss]   // the last route that lacked the intended broker
 }
 
 // rmqMiss is a topic whose route, in a producer, lacked a broker a request targeted.
@@ -167,10 +196,12 @@ func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *Rocket
 		return nil, errors.New("rocketmq.name_servers: at least one name server is required")
 	}
 	p := &RocketMQ{
-		rlog:  routeRlog(log),
-		cfg:   c,
-		admin: &rmqadmin.Client{Creds: rmqadmin.Credentials{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey)}},
-		log:   log,
+		rlog:    routeRlog(log),
+		cfg:     c,
+		admin:   &rmqadmin.Client{Creds: rmqadmin.Credentials{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey)}},
+		log:     log,
+		pending: map[*rmqPending]struct{}{},
+		closing: make(chan struct{}),
 	}
 	defer func() {
 		if err != nil { // stop routing the client's log to a logger nobody owns
@@ -220,12 +251,12 @@ func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *Rocket
 }
 
 func (p *RocketMQ) newProducer() (*rmqProducer, error) {
-	pr := &rmqProducer{}
+	// unique per producer: the client library shares one client per instance name in a process
+	pr := &rmqProducer{label: fmt.Sprintf("mqtarget-%d-%d", os.Getpid(), rmqInstance.Add(1))}
 	opts := []producer.Option{
 		producer.WithNsResolver(primitive.NewPassthroughResolver(p.cfg.NameServers)),
 		producer.WithGroupName(p.cfg.Group),
-		// unique per producer: the client library shares one client per instance name in a process
-		producer.WithInstanceName(fmt.Sprintf("mqtarget-%d-%d", os.Getpid(), rmqInstance.Add(1))),
+		producer.WithInstanceName(pr.label),
 		// sendSync retries itself: the client's loop also resends after a timeout or a cancellation,
 		// when the broker may already have stored the message
 		producer.WithRetry(0),
@@ -240,11 +271,150 @@ func (p *RocketMQ) newProducer() (*rmqProducer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rocketmq producer: %w", err)
 	}
-	if err := prod.Start(); err != nil {
+	if pr.conns, err = rmqRemotingClients(prod); err != nil {
+		// only a lingering goroutine per name server connection after Close is at stake
+		p.log.Warn("rocketmq: cannot close the client's name server connections at shutdown", "err", err)
+	}
+	// The goroutines the client starts inherit this goroutine's profiler labels: shutdown finds them by
+	// the label to wait for them.
+	pprof.Do(context.Background(), pprof.Labels(rmqGoroutineLabel, pr.label), func(context.Context) { err = prod.Start() })
+	if err != nil {
 		return nil, fmt.Errorf("rocketmq producer start: %w", err)
 	}
 	pr.p = prod
 	return pr, nil
+}
+
+// Goroutines of rocketmq-client-go's clients (function names in the pinned version).
+const (
+	rmqGoroutineLabel = "mqtarget_rocketmq_client"
+	// rmqClient.Start's scheduled tasks that sleep 10 s before their first run (name server address
+	// update, consumer offset persistence) and only then notice the shutdown. Nothing can wake them;
+	// they do nothing for a producer (static name server list, no consumers) and then end.
+	rmqSleeper1 = "github.com/apache/rocketmq-client-go/v2/internal.(*rmqClient).Start.func1.1"
+	rmqSleeper4 = "github.com/apache/rocketmq-client-go/v2/internal.(*rmqClient).Start.func1.4"
+	// the reader of one connection
+	rmqConnReader = "github.com/apache/rocketmq-client-go/v2/internal/remote.(*remotingClient).receiveResponse"
+	// how long shutdown waits for the client's goroutines: the heartbeat task sleeps 1 s before its
+	// first run, a route update in progress ends by its 3 s timeout
+	rmqGoroutineWait = 5 * time.Second
+)
+
+// shutdown stops pr's client and waits (bounded) for the goroutines it started, except the two 10 s
+// sleepers that nothing can wake (they end by themselves, at most 10 s after the start).
+func (p *RocketMQ) shutdown(pr *rmqProducer) {
+	// Shutdown closes the broker connections and stops the scheduled tasks, once they wake.
+	_ = pr.p.Shutdown()
+	// A task running at the shutdown may still dial (the heartbeat goes on to the next broker, the route
+	// updater asks the name server): connections are closed once they have ended.
+	if err := rmqWaitGoroutines(pr.label, rmqGoroutineWait, rmqSleeper1, rmqSleeper4, rmqConnReader); err != nil {
+		p.log.Warn("rocketmq: client goroutines outlive the shutdown", "err", err)
+	}
+	// Shutdown never closes the name server connections, nor broker connections dialled after it: their
+	// readers would live until the server drops the idle connection (120 s).
+	for _, c := range pr.conns {
+		c.ShutDown()
+	}
+	if err := rmqWaitGoroutines(pr.label, rmqGoroutineWait, rmqSleeper1, rmqSleeper4); err != nil {
+		p.log.Warn("rocketmq: client goroutines outlive the shutdown", "err", err)
+	}
+}
+
+// rmqWaitGoroutines waits until every goroutine labelled label runs one of the functions in allowed
+// (somewhere in its stack), at most d; it polls the goroutine profile.
+func rmqWaitGoroutines(label string, d time.Duration, allowed ...string) error {
+	end := time.Now().Add(d)
+	for {
+		n := rmqLabelled(label, allowed)
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("%d goroutines of client %s still running after %v", n, label, d)
+		}
+		time.Sleep(20 * time.Millisecond) // polling with a deadline
+	}
+}
+
+// rmqLabelled counts the goroutines labelled label that run none of the allowed functions, from the
+// goroutine profile's text form (debug=1: one record per distinct stack, "N @ ..." then "# labels: {...}"
+// then one "#\t0xPC\tfunction+0xOFF\tfile:line" line per frame).
+func rmqLabelled(label string, allowed []string) int {
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+	want := fmt.Sprintf("%q:%q", rmqGoroutineLabel, label)
+	n := 0
+	for rec := range strings.SplitSeq(buf.String(), "\n\n") {
+		if !strings.Contains(rec, want) {
+			continue
+		}
+		ok := false
+		for _, fn := range allowed {
+			if strings.Contains(rec, "\t"+fn+"+0x") {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			count, _, _ := strings.Cut(rec, " @ ") // the first record follows the profile's header line
+			k, err := strconv.Atoi(count[strings.LastIndexByte(count, '\n')+1:])
+			if err != nil {
+				k = 1
+			}
+			n += k
+		}
+	}
+	return n
+}
+
+// rmqRemotingClients finds the connection pools of a producer's client, unexported in
+// rocketmq-client-go: defaultProducer.options.Namesrv.(*namesrvs).nameSrvClient (name servers) and
+// defaultProducer.client.(*rmqClient).remoteClient (brokers). TestRMQRemotingClients checks the paths
+// against the pinned version.
+func rmqRemotingClients(prod rocketmq.Producer) ([]interface{ ShutDown() }, error) {
+	v := reflect.ValueOf(prod)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("producer is a %T", prod)
+	}
+	ns, err := rmqField(v.Elem(), "options", "Namesrv", "nameSrvClient")
+	if err != nil {
+		return nil, err
+	}
+	rc, err := rmqField(v.Elem(), "client", "remoteClient")
+	if err != nil {
+		return nil, err
+	}
+	return []interface{ ShutDown() }{ns, rc}, nil
+}
+
+// rmqField follows path from struct v (through interfaces and pointers, exported or not) to a value with
+// a ShutDown method.
+func rmqField(v reflect.Value, path ...string) (interface{ ShutDown() }, error) {
+	for _, name := range path {
+		for v.Kind() == reflect.Interface || v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				return nil, fmt.Errorf("nil before %s", name)
+			}
+			v = v.Elem()
+		}
+		if v.Kind() != reflect.Struct {
+			return nil, fmt.Errorf("%v before %s is no struct", v.Type(), name)
+		}
+		v = v.FieldByName(name)
+		if !v.IsValid() || !v.CanAddr() {
+			return nil, fmt.Errorf("no field %s", name)
+		}
+		// unexported: read it through its address
+		v = reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem()
+	}
+	if (v.Kind() == reflect.Interface || v.Kind() == reflect.Pointer) && v.IsNil() {
+		return nil, fmt.Errorf("%s is nil", path[len(path)-1])
+	}
+	sd, ok := v.Interface().(interface{ ShutDown() })
+	if !ok {
+		return nil, fmt.Errorf("%s is a %v without ShutDown", path[len(path)-1], v.Type())
+	}
+	return sd, nil
 }
 
 // brokerSelector picks a queue of the broker named by the message's Queue field (set by the publisher
@@ -339,22 +509,71 @@ func (p *RocketMQ) sendSync(ctx context.Context, host int, topic string, bodies 
 		return ctxErr(ctx)
 	}
 	// Once handed to the client the send finishes under its own deadline whatever the caller does: the
-	// client resent a cancelled send at once, so a hung-up HTTP client left 1+retries copies in the broker.
+	// client resent a cancelled send at once, so a hung-up HTTP client left 1+retries copies in the
+	// broker. It goes through SendAsync, so that Close can end the caller's wait (with ErrClosed). sctx
+	// only tells the outcome (and the retries) that the deadline has passed.
 	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
 	defer cancel()
 	msgs := make([]*primitive.Message, len(bodies))
 	for i, b := range bodies {
 		msgs[i] = p.message(host, topic, b)
 	}
+	type outcome struct {
+		res *primitive.SendResult
+		err error
+	}
 	var res *primitive.SendResult
 	for attempt := 0; ; attempt++ {
-		res, err = pr.p.SendSync(sctx, msgs...)
-		if err == nil || attempt >= p.cfg.Retries || sctx.Err() != nil || !rmqNotStored(err) {
+		ch := make(chan outcome, 1)
+		q := &rmqPending{done: func(res *primitive.SendResult, err error) { ch <- outcome{res, err} }}
+		// The client gets a context of its own, cancelled once it has called back: cancelling one it
+		// still waits on (when Close ended this wait) makes it read a response arriving at that moment
+		// without synchronisation (a data race in the client).
+		actx, acancel := context.WithDeadline(context.Background(), dl)
+		if err = p.send(actx, acancel, pr, q, msgs); err == nil {
+			o := <-ch // the client's callback or Close sends it
+			res, err = o.res, o.err
+		}
+		if err == nil || attempt >= p.cfg.Retries || sctx.Err() != nil || errors.Is(err, ErrClosed) || !rmqNotStored(err) {
 			break
 		}
 	}
 	p.refreshIfStale(s, pr)
 	return p.result(sctx, res, err)
+}
+
+// send hands msgs to pr's client; q finishes with the client's outcome, or with ErrClosed when Close
+// comes first. An error return means the client refused the send: q never finishes then. release runs
+// once the client is done with ctx.
+func (p *RocketMQ) send(ctx context.Context, release func(), pr *rmqProducer, q *rmqPending, msgs []*primitive.Message) error {
+	p.gate.RLock()
+	defer p.gate.RUnlock()
+	if p.closed.Load() {
+		release()
+		return ErrClosed
+	}
+	p.pmu.Lock()
+	p.pending[q] = struct{}{}
+	p.pmu.Unlock()
+	p.inClient.Add(1)
+	err := pr.p.SendAsync(ctx, func(_ context.Context, res *primitive.SendResult, err error) {
+		defer p.inClient.Done()
+		defer release()
+		p.untrack(q)
+		q.finish(res, err)
+	}, msgs...)
+	if err != nil { // the client calls back only for a send it accepted
+		p.untrack(q)
+		release()
+		p.inClient.Done()
+	}
+	return err
+}
+
+func (p *RocketMQ) untrack(q *rmqPending) {
+	p.pmu.Lock()
+	delete(p.pending, q)
+	p.pmu.Unlock()
 }
 
 // rmqNotStored reports whether a failed send certainly left nothing in the broker, so that resending it
@@ -402,11 +621,10 @@ func (p *RocketMQ) PublishAsync(host int, topic string, body []byte, done func(e
 			return err
 		}
 	}
-	var once sync.Once
-	err = pr.p.SendAsync(context.Background(), func(_ context.Context, res *primitive.SendResult, err error) {
-		// v2.1.2 called back twice on a transport error; the pinned commit fixed it: the once stays as a guard
-		once.Do(func() { done(p.result(context.Background(), res, err)) })
-	}, p.message(host, topic, body))
+	// rmqPending runs done once: v2.1.2 called back twice on a transport error (the pinned commit fixed
+	// it), and Close may have failed the publish already.
+	q := &rmqPending{done: func(res *primitive.SendResult, err error) { done(p.result(context.Background(), res, err)) }}
+	err = p.send(context.Background(), func() {}, pr, q, []*primitive.Message{p.message(host, topic, body)})
 	p.refreshIfStale(s, pr)
 	if err != nil {
 		return p.result(context.Background(), nil, err)
@@ -421,6 +639,9 @@ func (p *RocketMQ) result(ctx context.Context, res *primitive.SendResult, err er
 			return nil
 		}
 		return wrap(ErrRejected, fmt.Errorf("send status %d", res.Status))
+	}
+	if errors.Is(err, ErrClosed) {
+		return err
 	}
 	if ctx.Err() != nil {
 		return ctxErr(ctx)
@@ -500,8 +721,8 @@ func (p *RocketMQ) refresh(s *rmqSlot, pr *rmqProducer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed.Load() {
-		_ = np.p.Shutdown()
-		_ = pr.p.Shutdown()
+		p.shutdown(np)
+		p.shutdown(pr)
 		return
 	}
 	live := p.retired[:0]
@@ -510,7 +731,7 @@ func (p *RocketMQ) refresh(s *rmqSlot, pr *rmqProducer) {
 			live = append(live, r)
 		}
 	}
-	p.retired = append(live, rmqRetired{time.AfterFunc(rmqRetireAfter, func() { _ = pr.p.Shutdown() }), pr, time.Now()})
+	p.retired = append(live, rmqRetired{time.AfterFunc(rmqRetireAfter, func() { p.shutdown(pr) }), pr, time.Now()})
 }
 
 // ensureTopic creates topic on every broker once, when CreateTopics is set, and waits until the name
@@ -600,19 +821,35 @@ func (p *RocketMQ) Ping(ctx context.Context, host int) error {
 	return nil
 }
 
-// Close shuts every producer down; it is idempotent.
+// Close fails every publish still pending with ErrClosed and shuts every producer down; it is
+// idempotent, and a concurrent call returns when the first has finished.
 func (p *RocketMQ) Close() error {
 	p.mu.Lock()
 	if p.closed.Swap(true) {
 		p.mu.Unlock()
+		<-p.closing
 		return nil
 	}
 	p.mu.Unlock()
+	defer close(p.closing)
+	p.gate.Lock() // every send inside the client has registered itself; none enters any more
+	p.gate.Unlock()
+	p.pmu.Lock()
+	pending := p.pending
+	p.pending = map[*rmqPending]struct{}{}
+	p.pmu.Unlock()
+	for q := range pending {
+		q.finish(nil, ErrClosed)
+	}
+	// The client's goroutines of those sends end with their callbacks (dropped: finished above), on
+	// the broker's answer or at their deadline, within send_timeout. Not cancelled earlier: the client
+	// reads a response that arrives as the wait is cancelled without synchronisation (a data race).
+	waitBounded(&p.inClient, p.cfg.SendTimeout+time.Second)
 	p.bg.Wait()
 	for _, s := range p.slots {
 		s.mu.Lock()
 		if pr := s.cur.Load(); pr != nil {
-			_ = pr.p.Shutdown()
+			p.shutdown(pr)
 		}
 		s.mu.Unlock()
 	}
@@ -622,10 +859,22 @@ func (p *RocketMQ) Close() error {
 	p.mu.Unlock()
 	for _, r := range retired {
 		r.timer.Stop()
-		_ = r.pr.p.Shutdown() // idempotent, also when the timer already ran
+		p.shutdown(r.pr) // idempotent, also when the timer already ran
 	}
 	rlogTarget.CompareAndSwap(p.rlog, nil)
 	return nil
+}
+
+// waitBounded waits for wg, at most d.
+func waitBounded(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 // ---------------------------------------------------------------- client logging

@@ -7,12 +7,19 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime/pprof"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	rmqerrors "github.com/apache/rocketmq-client-go/v2/errors"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/mqtarget/mqtarget/internal/rmqadmin"
 )
 
 func TestRocketMQConfigValidate(t *testing.T) {
@@ -161,5 +168,154 @@ func TestNewRocketMQNameServerDown(t *testing.T) {
 	}
 	if rlogTarget.Load() != nil {
 		t.Error("the client's log is still routed to the failed publisher's logger")
+	}
+}
+
+// TestRMQRemotingClients checks that the unexported connection pools Close shuts down are found in the
+// pinned rocketmq-client-go (a producer connects nowhere before Start).
+func TestRMQRemotingClients(t *testing.T) {
+	prod, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{"127.0.0.1:9"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns, err := rmqRemotingClients(prod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(conns) != 2 || conns[0] == conns[1] {
+		t.Fatalf("got %v, want the name server and the broker pools", conns)
+	}
+	for _, c := range conns {
+		c.ShutDown() // nothing to close yet; must not panic
+	}
+}
+
+// TestRMQLabelled checks the goroutine profile parsing that Close waits on.
+func TestRMQLabelled(t *testing.T) {
+	const label = "rmq-labelled-test"
+	stop := make(chan struct{})
+	started := make(chan struct{})
+	pprof.Do(context.Background(), pprof.Labels(rmqGoroutineLabel, label), func(context.Context) {
+		for range 3 {
+			go func() { started <- struct{}{}; <-stop }()
+		}
+	})
+	for range 3 {
+		<-started
+	}
+	if n := rmqLabelled(label, nil); n != 3 {
+		t.Errorf("%d goroutines labelled, want 3", n)
+	}
+	if n := rmqLabelled(label, []string{"github.com/mqtarget/mqtarget/publishers.TestRMQLabelled.func1.1"}); n != 0 {
+		t.Errorf("%d goroutines labelled outside the allowed function, want 0", n)
+	}
+	if n := rmqLabelled("other", nil); n != 0 {
+		t.Errorf("%d goroutines with another label, want 0", n)
+	}
+	close(stop)
+	if err := rmqWaitGoroutines(label, 5*time.Second); err != nil {
+		t.Error(err)
+	}
+}
+
+// fakeRMQProducer holds the callbacks of SendAsync, so a test plays the client's late answers.
+type fakeRMQProducer struct {
+	rocketmq.Producer // not called
+	mu                sync.Mutex
+	callbacks         []func(context.Context, *primitive.SendResult, error)
+	sent              chan struct{}
+	shutdowns         atomic.Int32
+}
+
+func (f *fakeRMQProducer) SendAsync(_ context.Context, cb func(context.Context, *primitive.SendResult, error), _ ...*primitive.Message) error {
+	f.mu.Lock()
+	f.callbacks = append(f.callbacks, cb)
+	f.mu.Unlock()
+	f.sent <- struct{}{}
+	return nil
+}
+
+func (f *fakeRMQProducer) Shutdown() error {
+	f.shutdowns.Add(1)
+	return nil
+}
+
+// TestRocketMQClosePending: Close fails every publish the client still holds with ErrClosed, exactly
+// once (the client's late callbacks are dropped), ends a blocked Publish, and shuts the client down once.
+func TestRocketMQClosePending(t *testing.T) {
+	fake := &fakeRMQProducer{sent: make(chan struct{}, 16)}
+	cfg := DefaultRocketMQConfig()
+	// Close waits up to send_timeout+1s for the client's callbacks, which this fake gives only after it
+	cfg.SendTimeout = 10 * time.Millisecond
+	p := &RocketMQ{
+		cfg:     cfg,
+		brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: "127.0.0.1:9"}},
+		targets: []*primitive.MessageQueue{{BrokerName: "broker-a"}},
+		queues:  make([]atomic.Uint32, 1),
+		log:     slog.New(slog.DiscardHandler),
+		pending: map[*rmqPending]struct{}{},
+		closing: make(chan struct{}),
+	}
+	s := &rmqSlot{}
+	s.cur.Store(&rmqProducer{p: fake, label: "rocketmq-close-pending-test"})
+	p.slots = []*rmqSlot{s}
+
+	var mu sync.Mutex
+	dones := map[int][]error{}
+	publishAsync := func(i int) {
+		t.Helper()
+		if err := p.PublishAsync(0, "t", []byte("x"), func(err error) {
+			mu.Lock()
+			dones[i] = append(dones[i], err)
+			mu.Unlock()
+		}); err != nil {
+			t.Fatalf("PublishAsync %d: %v", i, err)
+		}
+		<-fake.sent
+	}
+	// answered before Close: done(nil)
+	publishAsync(0)
+	fake.callbacks[0](context.Background(), &primitive.SendResult{Status: primitive.SendOK}, nil)
+	// pending at Close
+	for i := 1; i <= 3; i++ {
+		publishAsync(i)
+	}
+	syncErr := make(chan error, 1)
+	go func() { syncErr <- p.Publish(context.Background(), 0, "t", []byte("sync")) }()
+	<-fake.sent
+
+	closed := make(chan error, 2)
+	go func() { closed <- p.Close() }()
+	go func() { closed <- p.Close() }()
+	for range 2 {
+		if err := <-closed; err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+	if err := <-syncErr; !errors.Is(err, ErrClosed) {
+		t.Errorf("Publish pending at Close: %v, want ErrClosed", err)
+	}
+	// the client's late answers
+	for _, cb := range fake.callbacks[1:] {
+		cb(context.Background(), &primitive.SendResult{Status: primitive.SendOK}, nil)
+	}
+	mu.Lock()
+	if len(dones[0]) != 1 || dones[0][0] != nil {
+		t.Errorf("publish answered before Close: done(%v), want done(nil) once", dones[0])
+	}
+	for i := 1; i <= 3; i++ {
+		if len(dones[i]) != 1 || !errors.Is(dones[i][0], ErrClosed) {
+			t.Errorf("publish %d pending at Close: done(%v), want done(ErrClosed) once", i, dones[i])
+		}
+	}
+	mu.Unlock()
+	if n := fake.shutdowns.Load(); n != 1 {
+		t.Errorf("client shut down %d times, want 1", n)
+	}
+	if err := p.PublishAsync(0, "t", []byte("x"), func(error) { t.Error("done of a refused PublishAsync ran") }); !errors.Is(err, ErrClosed) {
+		t.Errorf("PublishAsync after Close: %v, want ErrClosed", err)
+	}
+	if err := p.Publish(context.Background(), 0, "t", []byte("x")); !errors.Is(err, ErrClosed) {
+		t.Errorf("Publish after Close: %v, want ErrClosed", err)
 	}
 }
