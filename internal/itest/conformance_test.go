@@ -2,12 +2,8 @@ package itest
 
 import (
 	"bytes"
-	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -43,8 +39,7 @@ func TestConformanceNSQ(t *testing.T) {
 			{Name: "over max-msg-size", Topic: "conformance_oversize", Body: bytes.Repeat([]byte("x"), maxMsgSize+1), Kind: publishers.ErrTooLarge},
 		},
 	}
-	b := stopWait{Harness: nsqCounted{h}, pid: func(_ testing.TB, host int) int { return h.Procs[host].cmd.Process.Pid }}
-	publishertest.Run(t, f, b, func(t testing.TB) publishers.Publisher {
+	publishertest.Run(t, f, nsqCounted{h}, func(t testing.TB) publishers.Publisher {
 		c := publishers.DefaultNSQConfig()
 		c.Hosts = h.TCP
 		p, err := publishers.NewNSQ(c, publishertest.Logger(t))
@@ -66,40 +61,6 @@ func (b nsqCounted) Consume(t testing.TB, host int, topic string, want int, dead
 	return b.NSQ.Consume(t, host, topic, max(want, stored), deadline)
 }
 
-// stopWait makes FreezeHost return only once every thread of the broker's process has stopped: SIGSTOP
-// is delivered asynchronously, and on a busy machine a thread can go on answering for a while.
-type stopWait struct {
-	Harness
-	pid func(t testing.TB, host int) int
-}
-
-func (s stopWait) FreezeHost(t testing.TB, host int) {
-	t.Helper()
-	s.Harness.FreezeHost(t, host)
-	pid := s.pid(t, host)
-	Eventually(t, 10*time.Second, fmt.Sprintf("process %d stopped", pid), func() error { return stopped(pid) })
-}
-
-// stopped reports an error unless every thread of process pid is stopped (state T in /proc).
-func stopped(pid int) error {
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-	if err != nil || len(tasks) == 0 {
-		return fmt.Errorf("no threads of process %d: %v", pid, err)
-	}
-	for _, task := range tasks {
-		raw, err := os.ReadFile(task)
-		if err != nil {
-			return err
-		}
-		// The state follows the command name, which is in parentheses and may contain anything.
-		rest := string(raw[strings.LastIndexByte(string(raw), ')')+1:])
-		if f := strings.Fields(rest); len(f) == 0 || (f[0] != "T" && f[0] != "t") {
-			return fmt.Errorf("thread %s is running", task)
-		}
-	}
-	return nil
-}
-
 func TestConformanceArtemis(t *testing.T) {
 	addr, login, pass, ctl := realBroker(t, "artemis", "ARTEMIS")
 	h := &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass, Persistent: true, Ctl: []BrokerControl{ctl}}
@@ -112,7 +73,7 @@ func TestConformanceArtemis(t *testing.T) {
 			{Name: "fully qualified name without queue", Topic: "conformance::", Body: []byte("refused")},
 		},
 	}
-	publishertest.Run(t, f, stopWait{Harness: h, pid: func(t testing.TB, _ int) int { return ctl.pid(t) }}, func(t testing.TB) publishers.Publisher {
+	publishertest.Run(t, f, h, func(t testing.TB) publishers.Publisher {
 		c := publishers.DefaultSTOMPConfig()
 		c.Hosts = h.Addrs
 		c.Login = h.Login
@@ -148,14 +109,7 @@ func TestConformanceRocketMQ(t *testing.T) {
 			goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal.(*rmqClient).Start.func1.4"),
 		},
 	}
-	b := stopWait{Harness: h, pid: func(t testing.TB, host int) int {
-		pid, err := strconv.Atoi(strings.TrimSpace(rocketmqScript(t, 30*time.Second, "pid", h.Brokers[host].Name)))
-		if err != nil {
-			t.Fatalf("pid of %s: %v", h.Brokers[host].Name, err)
-		}
-		return pid
-	}}
-	publishertest.Run(t, f, b, func(t testing.TB) publishers.Publisher {
+	publishertest.Run(t, f, h, func(t testing.TB) publishers.Publisher {
 		c := publishers.DefaultRocketMQConfig()
 		c.NameServers = []string{ns}
 		c.SendTimeout = sendTimeout

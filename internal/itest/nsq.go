@@ -96,7 +96,7 @@ func (p *NSQDProc) Stop(t testing.TB) {
 }
 
 // Freeze stops the process with SIGSTOP (a broker that accepts nothing and answers nothing); Thaw resumes it.
-func (p *NSQDProc) Freeze(t testing.TB) { t.Helper(); must(t, p.cmd.Process.Signal(syscall.SIGSTOP)) }
+func (p *NSQDProc) Freeze(t testing.TB) { t.Helper(); freeze(t, p.cmd.Process.Pid) }
 func (p *NSQDProc) Thaw(t testing.TB)   { t.Helper(); must(t, p.cmd.Process.Signal(syscall.SIGCONT)) }
 
 // NSQ is the Harness for a set of nsqd instances, external processes or embedded.

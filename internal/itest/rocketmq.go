@@ -141,15 +141,17 @@ func (h *RocketMQ) StartHost(t testing.TB, host int) {
 	rocketmqScript(t, 4*time.Minute, "start-broker", h.Brokers[host].Name)
 }
 
-func (h *RocketMQ) signal(t testing.TB, host int, sig syscall.Signal) {
+func (h *RocketMQ) pid(t testing.TB, host int) int {
 	t.Helper()
 	pid, err := strconv.Atoi(strings.TrimSpace(rocketmqScript(t, 30*time.Second, "pid", h.Brokers[host].Name)))
 	if err != nil {
 		t.Fatalf("pid of %s: %v", h.Brokers[host].Name, err)
 	}
-	must(t, syscall.Kill(pid, sig))
+	return pid
 }
 
 // FreezeHost stops the broker's JVM with SIGSTOP: connections stay open and nothing is answered.
-func (h *RocketMQ) FreezeHost(t testing.TB, host int) { h.signal(t, host, syscall.SIGSTOP) }
-func (h *RocketMQ) ThawHost(t testing.TB, host int)   { h.signal(t, host, syscall.SIGCONT) }
+func (h *RocketMQ) FreezeHost(t testing.TB, host int) { t.Helper(); freeze(t, h.pid(t, host)) }
+func (h *RocketMQ) ThawHost(t testing.TB, host int) {
+	must(t, syscall.Kill(h.pid(t, host), syscall.SIGCONT))
+}

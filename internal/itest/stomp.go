@@ -295,7 +295,7 @@ func (b ScriptBroker) Stop(t testing.TB)  { t.Helper(); b.run(t, "stop", 60*time
 func (b ScriptBroker) Start(t testing.TB) { t.Helper(); b.run(t, "start", 150*time.Second) }
 func (b ScriptBroker) Freeze(t testing.TB) {
 	t.Helper()
-	must(t, syscall.Kill(b.pid(t), syscall.SIGSTOP))
+	freeze(t, b.pid(t))
 }
 func (b ScriptBroker) Thaw(t testing.TB) {
 	t.Helper()
