@@ -1,0 +1,79 @@
+package roundtrip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/mqtarget/mqtarget/message"
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+// Client sends messages and waits for their acks: it consumes the ack topics of a fixed set of topics
+// and correlates what arrives there by id.
+type Client struct {
+	pub       publishers.Publisher
+	corr      *Correlator
+	ackSuffix string
+	topics    map[string]bool
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// ErrTopic is returned by RoundTrip for a topic whose ack topic the Client does not consume.
+var ErrTopic = errors.New("topic has no round trip")
+
+// NewClient starts consuming topic+ackSuffix for every topic with acks (whose Close stays the
+// caller's). Acks go to corr.
+func NewClient(pub publishers.Publisher, acks publishers.Consumer, topics []string, ackSuffix string, corr *Correlator, log *slog.Logger) *Client {
+	if ackSuffix == "" {
+		ackSuffix = DefaultAckSuffix
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Client{pub: pub, corr: corr, ackSuffix: ackSuffix, topics: map[string]bool{}}
+	var ctx context.Context
+	ctx, c.cancel = context.WithCancel(context.Background())
+	for _, t := range topics {
+		c.topics[t] = true
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			if err := acks.Consume(ctx, t+ackSuffix, corr.Handle); err != nil {
+				log.Error("round trip: consuming acks", "topic", t+ackSuffix, "err", err)
+			}
+		}()
+	}
+	return c
+}
+
+// RoundTrip publishes body (a payload built by message.Source) to topic on host and waits until its ack
+// came back or ctx ended (then ErrLost). A publish error is returned as it is, with nothing counted.
+func (c *Client) RoundTrip(ctx context.Context, host int, topic string, body []byte) (Ack, error) {
+	if !c.topics[topic] {
+		return Ack{}, fmt.Errorf("%w: %q", ErrTopic, topic)
+	}
+	id, _, err := message.Parse(body)
+	if err != nil {
+		return Ack{}, fmt.Errorf("round trip needs a payload with a header: %w", err)
+	}
+	p := c.corr.Expect(id)
+	if err := c.pub.Publish(ctx, host, topic, body); err != nil {
+		p.Cancel()
+		return Ack{}, err
+	}
+	return p.Wait(ctx)
+}
+
+// Correlator returns the client's correlator, for its counts.
+func (c *Client) Correlator() *Correlator { return c.corr }
+
+// Close stops consuming acks and waits for it.
+func (c *Client) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	return nil
+}
