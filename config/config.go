@@ -31,6 +31,7 @@ type Config struct {
 	Topics           Topics        `yaml:"topics"`
 	Log              Log           `yaml:"log"`
 	PProf            PProf         `yaml:"pprof"`
+	Echo             Echo          `yaml:"echo"`
 
 	// The brokers' sections (nsq, stomp, rocketmq, …), one per entry of publishers.Brokers.
 	publishers.Sections `yaml:",inline"`
@@ -107,6 +108,7 @@ func Default() Config {
 		// the broker with topics.
 		Topics:   Topics{MaxDistinct: 1000},
 		Log:      Log{Level: "info", Format: "text"},
+		Echo:     defaultEcho(),
 		Sections: publishers.DefaultSections(),
 	}
 }
@@ -192,7 +194,7 @@ func (c Config) Validate() error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		add("log.format", "must be text or json, got %q", c.Log.Format)
 	}
-	errs = append(errs, c.validateBrokers())
+	errs = append(errs, c.Echo.validate(), c.validateBrokers())
 	return errors.Join(errs...)
 }
 

@@ -51,6 +51,7 @@ func (a *App) startBroker(b *publishers.Broker, cfg config.Config, log *slog.Log
 	if err != nil {
 		return nil, nil, err
 	}
+	a.addrs[b] = addrs
 	info["hosts"] = pub.Hosts()
 	return pub, info, nil
 }
