@@ -1,4 +1,4 @@
-package roundtrip
+package roundtrip_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package roundtrip
+package roundtrip_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/internal/embedded"
 	"github.com/mqtarget/mqtarget/internal/itest"
+	"github.com/mqtarget/mqtarget/internal/roundtrip"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
 )
@@ -78,13 +79,13 @@ var brokers = []struct {
 // batch sends n messages over the hosts, all expected before the first wait, and waits for every ack
 // until the deadline, or for a second when doomed says the id's ack is not coming; it returns the
 // correlator's counts and how many waits failed.
-func batch(t *testing.T, b broker, corr *Correlator, topic string, n int, deadline time.Duration, doomed func(id string) bool) (Stats, int) {
+func batch(t *testing.T, b broker, corr *roundtrip.Correlator, topic string, n int, deadline time.Duration, doomed func(id string) bool) (roundtrip.Stats, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	src := message.NewSource()
 	hosts := len(b.pub.Hosts())
-	pending := make([]*Pending, n)
+	pending := make([]*roundtrip.Pending, n)
 	ids := make([]string, n)
 	for i := range n {
 		body := src.Build(src.NextID(), 64)
@@ -104,7 +105,7 @@ func batch(t *testing.T, b broker, corr *Correlator, topic string, n int, deadli
 		}
 		a, err := p.Wait(wctx)
 		switch {
-		case errors.Is(err, ErrLost):
+		case errors.Is(err, roundtrip.ErrLost):
 			failed++
 		case err != nil:
 			t.Fatal(err)
@@ -121,17 +122,17 @@ func TestEchoAccounting(t *testing.T) {
 	const n = 300
 	cases := []struct {
 		name    string
-		handoff Handoff
+		handoff roundtrip.Handoff
 		workers int
 		copies  func(id, victim string) int
-		want    Stats
+		want    roundtrip.Stats
 	}{
-		{name: "queue exact", handoff: Queue, workers: 4, want: Stats{Acked: n}},
-		{name: "direct exact", handoff: Direct, workers: 2, want: Stats{Acked: n}},
-		{name: "direct one worker", handoff: Direct, workers: 1, want: Stats{Acked: n}},
-		{name: "skip one", handoff: Queue, workers: 4, want: Stats{Acked: n - 1, Lost: 1},
+		{name: "queue exact", handoff: roundtrip.Queue, workers: 4, want: roundtrip.Stats{Acked: n}},
+		{name: "direct exact", handoff: roundtrip.Direct, workers: 2, want: roundtrip.Stats{Acked: n}},
+		{name: "direct one worker", handoff: roundtrip.Direct, workers: 1, want: roundtrip.Stats{Acked: n}},
+		{name: "skip one", handoff: roundtrip.Queue, workers: 4, want: roundtrip.Stats{Acked: n - 1, Lost: 1},
 			copies: func(id, victim string) int { return map[bool]int{true: 0, false: 1}[id == victim] }},
-		{name: "send one twice", handoff: Direct, workers: 4, want: Stats{Acked: n, Duplicates: 1},
+		{name: "send one twice", handoff: roundtrip.Direct, workers: 4, want: roundtrip.Stats{Acked: n, Duplicates: 1},
 			copies: func(id, victim string) int { return map[bool]int{true: 2, false: 1}[id == victim] }},
 	}
 	for _, bk := range brokers {
@@ -141,27 +142,27 @@ func TestEchoAccounting(t *testing.T) {
 				t.Run(c.name, func(t *testing.T) {
 					topic := itest.FreshTopic("echo")
 					reg := prometheus.NewPedanticRegistry()
-					m := NewMetrics(reg)
+					m := roundtrip.NewMetrics(reg)
 					var victim atomic.Value // the 10th id the echo sees
 					var seen atomic.Int64
-					o := EchoOptions{Broker: b.name, Consumer: b.consumer(t, "mqtarget-echo"), Publisher: b.pub,
+					o := roundtrip.EchoOptions{Broker: b.name, Consumer: b.consumer(t, "mqtarget-echo"), Publisher: b.pub,
 						Topics: []string{topic}, Handoff: c.handoff, Workers: c.workers, Timeout: 5 * time.Second, Metrics: m, Log: quiet}
 					if c.copies != nil {
-						o.copies = func(id string) int {
+						roundtrip.SetCopies(&o, func(id string) int {
 							if seen.Add(1) == 10 {
 								victim.Store(id)
 							}
 							v, _ := victim.Load().(string)
 							return c.copies(id, v)
-						}
+						})
 					}
-					echo, err := StartEcho(o)
+					echo, err := roundtrip.StartEcho(o)
 					if err != nil {
 						t.Fatal(err)
 					}
 					defer echo.Close()
-					corr := NewCorrelator(b.name, time.Minute, m)
-					client := NewClient(b.pub, b.consumer(t, "mqtarget-roundtrip"), []string{topic}, "", corr, quiet)
+					corr := roundtrip.NewCorrelator(b.name, time.Minute, m)
+					client := roundtrip.NewClient(b.pub, b.consumer(t, "mqtarget-roundtrip"), []string{topic}, "", corr, quiet)
 					defer client.Close()
 
 					doomed := func(id string) bool { v, _ := victim.Load().(string); return c.want.Lost > 0 && id == v }
@@ -203,14 +204,14 @@ func TestClientRoundTrip(t *testing.T) {
 		t.Run(bk.name, func(t *testing.T) {
 			b := bk.start(t)
 			topic, silent := itest.FreshTopic("rt"), itest.FreshTopic("silent")
-			echo, err := StartEcho(EchoOptions{Broker: b.name, Consumer: b.consumer(t, "mqtarget-echo"), Publisher: b.pub,
-				Topics: []string{topic}, Handoff: Queue, Workers: 1})
+			echo, err := roundtrip.StartEcho(roundtrip.EchoOptions{Broker: b.name, Consumer: b.consumer(t, "mqtarget-echo"), Publisher: b.pub,
+				Topics: []string{topic}, Handoff: roundtrip.Queue, Workers: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer echo.Close()
-			corr := NewCorrelator(b.name, time.Minute, nil)
-			client := NewClient(b.pub, b.consumer(t, "mqtarget-roundtrip"), []string{topic, silent}, "", corr, quiet)
+			corr := roundtrip.NewCorrelator(b.name, time.Minute, nil)
+			client := roundtrip.NewClient(b.pub, b.consumer(t, "mqtarget-roundtrip"), []string{topic, silent}, "", corr, quiet)
 			defer client.Close()
 			src := message.NewSource()
 
@@ -227,11 +228,11 @@ func TestClientRoundTrip(t *testing.T) {
 
 			short, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel2()
-			if _, err := client.RoundTrip(short, 0, silent, src.Build(src.NextID(), 100)); !errors.Is(err, ErrLost) {
-				t.Errorf("round trip without echo: %v, want ErrLost", err)
+			if _, err := client.RoundTrip(short, 0, silent, src.Build(src.NextID(), 100)); !errors.Is(err, roundtrip.ErrLost) {
+				t.Errorf("round trip without echo: %v, want roundtrip.ErrLost", err)
 			}
-			if _, err := client.RoundTrip(ctx, 0, "other", src.Build(src.NextID(), 100)); !errors.Is(err, ErrTopic) {
-				t.Errorf("unknown topic: %v, want ErrTopic", err)
+			if _, err := client.RoundTrip(ctx, 0, "other", src.Build(src.NextID(), 100)); !errors.Is(err, roundtrip.ErrTopic) {
+				t.Errorf("unknown topic: %v, want roundtrip.ErrTopic", err)
 			}
 			if s := corr.Stats(); s.Acked != 1 || s.Lost != 1 || s.Duplicates != 0 {
 				t.Errorf("stats %+v, want 1 acked and 1 lost", s)
@@ -241,10 +242,10 @@ func TestClientRoundTrip(t *testing.T) {
 }
 
 func TestCorrelatorOrder(t *testing.T) {
-	corr := NewCorrelator("x", time.Minute, nil)
+	corr := roundtrip.NewCorrelator("x", time.Minute, nil)
 	now := time.Now()
 	ids := []uint64{1<<40 | 1, 1<<40 | 2, 1<<40 | 3}
-	var ps []*Pending
+	var ps []*roundtrip.Pending
 	for _, id := range ids {
 		ps = append(ps, corr.Expect(message.FormatID(id)))
 	}
@@ -257,7 +258,7 @@ func TestCorrelatorOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if s := corr.Stats(); s != (Stats{Acked: 3, OutOfOrder: 1, Unknown: 1}) {
+	if s := corr.Stats(); s != (roundtrip.Stats{Acked: 3, OutOfOrder: 1, Unknown: 1}) {
 		t.Errorf("stats %+v", s)
 	}
 }
@@ -266,17 +267,17 @@ func TestStartEchoErrors(t *testing.T) {
 	b := broker{pub: &fakePub{}}
 	cases := []struct {
 		name string
-		o    EchoOptions
+		o    roundtrip.EchoOptions
 		want string
 	}{
-		{"no workers", EchoOptions{Workers: 0, Handoff: Queue}, "echo.workers"},
-		{"bad handoff", EchoOptions{Workers: 1, Handoff: "pool"}, "echo.handoff"},
-		{"bad ack topic", EchoOptions{Workers: 1, Handoff: Queue, Topics: []string{"t"}, AckSuffix: "/bad"}, "echo.ack_suffix"},
+		{"no workers", roundtrip.EchoOptions{Workers: 0, Handoff: roundtrip.Queue}, "echo.workers"},
+		{"bad handoff", roundtrip.EchoOptions{Workers: 1, Handoff: "pool"}, "echo.handoff"},
+		{"bad ack topic", roundtrip.EchoOptions{Workers: 1, Handoff: roundtrip.Queue, Topics: []string{"t"}, AckSuffix: "/bad"}, "echo.ack_suffix"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.o.Publisher, c.o.Consumer = b.pub, fakeConsumer{}
-			_, err := StartEcho(c.o)
+			_, err := roundtrip.StartEcho(c.o)
 			if err == nil || !contains(err.Error(), c.want) {
 				t.Errorf("err %v, want one naming %s", err, c.want)
 			}
