@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
@@ -42,9 +43,7 @@ func NewClient(pub publishers.Publisher, acks publishers.Consumer, topics []stri
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			if err := acks.Consume(ctx, t+ackSuffix, corr.Handle); err != nil {
-				log.Error("round trip: consuming acks", "topic", t+ackSuffix, "err", err)
-			}
+			consumeRetrying(ctx, acks, t+ackSuffix, corr.Handle, log.With("role", "round-trip acks"))
 		}()
 	}
 	return c
@@ -76,4 +75,30 @@ func (c *Client) Close() error {
 	c.cancel()
 	c.wg.Wait()
 	return nil
+}
+
+// consumeRetrying consumes topic until ctx ends. Consume fails at once when a host cannot be
+// subscribed to at the start (a broker still starting, or down): it is tried again, after a pause that
+// doubles up to 30 s, so an echo or ack consumer started before its broker still comes up.
+func consumeRetrying(ctx context.Context, cons publishers.Consumer, topic string, handle func(publishers.Delivery), log *slog.Logger) {
+	pause := 500 * time.Millisecond
+	for {
+		err := cons.Consume(ctx, topic, handle)
+		if err == nil || ctx.Err() != nil || errors.Is(err, publishers.ErrClosed) ||
+			errors.Is(err, publishers.ErrBadTopic) || errors.Is(err, publishers.ErrBadGroup) {
+			if err != nil && ctx.Err() == nil {
+				log.Error("consuming", "topic", topic, "err", err)
+			}
+			return
+		}
+		log.Warn("consuming; retrying", "topic", topic, "in", pause, "err", err)
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		pause = min(2*pause, 30*time.Second)
+	}
 }

@@ -70,8 +70,8 @@ type Echo struct {
 	failed prometheus.Counter
 }
 
-// StartEcho starts consuming o.Topics. Consume errors (a host that cannot be subscribed to) are logged;
-// Close ends everything the Echo started and waits for it.
+// StartEcho starts consuming o.Topics; a topic that cannot be subscribed to yet is retried in the
+// background. Close ends everything the Echo started and waits for it.
 func StartEcho(o EchoOptions) (*Echo, error) {
 	if o.Consumer == nil || o.Publisher == nil {
 		return nil, errors.New("echo: consumer and publisher are required")
@@ -116,9 +116,7 @@ func StartEcho(o EchoOptions) (*Echo, error) {
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			if err := o.Consumer.Consume(e.ctx, t, e.receive); err != nil {
-				o.Log.Error("echo: consuming", "broker", o.Broker, "topic", t, "err", err)
-			}
+			consumeRetrying(e.ctx, o.Consumer, t, e.receive, o.Log.With("role", "echo"))
 		}()
 	}
 	return e, nil
