@@ -52,6 +52,8 @@ type EchoOptions struct {
 	Metrics   *Metrics      // nil: none
 	Log       *slog.Logger
 
+	// observe, when set, sees every message the echo receives, before its handoff (Batch's timing).
+	observe func(publishers.Delivery)
 	// copies, for tests, says how many times to publish id's ack (0 drops it, 2 duplicates it).
 	copies func(id string) int
 }
@@ -124,6 +126,9 @@ func StartEcho(o EchoOptions) (*Echo, error) {
 
 // receive runs on the consumer's goroutines.
 func (e *Echo) receive(d publishers.Delivery) {
+	if e.o.observe != nil {
+		e.o.observe(d)
+	}
 	if e.oneWay != nil {
 		if _, sent, err := message.Parse(d.Body); err == nil {
 			e.oneWay.Observe(d.Received.Sub(sent).Seconds())
