@@ -1,7 +1,8 @@
 // Command mqtarget serves HTTP endpoints that publish to message brokers, for load-testing them with
 // wrk, wrk2 or hey. With no broker configured it starts embedded nsqd instances.
 //
-// Subcommands: serve (the default, when the first argument is not a subcommand's name) and consume.
+// Subcommands: serve (the default, when the first argument is not a subcommand's name), consume and
+// roundtrip.
 package main
 
 import (
@@ -32,6 +33,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runConsume(ctx, args[1:], stdout, stderr)
+		case "roundtrip":
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runRoundTrip(ctx, args[1:], stdout, stderr)
 		}
 	}
 	cfg, opts, err := config.Load(config.Sources{

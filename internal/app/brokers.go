@@ -91,3 +91,18 @@ func (a *App) EmbeddedSTOMP() []string {
 	}
 	return a.embeddedSTOMP.Addrs()
 }
+
+// StartEmbedded starts n in-process servers of broker b for a program other than serve (the roundtrip
+// command) and returns their addresses and what stops them.
+func StartEmbedded(b *publishers.Broker, cfg config.Config, n int, log *slog.Logger) (addrs []string, stop func(), err error) {
+	start := embedders[b]
+	if start == nil {
+		return nil, nil, fmt.Errorf("%s: empty, and mqtarget has no embedded %s server", b.AddrsSetting(), b.Name)
+	}
+	a := &App{log: log}
+	addrs, _, err = start(a, cfg, n, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return addrs, a.closeBrokers, nil
+}

@@ -1,8 +1,6 @@
 package app
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"time"
@@ -23,10 +21,6 @@ func (a *App) startRoundTrips(cfg config.Config, pubs map[string]publishers.Publ
 		return nil, nil
 	}
 	metrics := roundtrip.NewMetrics(reg)
-	// The ack consumer's group is this process's own: processes sharing one would split the acks.
-	var r [4]byte
-	_, _ = rand.Read(r[:])
-	ackGroup := "mqtarget-roundtrip-" + hex.EncodeToString(r[:])
 	rts := map[string]handlers.RoundTripper{}
 	for _, b := range publishers.Brokers {
 		pub := pubs[b.Name]
@@ -51,11 +45,7 @@ func (a *App) startRoundTrips(cfg config.Config, pubs map[string]publishers.Publ
 			return c, nil
 		}
 		if e.RoundTrip {
-			group := ackGroup
-			if b == publishers.NSQBroker {
-				group += "#ephemeral" // nsqd drops the channel with its last consumer, not keeping acks forever
-			}
-			acks, err := open(group)
+			acks, err := open(roundtrip.AckGroup(b.Name))
 			if err != nil {
 				return nil, err
 			}
@@ -66,7 +56,7 @@ func (a *App) startRoundTrips(cfg config.Config, pubs map[string]publishers.Publ
 			rts[b.Name] = client
 		}
 		if e.Enabled {
-			in, err := open("mqtarget-echo")
+			in, err := open(roundtrip.EchoGroup)
 			if err != nil {
 				return nil, err
 			}

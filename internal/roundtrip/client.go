@@ -2,6 +2,8 @@ package roundtrip
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -102,3 +104,19 @@ func consumeRetrying(ctx context.Context, cons publishers.Consumer, topic string
 		pause = min(2*pause, 30*time.Second)
 	}
 }
+
+// AckGroup names a process's ack consumer (NSQ channel, RocketMQ group): its own, since consumers
+// sharing one split the acks; on NSQ ephemeral, so nsqd drops it with its last consumer instead of
+// keeping acks for it forever.
+func AckGroup(broker string) string {
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	g := "mqtarget-roundtrip-" + hex.EncodeToString(r[:])
+	if broker == publishers.NSQBroker.Name {
+		g += "#ephemeral"
+	}
+	return g
+}
+
+// EchoGroup is the echoes' NSQ channel and RocketMQ group: shared, so echoes split the work.
+const EchoGroup = "mqtarget-echo"
