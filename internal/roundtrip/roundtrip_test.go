@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,10 +72,35 @@ func embeddedSTOMP(t *testing.T) broker {
 	}}
 }
 
+// realNSQ runs two nsqd processes from MQTARGET_NSQD_BIN (scripts/nsqd.sh build), on free ports; the
+// case is skipped without it.
+func realNSQ(t *testing.T) broker {
+	bin := os.Getenv("MQTARGET_NSQD_BIN")
+	if bin == "" {
+		t.Skip("MQTARGET_NSQD_BIN not set (scripts/nsqd.sh build prints it)")
+	}
+	h := itest.NewNSQProcs(t, bin, 2)
+	cfg := publishers.DefaultNSQConfig()
+	cfg.Hosts = h.TCP
+	pub, err := publishers.NewNSQ(cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pub.Close() })
+	return broker{name: "nsq", pub: pub, consumer: func(t *testing.T, group string) publishers.Consumer {
+		c, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{Group: group}, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}}
+}
+
 var brokers = []struct {
 	name  string
 	start func(t *testing.T) broker
-}{{"nsq", embeddedNSQ}, {"stomp", embeddedSTOMP}}
+}{{"nsq", embeddedNSQ}, {"stomp", embeddedSTOMP}, {"real nsqd", realNSQ}}
 
 // batch sends n messages over the hosts, all expected before the first wait, and waits for every ack
 // until the deadline, or for a second when doomed says the id's ack is not coming; it returns the
