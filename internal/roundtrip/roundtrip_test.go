@@ -39,6 +39,11 @@ var quiet = slog.New(slog.DiscardHandler)
 
 func embeddedNSQ(t *testing.T) broker {
 	cfg, pub := itest.EmbeddedNSQ(t, 2)
+	return nsqBroker(cfg, pub)
+}
+
+// nsqBroker opens NSQ consumers of cfg's hosts beside pub.
+func nsqBroker(cfg publishers.NSQConfig, pub publishers.Publisher) broker {
 	return broker{name: "nsq", pub: pub, consumer: func(t *testing.T, group string) publishers.Consumer {
 		c, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{Group: group}, quiet)
 		if err != nil {
@@ -87,14 +92,7 @@ func realNSQ(t *testing.T) broker {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pub.Close() })
-	return broker{name: "nsq", pub: pub, consumer: func(t *testing.T, group string) publishers.Consumer {
-		c, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{Group: group}, quiet)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}}
+	return nsqBroker(cfg, pub)
 }
 
 var brokers = []struct {
