@@ -34,6 +34,7 @@ type Config struct {
 	PProf            PProf         `yaml:"pprof"`
 	Readyz           Readyz        `yaml:"readyz"`
 	EmbeddedBrokers  []string      `yaml:"embedded_brokers" help:"brokers besides the default broker that run embedded when their hosts are empty, comma-separated (e.g. stomp); others without hosts are not enabled"`
+	Echo             Echo          `yaml:"echo"`
 
 	// The brokers' sections (nsq, stomp, rocketmq, …), one per entry of publishers.Brokers.
 	publishers.Sections `yaml:",inline"`
@@ -118,6 +119,7 @@ func Default() Config {
 		Log:    Log{Level: "info", Format: "text"},
 		// Under the 1 s timeout probes usually have, so a hanging broker gives 503, not a probe timeout.
 		Readyz:   Readyz{Timeout: 900 * time.Millisecond},
+		Echo:     defaultEcho(),
 		Sections: publishers.DefaultSections(),
 	}
 }
@@ -206,7 +208,7 @@ func (c Config) Validate() error {
 	if c.Readyz.Timeout <= 0 || c.Readyz.Timeout > 10*time.Second {
 		add("readyz.timeout", "must be 1ms..10s, got %v", c.Readyz.Timeout)
 	}
-	errs = append(errs, c.validateBrokers())
+	errs = append(errs, c.Echo.validate(), c.validateBrokers())
 	return errors.Join(errs...)
 }
 

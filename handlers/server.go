@@ -41,6 +41,10 @@ type Options struct {
 	// AdminSeparate takes the admin routes (/healthz, /readyz, /metrics) off ServeHTTP; AdminHandler
 	// serves them instead, on a listener of their own.
 	AdminSeparate bool
+	// RoundTrips serve /sendRoundTrip, by broker name; a broker without one answers 501.
+	RoundTrips map[string]RoundTripper
+	// RoundTripTopic is /sendRoundTrip's topic without ?topic= (echo.topics[0]); empty: Topic.
+	RoundTripTopic string
 	// MaxDistinctTopics bounds the distinct topics each broker is sent to since start; 0: no bound.
 	MaxDistinctTopics int
 	// ReadyBrokers are the brokers whose hosts must all answer for /readyz to answer 200; nil: the
@@ -56,6 +60,8 @@ type Options struct {
 // Server holds the endpoints' shared state.
 type Server struct {
 	pubs           map[string]publishers.Publisher
+	roundTrips     map[string]RoundTripper
+	roundTripTopic string
 	brokerNames    []string
 	defaultBroker  string
 	topic, topic2  string
@@ -131,6 +137,10 @@ var routeTable = []route{
 		func(s *Server) handlerFunc { return s.sendNHost(2) }),
 	send("/send3Host", "1 message, round-robin over the first 3 hosts",
 		func(s *Server) handlerFunc { return s.sendNHost(3) }),
+	// Not a send row: it answers only where round trips are configured (echo.*), so the checks that
+	// every send endpoint publishes with the default setup do not apply; auth and limits do.
+	{Endpoint{"/sendRoundTrip", "1 message to topic; 200 with rtt_ms once its ack came back from an echo on <topic>.ack, 504 when none came within publish_timeout, 501 without echo.roundtrip", sendMethods, false, false},
+		func(s *Server) http.Handler { return s.adapt(s.auth(s.limit(s.sendRoundTrip))) }},
 	{Endpoint{"/healthz", "200 while the process serves", getHead, false, true},
 		func(*Server) http.Handler { return http.HandlerFunc(healthz) }},
 	{Endpoint{"/readyz", "each broker's hosts and their state; 200 when every host of the readyz.brokers answers a ping within readyz.timeout, else 503; 503 during a shutdown's lame-duck phase", getHead, false, true},
@@ -157,6 +167,8 @@ func Endpoints() []Endpoint {
 func New(o Options) *Server {
 	s := &Server{
 		pubs:           o.Publishers,
+		roundTrips:     o.RoundTrips,
+		roundTripTopic: o.RoundTripTopic,
 		defaultBroker:  o.DefaultBroker,
 		topic:          o.Topic,
 		topic2:         o.Topic2,

@@ -115,12 +115,16 @@ func splitFlags(args []string, fs *flag.FlagSet) (own, rest []string, help bool)
 			help = true
 			continue
 		}
-		if fs.Lookup(name) == nil {
+		f := fs.Lookup(name)
+		if f == nil {
 			rest = append(rest, a)
 			continue
 		}
 		own = append(own, a)
-		if !inline && i+1 < len(args) { // every own flag takes a value
+		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+			continue // a bool flag takes its value inline (-echo=false) or none
+		}
+		if !inline && i+1 < len(args) { // every other own flag takes a value
 			i++
 			own = append(own, args[i])
 		}

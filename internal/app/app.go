@@ -28,6 +28,9 @@ type App struct {
 	log     *slog.Logger
 	raw     []publishers.Publisher // un-instrumented, for Close
 	closers []func() error         // embedded brokers, closed after the publishers
+	// stoppers end the echoes and round-trip consumers, last first, before the publishers close.
+	stoppers []func() error
+	addrs    map[*publishers.Broker][]string // where each started broker's publisher connects
 
 	embeddedNSQ   *embedded.NSQD  // nil unless nsq.hosts was empty
 	embeddedSTOMP *embedded.STOMP // nil unless stomp.hosts was empty
@@ -50,7 +53,7 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, log: log, served: make(chan error, 1)}
+	a := &App{cfg: cfg, log: log, served: make(chan error, 1), addrs: map[*publishers.Broker][]string{}}
 	defer func() {
 		if err != nil {
 			if a.ln != nil {
@@ -95,8 +98,15 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 		return nil, fmt.Errorf("topic2: %w", err)
 	}
 
+	roundTrips, err := a.startRoundTrips(cfg, pubs, reg, log)
+	if err != nil {
+		return nil, err
+	}
+
 	a.handlers = handlers.New(handlers.Options{
 		Publishers:        pubs,
+		RoundTrips:        roundTrips,
+		RoundTripTopic:    cfg.Echo.DefaultTopic(),
 		DefaultBroker:     cfg.Broker,
 		Topic:             cfg.Topic,
 		Topic2:            cfg.Topic2,
@@ -252,8 +262,13 @@ func (a *App) Shutdown(ctx context.Context) error {
 	return httpErr
 }
 
-// closeBrokers closes publishers, then embedded brokers; both are idempotent.
+// closeBrokers stops the echoes and round-trip consumers, then closes publishers, then embedded
+// brokers; all are idempotent.
 func (a *App) closeBrokers() {
+	for i := len(a.stoppers) - 1; i >= 0; i-- {
+		_ = a.stoppers[i]()
+	}
+	a.stoppers = nil
 	for _, p := range a.raw {
 		_ = p.Close()
 	}

@@ -51,6 +51,7 @@ func (a *App) startBroker(b *publishers.Broker, cfg config.Config, log *slog.Log
 	if err != nil {
 		return nil, nil, err
 	}
+	a.addrs[b] = addrs
 	info["hosts"] = pub.Hosts()
 	return pub, info, nil
 }
@@ -89,4 +90,19 @@ func (a *App) EmbeddedSTOMP() []string {
 		return nil
 	}
 	return a.embeddedSTOMP.Addrs()
+}
+
+// StartEmbedded starts n in-process servers of broker b for a program other than serve (the roundtrip
+// command) and returns their addresses and what stops them.
+func StartEmbedded(b *publishers.Broker, cfg config.Config, n int, log *slog.Logger) (addrs []string, stop func(), err error) {
+	start := embedders[b]
+	if start == nil {
+		return nil, nil, fmt.Errorf("%s: empty, and mqtarget has no embedded %s server", b.AddrsSetting(), b.Name)
+	}
+	a := &App{log: log}
+	addrs, _, err = start(a, cfg, n, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return addrs, a.closeBrokers, nil
 }

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/internal/app"
+	"github.com/mqtarget/mqtarget/internal/roundtrip"
+	"github.com/mqtarget/mqtarget/message"
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+const roundtripUsage = `usage: mqtarget roundtrip [-broker B] [-count N] [-size BYTES] [-producers P] [-handoff queue|direct] [-workers W] [-echo=false] [-o table|json|csv] [settings]
+
+Publishes a batch of N messages to echo.topics[0] of broker B as fast as P producers can; an echo in this
+process (or, with -echo=false, another mqtarget with echo.enabled) returns each to its ack topic, and
+the acks are matched by id. Prints one row: send_ms, echo_receive_ms, echo_last_latency_ms,
+return_receive_ms, return_last_latency_ms, rtt_p50_ms, rtt_p99_ms, rtt_max_ms, lost, duplicates (times
+in milliseconds). Exit status: 0 when lost = duplicates = 0, 1 otherwise, 2 for bad input.
+
+The broker's addresses come from the same settings, environment and config file as the service; with
+none, embedded servers are started (NSQ, STOMP).
+
+`
+
+// Bounds of the roundtrip flags.
+const (
+	maxRoundTripCount     = 1_000_000
+	maxRoundTripProducers = 1024
+	maxRoundTripWorkers   = 4096
+)
+
+// runRoundTrip is `mqtarget roundtrip`: a thin adapter over roundtrip.Batch.
+func runRoundTrip(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mqtarget roundtrip", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	count := fs.Int("count", 1000, fmt.Sprintf("messages in the batch (1..%d)", maxRoundTripCount))
+	size := fs.Int("size", 1024, fmt.Sprintf("payload bytes (%d..message.max_size)", message.HeaderLen))
+	producers := fs.Int("producers", 4, fmt.Sprintf("publishing goroutines (1..%d)", maxRoundTripProducers))
+	handoff := fs.String("handoff", "queue", "the echo's handoff: queue or direct")
+	workers := fs.Int("workers", 4, fmt.Sprintf("the echo's workers (1..%d)", maxRoundTripWorkers))
+	echo := fs.Bool("echo", true, "run the echo in this process (-echo=false: another mqtarget echoes)")
+	wait := fs.Duration("wait", 30*time.Second, "how long to wait for acks after the last publish; later ones are lost")
+	format := fs.String("o", "table", "output format: "+strings.Join(roundtrip.Formats, ", "))
+	fs.Usage = func() {
+		fmt.Fprint(stderr, roundtripUsage)
+		fs.PrintDefaults()
+	}
+	own, rest, help := splitFlags(args, fs)
+	if help {
+		fs.Usage()
+		return 0
+	}
+	if err := fs.Parse(own); err != nil {
+		return 2
+	}
+	bad := func(format string, args ...any) int {
+		fmt.Fprintf(stderr, "mqtarget roundtrip: "+format+"\n", args...)
+		return 2
+	}
+	cfg, _, err := config.Load(config.Sources{Args: rest, LookupEnv: os.LookupEnv, ReadFile: os.ReadFile, Output: stderr})
+	if err != nil {
+		return bad("%v", err)
+	}
+	_, herr := roundtrip.ParseHandoff(*handoff)
+	switch {
+	case *count < 1 || *count > maxRoundTripCount:
+		return bad("-count: must be 1..%d, got %d", maxRoundTripCount, *count)
+	case *size < message.HeaderLen || *size > cfg.Message.MaxSize:
+		return bad("-size: must be %d..%d (message.max_size), got %d", message.HeaderLen, cfg.Message.MaxSize, *size)
+	case *producers < 1 || *producers > maxRoundTripProducers:
+		return bad("-producers: must be 1..%d, got %d", maxRoundTripProducers, *producers)
+	case herr != nil:
+		return bad("-handoff: %v", herr)
+	case *workers < 1 || *workers > maxRoundTripWorkers:
+		return bad("-workers: must be 1..%d, got %d", maxRoundTripWorkers, *workers)
+	case *wait <= 0:
+		return bad("-wait: must be positive, got %v", *wait)
+	case !slices.Contains(roundtrip.Formats, *format):
+		return bad("-o: unknown output format %q, want %s", *format, strings.Join(roundtrip.Formats, ", "))
+	case len(cfg.Echo.Topics) == 0:
+		return bad("-echo.topics: the batch goes to its first topic; it is empty")
+	}
+	log := newLogger(cfg.Log, stderr)
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "mqtarget roundtrip: %v\n", err)
+		return 1
+	}
+	b := publishers.LookupBroker(cfg.Broker) // config.Load validated the name
+	addrs := b.Addrs(&cfg.Sections)
+	if len(addrs) == 0 {
+		var stop func()
+		if addrs, stop, err = app.StartEmbedded(b, cfg, 1, log); err != nil {
+			return fail(err)
+		}
+		defer stop()
+	}
+	pub, err := b.Open(&cfg.Sections, addrs, cfg.Common(), log)
+	if err != nil {
+		return fail(err)
+	}
+	defer pub.Close()
+	open := func(group string) (publishers.Consumer, error) {
+		return b.OpenConsumer(&cfg.Sections, addrs, publishers.ConsumerOptions{Group: group}, log)
+	}
+	acks, err := open(roundtrip.AckGroup(b.Name))
+	if err != nil {
+		return fail(err)
+	}
+	defer acks.Close()
+	o := roundtrip.BatchOptions{Broker: b.Name, Publisher: pub, Acks: acks, Topic: cfg.Echo.Topics[0], AckSuffix: cfg.Echo.AckSuffix,
+		Count: *count, Size: *size, Producers: *producers, Wait: *wait, Grace: 200 * time.Millisecond}
+	if *echo {
+		in, err := open(roundtrip.EchoGroup)
+		if err != nil {
+			return fail(err)
+		}
+		defer in.Close()
+		o.Echo = &roundtrip.EchoOptions{Consumer: in, Handoff: roundtrip.Handoff(*handoff), Workers: *workers, Timeout: cfg.PublishTimeout, Log: log}
+	}
+	r, err := roundtrip.Batch(ctx, o)
+	if errors.Is(err, publishers.ErrBadTopic) {
+		return bad("-echo.topics: %v", err)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if err := r.Write(stdout, *format); err != nil {
+		return fail(err)
+	}
+	if !r.OK() {
+		return 1
+	}
+	return 0
+}

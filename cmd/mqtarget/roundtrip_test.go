@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestRoundTripCommand runs a small batch through embedded brokers in-process: exit 0 with the row's
+// fields, every message back exactly once.
+func TestRoundTripCommand(t *testing.T) {
+	for _, broker := range []string{"nsq", "stomp"} {
+		t.Run(broker, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run([]string{"roundtrip", "-broker", broker, "-count", "200", "-size", "256", "-handoff", "direct",
+				"-echo=true", "-o", "json", "-log.level", "error"}, &out, &errOut)
+			if code != 0 {
+				t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
+			}
+			var r map[string]any
+			if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+				t.Fatalf("%v: %s", err, out.String())
+			}
+			for _, k := range []string{"broker", "count", "size", "send_ms", "echo_receive_ms", "echo_last_latency_ms", "return_receive_ms",
+				"return_last_latency_ms", "rtt_p50_ms", "rtt_p99_ms", "rtt_max_ms", "lost", "duplicates"} {
+				if _, ok := r[k]; !ok {
+					t.Errorf("no %q in %s", k, out.String())
+				}
+			}
+			if r["broker"] != broker || r["count"] != 200.0 || r["lost"] != 0.0 || r["duplicates"] != 0.0 {
+				t.Errorf("row %s", out.String())
+			}
+		})
+	}
+}
+
+func TestRoundTripCommandBadInput(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		flag string
+	}{
+		{"count 0", []string{"-count", "0"}, "-count"},
+		{"count too large", []string{"-count", "1000001"}, "-count"},
+		{"size below the header", []string{"-size", "10"}, "-size"},
+		{"size above max", []string{"-size", "2000000"}, "-size"},
+		{"producers", []string{"-producers", "0"}, "-producers"},
+		{"handoff", []string{"-handoff", "pool"}, "-handoff"},
+		{"workers", []string{"-workers", "0"}, "-workers"},
+		{"format", []string{"-o", "xml"}, "-o"},
+		{"broker", []string{"-broker", "kafka"}, "broker"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if code := run(append([]string{"roundtrip"}, c.args...), &out, &errOut); code != 2 {
+				t.Fatalf("exit %d, want 2: %s", code, errOut.String())
+			}
+			if !strings.Contains(errOut.String(), c.flag) {
+				t.Errorf("message %q does not name %s", errOut.String(), c.flag)
+			}
+		})
+	}
+}

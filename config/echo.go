@@ -1,0 +1,55 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Echo configures the round trip: an echo in this process and the ack consumers of /sendRoundTrip.
+type Echo struct {
+	Enabled   bool     `yaml:"enabled" help:"run an echo in this process: consume echo.topics on every enabled broker and publish each message unchanged to <topic><echo.ack_suffix> on the same broker"`
+	RoundTrip bool     `yaml:"roundtrip" help:"consume the ack topics of echo.topics on every enabled broker, so /sendRoundTrip can answer (the echo may run in another mqtarget)"`
+	Topics    []string `yaml:"topics" help:"topics the echo consumes and /sendRoundTrip sends to; the first is /sendRoundTrip's default"`
+	AckSuffix string   `yaml:"ack_suffix" help:"appended to a topic to name the topic its acks go to"`
+	Handoff   string   `yaml:"handoff" help:"how the echo's consumer passes messages to its workers: queue (unbounded queue) or direct (the consumer publishes itself when every worker is busy)"`
+	Workers   int      `yaml:"workers" help:"the echo's workers, each publishing one ack at a time"`
+}
+
+// defaultEcho: on, so /sendRoundTrip answers out of the box, on a topic of its own, so the load on
+// topic is never echoed; "_ack" is valid on every broker (RocketMQ topics have no '.').
+func defaultEcho() Echo {
+	return Echo{Enabled: true, RoundTrip: true, Topics: []string{"mqtarget_roundtrip"}, AckSuffix: "_ack", Handoff: "queue", Workers: 4}
+}
+
+// maxEchoWorkers bounds echo.workers: each is a goroutine with a publish in flight.
+const maxEchoWorkers = 4096
+
+func (e Echo) validate() error {
+	var errs []error
+	if len(e.Topics) == 0 && (e.Enabled || e.RoundTrip) {
+		errs = append(errs, errors.New("echo.topics: at least one topic is required with echo.enabled or echo.roundtrip"))
+	}
+	for i, t := range e.Topics {
+		if t == "" {
+			errs = append(errs, fmt.Errorf("echo.topics[%d]: must not be empty", i))
+		}
+	}
+	if e.AckSuffix == "" {
+		errs = append(errs, errors.New("echo.ack_suffix: must not be empty (acks would go back to the topic the echo consumes)"))
+	}
+	if e.Handoff != "queue" && e.Handoff != "direct" {
+		errs = append(errs, fmt.Errorf("echo.handoff: must be queue or direct, got %q", e.Handoff))
+	}
+	if e.Workers < 1 || e.Workers > maxEchoWorkers {
+		errs = append(errs, fmt.Errorf("echo.workers: must be 1..%d, got %d", maxEchoWorkers, e.Workers))
+	}
+	return errors.Join(errs...)
+}
+
+// DefaultTopic is /sendRoundTrip's topic without ?topic=: the first of echo.topics, "" without any.
+func (e Echo) DefaultTopic() string {
+	if len(e.Topics) == 0 {
+		return ""
+	}
+	return e.Topics[0]
+}

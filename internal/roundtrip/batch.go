@@ -1,0 +1,173 @@
+package roundtrip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mqtarget/mqtarget/message"
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+// BatchOptions configure one batch experiment: Count messages of Size bytes published by Producers,
+// returned by an echo, their acks correlated.
+type BatchOptions struct {
+	Broker    string
+	Publisher publishers.Publisher
+	Acks      publishers.Consumer // reads Topic+AckSuffix
+	// Echo, when set, runs an echo in this process (Topics, AckSuffix, Publisher and Broker are set by
+	// Batch); nil: a remote echo answers.
+	Echo      *EchoOptions
+	Topic     string
+	AckSuffix string // default DefaultAckSuffix
+	Count     int
+	Size      int
+	Producers int
+	// Wait bounds the wait for acks after the last publish; an ack not back by then is lost.
+	Wait time.Duration
+	// Grace is how long to keep listening after the last ack, for duplicates that trail it.
+	Grace time.Duration
+}
+
+// Result is one batch's row; times in milliseconds.
+type Result struct {
+	Broker              string  `json:"broker"`
+	Count               int     `json:"count"`
+	Size                int     `json:"size"`
+	SendMs              float64 `json:"send_ms"`
+	EchoReceiveMs       float64 `json:"echo_receive_ms"`        // first to last message at the echo (in-process echo only)
+	EchoLastLatencyMs   float64 `json:"echo_last_latency_ms"`   // the longest send → echo latency
+	ReturnReceiveMs     float64 `json:"return_receive_ms"`      // first to last ack
+	ReturnLastLatencyMs float64 `json:"return_last_latency_ms"` // the longest round trip
+	RTTP50Ms            float64 `json:"rtt_p50_ms"`
+	RTTP99Ms            float64 `json:"rtt_p99_ms"`
+	RTTMaxMs            float64 `json:"rtt_max_ms"`
+	Lost                int     `json:"lost"`
+	Duplicates          int     `json:"duplicates"`
+}
+
+// OK reports a batch that came back exactly once.
+func (r Result) OK() bool { return r.Lost == 0 && r.Duplicates == 0 }
+
+// span tracks the first and last arrival and the longest latency of a stream of messages.
+type span struct {
+	mu          sync.Mutex
+	first, last time.Time
+	maxLatency  time.Duration
+}
+
+func (s *span) add(received, sent time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.first.IsZero() || received.Before(s.first) {
+		s.first = received
+	}
+	if received.After(s.last) {
+		s.last = received
+	}
+	s.maxLatency = max(s.maxLatency, received.Sub(sent))
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Batch runs one batch. It returns an error only when the experiment could not run (the echo did not
+// start, a publish failed); lost and duplicated acks are in the Result.
+func Batch(ctx context.Context, o BatchOptions) (Result, error) {
+	if o.Count < 1 || o.Size < message.HeaderLen || o.Producers < 1 {
+		return Result{}, fmt.Errorf("batch: count %d, size %d (at least %d), producers %d", o.Count, o.Size, message.HeaderLen, o.Producers)
+	}
+	if o.AckSuffix == "" {
+		o.AckSuffix = DefaultAckSuffix
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var atEcho span
+	if o.Echo != nil {
+		eo := *o.Echo
+		eo.Broker, eo.Publisher, eo.Topics, eo.AckSuffix = o.Broker, o.Publisher, []string{o.Topic}, o.AckSuffix
+		eo.observe = func(d publishers.Delivery) {
+			if _, sent, err := message.Parse(d.Body); err == nil {
+				atEcho.add(d.Received, sent)
+			}
+		}
+		echo, err := StartEcho(eo)
+		if err != nil {
+			return Result{}, err
+		}
+		defer echo.Close()
+	}
+	corr := NewCorrelator(o.Broker, time.Hour, nil)
+	client := NewClient(o.Publisher, o.Acks, []string{o.Topic}, o.AckSuffix, corr, nil)
+	defer client.Close()
+
+	src := message.NewSource()
+	pending := make([]*Pending, o.Count)
+	hosts := len(o.Publisher.Hosts())
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, o.Producers)
+	start := time.Now()
+	for p := range o.Producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= o.Count || ctx.Err() != nil {
+					return
+				}
+				id := src.NextID()
+				pending[i] = corr.Expect(message.FormatID(id))
+				if err := o.Publisher.Publish(ctx, i%hosts, o.Topic, src.Build(id, o.Size)); err != nil {
+					pending[i].Cancel()
+					errs[p] = fmt.Errorf("publishing message %d: %w", i+1, err)
+					cancel()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	sendTime := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return Result{}, err
+	}
+
+	r := Result{Broker: o.Broker, Count: o.Count, Size: o.Size, SendMs: ms(sendTime)}
+	wait, cancelWait := context.WithTimeout(ctx, o.Wait)
+	defer cancelWait()
+	var back span
+	rtts := make([]time.Duration, 0, o.Count)
+	for _, p := range pending {
+		a, err := p.Wait(wait)
+		if err != nil {
+			continue // counted lost by the correlator
+		}
+		back.add(a.Received, a.Sent)
+		rtts = append(rtts, a.RTT)
+	}
+	if o.Grace > 0 && ctx.Err() == nil {
+		t := time.NewTimer(o.Grace) // a measurement window for trailing duplicates, not synchronisation
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	st := corr.Stats()
+	r.Lost, r.Duplicates = int(st.Lost), int(st.Duplicates)
+	if len(rtts) > 0 {
+		slices.Sort(rtts)
+		pct := func(q float64) float64 { return ms(rtts[int(q*float64(len(rtts)-1)+0.5)]) }
+		r.RTTP50Ms, r.RTTP99Ms, r.RTTMaxMs = pct(0.5), pct(0.99), ms(rtts[len(rtts)-1])
+		r.ReturnReceiveMs, r.ReturnLastLatencyMs = ms(back.last.Sub(back.first)), ms(back.maxLatency)
+	}
+	if !atEcho.first.IsZero() {
+		r.EchoReceiveMs, r.EchoLastLatencyMs = ms(atEcho.last.Sub(atEcho.first)), ms(atEcho.maxLatency)
+	}
+	return r, nil
+}

@@ -1,0 +1,169 @@
+package roundtrip
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mqtarget/mqtarget/message"
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+// ErrLost is returned by Pending.Wait when the ack did not come back in time; the round trip counts as lost.
+var ErrLost = errors.New("ack did not come back in time")
+
+// Ack is one matched acknowledgement.
+type Ack struct {
+	ID       string
+	Sent     time.Time     // the send time in the payload
+	Received time.Time     // when the ack was read
+	RTT      time.Duration // Received - Sent: one clock, the sender's
+}
+
+// Stats count what the correlator saw.
+type Stats struct {
+	Acked, Lost, Duplicates, OutOfOrder, Unknown int64
+}
+
+// Correlator matches acks to the ids waiting for them. Ids stay remembered for retain after their ack
+// (or their loss), so a duplicate within that window is counted; memory is bounded by the ids in that
+// window, not by the run's length.
+type Correlator struct {
+	retain time.Duration
+
+	mu       sync.Mutex
+	waiting  map[string]*Pending
+	finished map[string]time.Time // id → when it was acked or lost
+	pruned   time.Time
+	maxSeq   map[uint32]uint64 // highest acked sequence number per producer run
+	stats    Stats
+
+	rtt                          prometheus.Observer
+	lost, duplicates, outOfOrder prometheus.Counter
+}
+
+// NewCorrelator returns a correlator that remembers finished ids for retain (at least the timeout its
+// callers wait, so a late duplicate is still recognised). m may be nil.
+func NewCorrelator(broker string, retain time.Duration, m *Metrics) *Correlator {
+	c := &Correlator{retain: retain, waiting: map[string]*Pending{}, finished: map[string]time.Time{}, maxSeq: map[uint32]uint64{}}
+	if m != nil {
+		c.rtt = m.roundTrip.WithLabelValues(broker)
+		c.lost = m.lost.WithLabelValues(broker)
+		c.duplicates = m.duplicates.WithLabelValues(broker)
+		c.outOfOrder = m.outOfOrder.WithLabelValues(broker)
+	}
+	return c
+}
+
+// Pending is a round trip waiting for its ack.
+type Pending struct {
+	c  *Correlator
+	id string
+	ch chan Ack // buffered: Handle never blocks
+}
+
+// Expect registers id before its message is published, so an ack cannot arrive unexpected.
+func (c *Correlator) Expect(id string) *Pending {
+	p := &Pending{c: c, id: id, ch: make(chan Ack, 1)}
+	c.mu.Lock()
+	c.waiting[id] = p
+	c.mu.Unlock()
+	return p
+}
+
+// Wait returns the ack, or ErrLost (joined with ctx's error) when ctx ends first; then the round trip
+// counts as lost.
+func (p *Pending) Wait(ctx context.Context) (Ack, error) {
+	select {
+	case a := <-p.ch:
+		return a, nil
+	case <-ctx.Done():
+	}
+	c := p.c
+	c.mu.Lock()
+	if _, still := c.waiting[p.id]; !still { // the ack won the race
+		c.mu.Unlock()
+		return <-p.ch, nil
+	}
+	delete(c.waiting, p.id)
+	c.finished[p.id] = time.Now()
+	c.stats.Lost++
+	c.mu.Unlock()
+	if c.lost != nil {
+		c.lost.Inc()
+	}
+	return Ack{}, errors.Join(ErrLost, ctx.Err())
+}
+
+// Cancel withdraws a round trip whose message was never published; it counts as nothing.
+func (p *Pending) Cancel() {
+	p.c.mu.Lock()
+	delete(p.c.waiting, p.id)
+	p.c.mu.Unlock()
+}
+
+// Handle takes one delivery from the ack topic; it is safe to call from several goroutines.
+func (c *Correlator) Handle(d publishers.Delivery) {
+	id, sent, err := message.Parse(d.Body)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.prune(d.Received)
+	if err != nil {
+		c.stats.Unknown++
+		return
+	}
+	p := c.waiting[id]
+	if p == nil {
+		if _, done := c.finished[id]; done {
+			c.stats.Duplicates++ // a second ack, or one for a round trip already given up as lost
+			if c.duplicates != nil {
+				c.duplicates.Inc()
+			}
+		} else {
+			c.stats.Unknown++ // another sender's, or acked before retain ago
+		}
+		return
+	}
+	delete(c.waiting, id)
+	c.finished[id] = d.Received
+	c.stats.Acked++
+	if n, err := message.ParseID(id); err == nil {
+		run, seq := message.Run(n), message.Seq(n)
+		if seq < c.maxSeq[run] {
+			c.stats.OutOfOrder++
+			if c.outOfOrder != nil {
+				c.outOfOrder.Inc()
+			}
+		} else {
+			c.maxSeq[run] = seq
+		}
+	}
+	a := Ack{ID: id, Sent: sent, Received: d.Received, RTT: d.Received.Sub(sent)}
+	if c.rtt != nil {
+		c.rtt.Observe(a.RTT.Seconds())
+	}
+	p.ch <- a
+}
+
+// prune forgets finished ids older than retain, at most twice per retain period. Called with mu held.
+func (c *Correlator) prune(now time.Time) {
+	if now.Sub(c.pruned) < c.retain/2 {
+		return
+	}
+	c.pruned = now
+	for id, t := range c.finished {
+		if now.Sub(t) > c.retain {
+			delete(c.finished, id)
+		}
+	}
+}
+
+// Stats returns the counts so far.
+func (c *Correlator) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
+}

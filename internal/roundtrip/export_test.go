@@ -1,0 +1,5 @@
+package roundtrip
+
+// SetCopies gives the echo of o a test hook: how many times to publish id's ack (0 drops it, 2
+// duplicates it).
+func SetCopies(o *EchoOptions, copies func(id string) int) { o.copies = copies }
