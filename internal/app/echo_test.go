@@ -18,6 +18,7 @@ func embeddedConfig(mod func(*config.Config)) config.Config {
 	return testConfig(func(c *config.Config) {
 		c.NSQ.Hosts, c.NSQ.Embedded = nil, 1
 		c.STOMP.Hosts, c.STOMP.Embedded = nil, 1
+		c.EmbeddedBrokers = []string{"stomp"} // only the default broker runs embedded otherwise
 		mod(c)
 	})
 }
