@@ -3,6 +3,7 @@
 #   - nsqd's own HTTP /pub (POST, a body shaped like mqtarget's payload): the anchor,
 #   - mqtarget's /healthz: the HTTP ceiling of a trivial route,
 #   - every send endpoint (/send1 /send2 /send2Topic /sendAsync /sendAsyncWait /send2Host /send3Host),
+#   - /send1 on a second mqtarget started with -nsq.coalesce (the "coalesce" target),
 # at each concurrency (-c50 and -c200 by default), anchor and mqtarget runs interleaved, repeated over
 # passes. nsqd runs as 3 separate processes (scripts/nsqd.sh build; not mqtarget's embedded nsqd), and
 # mqtarget is built from this tree and started with -nsq.hosts pointing at them. Everything listens on
@@ -96,9 +97,9 @@ TMP="$(mktemp -d "${TMPDIR:-/tmp}/mqtarget-bench.XXXXXX")"
 PIDS=()
 cleanup() {
     local rc=$? pid
-    if ((rc != 0)) && [[ -s "$TMP/mqtarget.log" ]]; then
+    if ((rc != 0)) && [[ -s "$TMP/mqtarget-main.log" ]]; then
         echo "--- mqtarget log (tail) ---" >&2
-        tail -n 30 "$TMP/mqtarget.log" >&2
+        tail -n 30 "$TMP/mqtarget-main.log" >&2
     fi
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
     for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
@@ -147,17 +148,30 @@ done
 log "nsqd TCP ${NSQD_TCP[*]}, HTTP ${NSQD_HTTP[*]}"
 
 HOSTS="$(IFS=,; echo "${NSQD_TCP[*]}")"
-"$TMP/mqtarget" -http.addr 127.0.0.1:0 -nsq.hosts "$HOSTS" -log.level info >"$TMP/mqtarget.log" 2>&1 &
-MQT_PID=$!
-PIDS+=("$MQT_PID")
-MQT_ADDR="$(wait_for_line "$TMP/mqtarget.log" 'msg="mqtarget listening" addr=[0-9.:]+' "$MQT_PID")"
-MQT_ADDR="${MQT_ADDR##*addr=}"
-for ((i = 0; ; i++)); do
-    curl -fsS -o /dev/null "http://$MQT_ADDR/readyz" 2>/dev/null && break
-    ((i < 100)) || die "mqtarget on $MQT_ADDR not ready after 10 s: $(curl -sS "http://$MQT_ADDR/readyz")"
-    sleep 0.1
-done
-log "mqtarget (pid $MQT_PID) on $MQT_ADDR"
+# start_mqtarget NAME ARGS...: mqtarget with -nsq.hosts pointing at the nsqd processes; sets
+# MQT_PIDS[NAME] and MQT_ADDRS[NAME] once /readyz answers.
+declare -A MQT_PIDS=() MQT_ADDRS=()
+start_mqtarget() {
+    local name=$1 pid addr i
+    shift
+    "$TMP/mqtarget" -http.addr 127.0.0.1:0 -nsq.hosts "$HOSTS" -log.level info "$@" >"$TMP/mqtarget-$name.log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    addr="$(wait_for_line "$TMP/mqtarget-$name.log" 'msg="mqtarget listening" addr=[0-9.:]+' "$pid")"
+    addr="${addr##*addr=}"
+    for ((i = 0; ; i++)); do
+        curl -fsS -o /dev/null "http://$addr/readyz" 2>/dev/null && break
+        ((i < 100)) || die "mqtarget $name on $addr not ready after 10 s: $(curl -sS "http://$addr/readyz")"
+        sleep 0.1
+    done
+    MQT_PIDS[$name]=$pid
+    MQT_ADDRS[$name]=$addr
+    log "mqtarget $name (pid $pid) on $addr${*:+ with $*}"
+}
+start_mqtarget main
+MQT_PID=${MQT_PIDS[main]} MQT_ADDR=${MQT_ADDRS[main]}
+# The coalesce target: /send1 on a second mqtarget with nsq.coalesce (issue #8 item 3); idle otherwise.
+start_mqtarget coalesce -nsq.coalesce
 
 # --- one wrk run -------------------------------------------------------------------------------------
 # cpu_ticks PID: utime+stime in clock ticks (fields 14 and 15 of /proc/PID/stat, after the "(comm)").
@@ -186,6 +200,9 @@ run() {
         url="http://${NSQD_HTTP[0]}/pub?topic=$ANCHOR_TOPIC"
         pid="${NSQD_PIDS[0]}"
         post="$SIZE"
+    elif [[ "$label" == coalesce ]]; then
+        url="http://${MQT_ADDRS[coalesce]}/send1"
+        pid="${MQT_PIDS[coalesce]}"
     else
         url="http://$MQT_ADDR$label"
         pid="$MQT_PID"
@@ -203,7 +220,7 @@ run() {
     log "pass $pass c$conns $label: ${line#BENCH }"
 }
 
-TARGETS="anchor /healthz $PATHS"
+TARGETS="anchor /healthz $PATHS coalesce"
 load_start="$(cut -d' ' -f1 /proc/loadavg)"
 if [[ "$WARMUP" =~ ^0+[smh]?$ ]]; then
     log "no warm-up"
@@ -260,7 +277,7 @@ table() {
         nc = split(conns, cs, " "); nt = split(order, ts, " ")
         for (ci = 1; ci <= nc; ci++) for (ti = 1; ti <= nt; ti++) {
             c = cs[ci]; t = ts[ti]; k = t SUBSEP c; a = "anchor" SUBSEP c
-            name = t == "anchor" ? "nsqd `/pub` (anchor)" : "mqtarget `" t "`"
+            name = t == "anchor" ? "nsqd `/pub` (anchor)" : t == "coalesce" ? "mqtarget `/send1`, `nsq.coalesce`" : "mqtarget `" t "`"
             for (p = 1; p <= passes; p++) if ((a SUBSEP p) in rps && rps[a, p] > 0 && (k SUBSEP p) in rps) ratio[k, p] = rps[k, p] / rps[a, p]
             nx = non2xx[k] + 0
             if (codes[k] != "") {
@@ -280,6 +297,7 @@ table() {
             s1 = "/send1" SUBSEP c
             if (!(("/send1" SUBSEP c SUBSEP 1) in rps)) continue
             printf "- c%s: `/send1` / nsqd `/pub` = %s (≥ 0.70)", c, join(ratio, s1, "%.2f")
+            if ((("coalesce" SUBSEP c) SUBSEP 1) in rps) printf "; coalesce `/send1` / nsqd `/pub` = %s (≥ 0.80)", join(ratio, "coalesce" SUBSEP c, "%.2f")
             split("/send2 /send3Host /sendAsync", cmp, " "); want["/send2"] = "≥ 0.9"; want["/send3Host"] = "≥ 1"; want["/sendAsync"] = "≥ 1"
             for (j = 1; j <= 3; j++) {
                 k = cmp[j] SUBSEP c
