@@ -35,7 +35,7 @@ OUT=
 
 NAME=soak
 # shellcheck source=scripts/lib/broker.sh
-. scripts/lib/broker.sh # log, die, ensure_packages, await
+. scripts/lib/broker.sh # log, die, ensure_packages, await, stop_pids
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 
 while (($#)); do
@@ -57,15 +57,14 @@ command -v go >/dev/null || die "go is required (it builds nsqd, mqtarget and th
 command -v curl >/dev/null || ensure_packages curl
 
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/mqtarget-soak.XXXXXX")"
-PIDS=()
+STOP=() # label pid pairs for stop_pids
 cleanup() {
-    local rc=$? pid
+    local rc=$?
     if ((rc != 0)) && [[ -s "$TMP/mqtarget.log" ]]; then
         echo "--- mqtarget log (tail) ---" >&2
         tail -n 30 "$TMP/mqtarget.log" >&2
     fi
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    if ((${#STOP[@]})); then stop_pids 10 "${STOP[@]}"; fi
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -88,7 +87,7 @@ for ((i = 0; i < NSQDS; i++)); do
     mkdir -p "$TMP/nsqd$i"
     "$NSQD_BIN" --node-id="$i" --tcp-address=127.0.0.1:0 --http-address=127.0.0.1:0 \
         --data-path="$TMP/nsqd$i" >"$TMP/nsqd$i.log" 2>&1 &
-    PIDS+=($!)
+    STOP+=("nsqd$i" "$!")
     await 30 "$!" "$TMP/nsqd$i.log" listening "$TMP/nsqd$i.log" TCP || die "nsqd $i did not start"
     HOSTS+=("$AWAIT_OUT")
 done
@@ -97,7 +96,7 @@ log "nsqd TCP ${HOSTS[*]}"
 "$TMP/mqtarget" -http.addr 127.0.0.1:0 -http.admin_addr 127.0.0.1:0 -nsq.hosts "$(IFS=,; echo "${HOSTS[*]}")" \
     -log.level info >"$TMP/mqtarget.log" 2>&1 &
 MQT_PID=$!
-PIDS+=("$MQT_PID")
+STOP+=(mqtarget "$MQT_PID")
 await 30 "$MQT_PID" "$TMP/mqtarget.log" logged_addr "$TMP/mqtarget.log" || die "mqtarget did not start"
 MQT_ADDR=$AWAIT_OUT
 await 30 "$MQT_PID" "$TMP/mqtarget.log" admin_addr "$TMP/mqtarget.log" || die "mqtarget's admin listener did not start"
