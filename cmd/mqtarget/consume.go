@@ -36,22 +36,11 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	duration := fs.Duration("duration", 0, "stop after this long (0: no limit)")
 	format := fs.String("o", "table", "output format: "+strings.Join(consume.Formats, " or "))
 	group := fs.String("group", publishers.DefaultConsumerGroup, "NSQ channel or RocketMQ consumer group (STOMP: unused)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, consumeUsage)
-		fs.PrintDefaults()
+	rest, code, done := parseSubcommand(fs, consumeUsage, args, stderr)
+	if done {
+		return code
 	}
-	own, rest, help := splitFlags(args, fs)
-	if help {
-		fs.Usage()
-		return 0
-	}
-	if err := fs.Parse(own); err != nil {
-		return 2 // flag printed the error and the usage
-	}
-	bad := func(format string, args ...any) int {
-		fmt.Fprintf(stderr, "mqtarget consume: "+format+"\n", args...)
-		return 2
-	}
+	bad := badInput(stderr, "mqtarget consume")
 	switch {
 	case *count < 0:
 		return bad("-count: must be 0 (no limit) or more, got %d", *count)
@@ -95,6 +84,33 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 1
 	}
 	return 0
+}
+
+// parseSubcommand parses a subcommand's own flags from args (the rest are settings for config.Load) with
+// usage printed before the flag defaults on -h. done says to return code now: 0 after -h, 2 after a bad
+// flag (the flag package printed it and the usage).
+func parseSubcommand(fs *flag.FlagSet, usage string, args []string, stderr io.Writer) (rest []string, code int, done bool) {
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	own, rest, help := splitFlags(args, fs)
+	if help {
+		fs.Usage()
+		return nil, 0, true
+	}
+	if err := fs.Parse(own); err != nil {
+		return nil, 2, true
+	}
+	return rest, 0, false
+}
+
+// badInput returns the reporter of bad input for a subcommand: the message on stderr, exit status 2.
+func badInput(stderr io.Writer, prefix string) func(format string, args ...any) int {
+	return func(format string, args ...any) int {
+		fmt.Fprintf(stderr, prefix+": "+format+"\n", args...)
+		return 2
+	}
 }
 
 // splitFlags separates the arguments of fs's own flags from the rest, which are settings for

@@ -50,22 +50,11 @@ func runRoundTrip(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	echo := fs.Bool("echo", true, "run the echo in this process (-echo=false: another mqtarget echoes)")
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for acks after the last publish; later ones are lost")
 	format := fs.String("o", "table", "output format: "+strings.Join(roundtrip.Formats, ", "))
-	fs.Usage = func() {
-		fmt.Fprint(stderr, roundtripUsage)
-		fs.PrintDefaults()
+	rest, code, done := parseSubcommand(fs, roundtripUsage, args, stderr)
+	if done {
+		return code
 	}
-	own, rest, help := splitFlags(args, fs)
-	if help {
-		fs.Usage()
-		return 0
-	}
-	if err := fs.Parse(own); err != nil {
-		return 2
-	}
-	bad := func(format string, args ...any) int {
-		fmt.Fprintf(stderr, "mqtarget roundtrip: "+format+"\n", args...)
-		return 2
-	}
+	bad := badInput(stderr, "mqtarget roundtrip")
 	cfg, _, err := config.Load(config.Sources{Args: rest, LookupEnv: os.LookupEnv, ReadFile: os.ReadFile, Output: stderr})
 	if err != nil {
 		return bad("%v", err)
