@@ -55,30 +55,9 @@ var (
 // DefaultConsumerGroup is the NSQ channel and RocketMQ consumer group of mqtarget's consumers.
 const DefaultConsumerGroup = "mqtarget-consume"
 
-// consumerOpeners are the read sides of the registry's brokers. It sits beside the registry rather than
-// in it only because the registry's file is another change's; a new broker adds its line here.
-var consumerOpeners = map[*Broker]func(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error){
-	NSQBroker: func(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) {
-		c := s.NSQ
-		c.Hosts = addrs
-		return NewNSQConsumer(c, o, log)
-	},
-	STOMPBroker: func(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) {
-		c := s.STOMP
-		c.Hosts = addrs
-		return NewSTOMPConsumer(c, log)
-	},
-	RocketMQBroker: func(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) {
-		c := s.RocketMQ
-		c.NameServers = addrs
-		return NewRocketMQConsumer(c, o, log)
-	},
-}
-
 // OpenConsumer creates broker b's consumer for addrs: the configured addresses, or the embedded servers'.
 func (b *Broker) OpenConsumer(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) {
-	open := consumerOpeners[b]
-	if open == nil {
+	if b.consume == nil {
 		return nil, fmt.Errorf("%s: no consumer", b.Name)
 	}
 	if len(addrs) == 0 {
@@ -87,7 +66,7 @@ func (b *Broker) OpenConsumer(s *Sections, addrs []string, o ConsumerOptions, lo
 	if o.Group == "" {
 		o.Group = DefaultConsumerGroup
 	}
-	return open(s, addrs, o, log)
+	return b.consume(s, addrs, o, log)
 }
 
 // consumeScope tracks a consumer's running Consume calls so Close can end them and wait for them.

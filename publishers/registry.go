@@ -9,8 +9,8 @@ import (
 
 // The broker registry: the one place that names the brokers. Config validation (config.Validate) and
 // start-up (internal/app) loop over Brokers. Adding a broker touches its own file (config section with
-// Validate(prefix), defaults, constructor), a field in Sections and a line in DefaultSections, its entry
-// below; an embedded mode also needs its server in internal/app's embedders.
+// Validate(prefix), defaults, constructor, consumer), a field in Sections and a line in DefaultSections,
+// its entry below; an embedded mode also needs its server in internal/app's embedders.
 
 // Sections are the brokers' sections of the configuration, one field per registry entry. config.Config
 // inlines it, so each section stays owned by its broker's file while config and the registry reach all
@@ -47,6 +47,7 @@ type Broker struct {
 	validate func(s *Sections, prefix string, c Common) error
 	setup    func(*Sections) map[string]any // what / shows of the section, beside hosts
 	open     func(s *Sections, addrs []string, c Common, log *slog.Logger) (Publisher, error)
+	consume  func(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) // nil: no consumer
 }
 
 // Brokers is the registry, in start order; the first is the default of the broker setting.
@@ -72,6 +73,11 @@ var NSQBroker = &Broker{
 		c.Hosts = addrs
 		return NewNSQ(c, log)
 	},
+	consume: func(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) {
+		c := s.NSQ
+		c.Hosts = addrs
+		return NewNSQConsumer(c, o, log)
+	},
 }
 
 // STOMPBroker publishes to stomp.hosts, or to embedded go-stomp servers when there are none.
@@ -92,6 +98,11 @@ var STOMPBroker = &Broker{
 		c := s.STOMP
 		c.Hosts = addrs
 		return NewSTOMP(c, log)
+	},
+	consume: func(s *Sections, addrs []string, _ ConsumerOptions, log *slog.Logger) (Consumer, error) {
+		c := s.STOMP
+		c.Hosts = addrs
+		return NewSTOMPConsumer(c, log)
 	},
 }
 
@@ -117,6 +128,11 @@ var RocketMQBroker = &Broker{
 			}
 		}
 		return NewRocketMQ(rc, topics, log)
+	},
+	consume: func(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) {
+		c := s.RocketMQ
+		c.NameServers = addrs
+		return NewRocketMQConsumer(c, o, log)
 	},
 }
 

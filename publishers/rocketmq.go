@@ -198,7 +198,7 @@ func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *Rocket
 	p := &RocketMQ{
 		rlog:    routeRlog(log),
 		cfg:     c,
-		admin:   &rmqadmin.Client{Creds: rmqadmin.Credentials{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey)}},
+		admin:   newRMQAdmin(c),
 		log:     log,
 		pending: map[*rmqPending]struct{}{},
 		closing: make(chan struct{}),
@@ -210,20 +210,8 @@ func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *Rocket
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), rmqDiscoverTimeout)
 	defer cancel()
-	var errs []error
-	for _, ns := range c.NameServers {
-		b, err := p.admin.Brokers(ctx, ns)
-		if err == nil && len(b) > 0 {
-			p.brokers = b
-			break
-		}
-		if err == nil {
-			err = rmqadmin.ErrNoBrokers
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", ns, err))
-	}
-	if p.brokers == nil {
-		return nil, fmt.Errorf("rocketmq.name_servers: no brokers found: %w", errors.Join(errs...))
+	if p.brokers, err = discoverBrokers(ctx, p.admin, c.NameServers); err != nil {
+		return nil, err
 	}
 	for _, b := range p.brokers {
 		p.hosts = append(p.hosts, b.String())
@@ -248,6 +236,27 @@ func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *Rocket
 		p.slots = append(p.slots, s)
 	}
 	return p, nil
+}
+
+// newRMQAdmin is the remoting admin client with c's credentials.
+func newRMQAdmin(c RocketMQConfig) *rmqadmin.Client {
+	return &rmqadmin.Client{Creds: rmqadmin.Credentials{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey)}}
+}
+
+// discoverBrokers asks the name servers in turn for the cluster's brokers; the first that lists any wins.
+func discoverBrokers(ctx context.Context, admin *rmqadmin.Client, nameServers []string) ([]rmqadmin.Broker, error) {
+	var errs []error
+	for _, ns := range nameServers {
+		b, err := admin.Brokers(ctx, ns)
+		if err == nil && len(b) > 0 {
+			return b, nil
+		}
+		if err == nil {
+			err = rmqadmin.ErrNoBrokers
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", ns, err))
+	}
+	return nil, fmt.Errorf("rocketmq.name_servers: no brokers found: %w", errors.Join(errs...))
 }
 
 func (p *RocketMQ) newProducer() (*rmqProducer, error) {

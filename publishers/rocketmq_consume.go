@@ -58,24 +58,12 @@ func NewRocketMQConsumer(c RocketMQConfig, o ConsumerOptions, log *slog.Logger) 
 	if !rmqName.MatchString(o.Group) || len(o.Group) > 255 {
 		return nil, wrap(ErrBadGroup, fmt.Errorf("rocketmq consumer group %q: want 1..255 characters of [%%|a-zA-Z0-9_-]", o.Group))
 	}
-	admin := &rmqadmin.Client{Creds: rmqadmin.Credentials{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey)}}
+	admin := newRMQAdmin(c)
 	ctx, cancel := context.WithTimeout(context.Background(), rmqDiscoverTimeout)
 	defer cancel()
-	var errs []error
-	var brokers []rmqadmin.Broker
-	for _, ns := range c.NameServers {
-		b, err := admin.Brokers(ctx, ns)
-		if err == nil && len(b) > 0 {
-			brokers = b
-			break
-		}
-		if err == nil {
-			err = rmqadmin.ErrNoBrokers
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", ns, err))
-	}
-	if brokers == nil {
-		return nil, wrap(ErrUnavailable, fmt.Errorf("rocketmq.name_servers: no brokers found: %w", errors.Join(errs...)))
+	brokers, err := discoverBrokers(ctx, admin, c.NameServers)
+	if err != nil {
+		return nil, wrap(ErrUnavailable, err)
 	}
 	r := &RocketMQConsumer{cfg: c, opts: o, log: log, admin: admin, brokers: brokers, scope: newConsumeScope()}
 	for _, b := range brokers {
