@@ -465,6 +465,7 @@ func TestValidateFieldNames(t *testing.T) {
 		{"async.max_in_flight", func(c *config.Config) { c.Async.MaxInFlight = -1 }},
 		{"shutdown_grace", func(c *config.Config) { c.ShutdownGrace = -time.Second }},
 		{"shutdown_lame_duck", func(c *config.Config) { c.ShutdownLameDuck = -time.Second }},
+		{"gc_percent", func(c *config.Config) { c.GCPercent = -1 }},
 		{"http.read_header_timeout", func(c *config.Config) { c.HTTP.ReadHeaderTimeout = 0 }},
 		{"http.read_timeout", func(c *config.Config) { c.HTTP.ReadTimeout = -time.Second }},
 		{"http.idle_timeout", func(c *config.Config) { c.HTTP.IdleTimeout = 0 }},

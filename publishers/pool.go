@@ -117,6 +117,9 @@ func (p *pool[L]) live(host int) L {
 // slot holds one of a host's connections.
 type slot[L link] struct {
 	addr string
+	// ready is cur while it is live, read without mu: every request takes a connection, so with one
+	// connection per host a mutex here would be contended by every handler.
+	ready atomic.Pointer[liveConn[L]]
 
 	mu       sync.Mutex
 	cur      L
@@ -126,8 +129,14 @@ type slot[L link] struct {
 	retryAt  time.Time
 }
 
+// liveConn boxes a slot's live connection for the lock-free path.
+type liveConn[L link] struct{ c L }
+
 // get returns the slot's connection, dialing if there is none or it died. Dials are serialised per slot.
 func (s *slot[L]) get(ctx context.Context, p *pool[L]) (L, error) {
+	if r := s.ready.Load(); r != nil && !r.c.Dead() && !p.closed.Load() {
+		return r.c, nil
+	}
 	var zero L
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -137,6 +146,7 @@ func (s *slot[L]) get(ctx context.Context, p *pool[L]) (L, error) {
 	if s.live && !s.cur.Dead() {
 		return s.cur, nil
 	}
+	s.ready.Store(nil)
 	if s.live {
 		s.cur.Close() // dead already: this only waits for its goroutines, which are ending
 	}
@@ -156,19 +166,36 @@ func (s *slot[L]) get(ctx context.Context, p *pool[L]) (L, error) {
 	}
 	s.lastErr, s.failures = nil, 0
 	s.cur, s.live = c, true
+	s.ready.Store(&liveConn[L]{c})
 	return c, nil
 }
 
 // await starts a request with a one-shot callback and waits for the callback or the end of ctx.
 func await(ctx context.Context, start func(done func(error)) error) error {
-	done := make(chan error, 1) // buffered: a read loop never blocks on a caller that gave up
-	if err := start(func(err error) { done <- err }); err != nil {
+	w := waiters.Get().(*waiter)
+	if err := start(w.done); err != nil {
+		waiters.Put(w) // the callback is never called when start fails
 		return err
 	}
 	select {
-	case err := <-done:
+	case err := <-w.ch:
+		waiters.Put(w)
 		return err
 	case <-ctx.Done():
+		// Not put back: the callback may still run and must find the channel to itself.
 		return ctxErr(ctx)
 	}
 }
+
+// waiter is await's one-shot result channel and the callback feeding it, recycled so that a publish
+// allocates neither (two allocations per request on the hot path otherwise).
+type waiter struct {
+	ch   chan error // buffered: a read loop never blocks on a caller that gave up
+	done func(error)
+}
+
+var waiters = sync.Pool{New: func() any {
+	w := &waiter{ch: make(chan error, 1)}
+	w.done = func(err error) { w.ch <- err }
+	return w
+}}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/mqtarget/mqtarget/config"
@@ -70,6 +71,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	log := newLogger(cfg.Log, stderr)
+	if _, set := os.LookupEnv("GOGC"); !set && cfg.GCPercent > 0 {
+		debug.SetGCPercent(cfg.GCPercent)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
