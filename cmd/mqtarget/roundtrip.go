@@ -92,30 +92,15 @@ func runRoundTrip(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		defer stop()
 	}
-	pub, err := b.Open(&cfg.Sections, addrs, cfg.Common(), log)
-	if err != nil {
-		return fail(err)
+	o := roundtrip.RunOptions{Count: *count, Size: *size, Producers: *producers, Handoff: roundtrip.Handoff(*handoff),
+		Workers: *workers, Echo: *echo, Wait: *wait}
+	var line *progressLine
+	if isTerminal(stderr) {
+		line = newProgressLine(stderr, b.Name)
+		o.Progress = line.update
 	}
-	defer pub.Close()
-	open := func(group string) (publishers.Consumer, error) {
-		return b.OpenConsumer(&cfg.Sections, addrs, publishers.ConsumerOptions{Group: group}, log)
-	}
-	acks, err := open(roundtrip.AckGroup(b.Name))
-	if err != nil {
-		return fail(err)
-	}
-	defer acks.Close()
-	o := roundtrip.BatchOptions{Broker: b.Name, Publisher: pub, Acks: acks, Topic: cfg.Echo.Topics[0], AckSuffix: cfg.Echo.AckSuffix,
-		Count: *count, Size: *size, Producers: *producers, Wait: *wait, Grace: 200 * time.Millisecond}
-	if *echo {
-		in, err := open(roundtrip.EchoGroup)
-		if err != nil {
-			return fail(err)
-		}
-		defer in.Close()
-		o.Echo = &roundtrip.EchoOptions{Consumer: in, Handoff: roundtrip.Handoff(*handoff), Workers: *workers, Timeout: cfg.PublishTimeout, Log: log}
-	}
-	r, err := roundtrip.Batch(ctx, o)
+	r, err := roundtrip.Run(ctx, cfg, addrs, o, log)
+	line.clear()
 	if errors.Is(err, publishers.ErrBadTopic) {
 		return bad("-echo.topics: %v", err)
 	}

@@ -42,12 +42,19 @@ func TestRoundTripCommandBadInput(t *testing.T) {
 		flag string
 	}{
 		{"count 0", []string{"-count", "0"}, "-count"},
+		{"count negative", []string{"-count", "-5"}, "-count"},
 		{"count too large", []string{"-count", "1000001"}, "-count"},
+		{"count not a number", []string{"-count", "many"}, "-count"},
 		{"size below the header", []string{"-size", "10"}, "-size"},
 		{"size above max", []string{"-size", "2000000"}, "-size"},
+		{"size not a number", []string{"-size", "1k"}, "-size"},
 		{"producers", []string{"-producers", "0"}, "-producers"},
+		{"producers too many", []string{"-producers", "1025"}, "-producers"},
 		{"handoff", []string{"-handoff", "pool"}, "-handoff"},
+		{"handoff empty", []string{"-handoff", ""}, "-handoff"},
 		{"workers", []string{"-workers", "0"}, "-workers"},
+		{"workers too many", []string{"-workers", "4097"}, "-workers"},
+		{"wait", []string{"-wait", "0s"}, "-wait"},
 		{"format", []string{"-o", "xml"}, "-o"},
 		{"broker", []string{"-broker", "kafka"}, "broker"},
 	}
