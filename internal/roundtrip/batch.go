@@ -32,7 +32,7 @@ type BatchOptions struct {
 	// Grace is how long to keep listening after the last ack, for duplicates that trail it.
 	Grace time.Duration
 	// Progress, when set, is called every progressEvery while the batch runs, from one goroutine Batch
-	// owns and waits for.
+	// owns and waits for, and once more at the end.
 	Progress func(Progress)
 }
 
@@ -190,8 +190,11 @@ func Batch(ctx context.Context, o BatchOptions) (Result, error) {
 }
 
 // reportProgress calls o.Progress every progressEvery until the returned stop is called, which waits
-// for the goroutine.
+// for the goroutine and reports the final state once more.
 func reportProgress(o BatchOptions, start time.Time, sent *atomic.Int64, corr *Correlator) (stop func()) {
+	report := func(now time.Time) {
+		o.Progress(Progress{Count: o.Count, Sent: int(sent.Load()), Acked: int(corr.Stats().Acked), Elapsed: now.Sub(start)})
+	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -204,12 +207,13 @@ func reportProgress(o BatchOptions, start time.Time, sent *atomic.Int64, corr *C
 			case <-done:
 				return
 			case now := <-t.C:
-				o.Progress(Progress{Count: o.Count, Sent: int(sent.Load()), Acked: int(corr.Stats().Acked), Elapsed: now.Sub(start)})
+				report(now)
 			}
 		}
 	}()
 	return func() {
 		close(done)
 		wg.Wait()
+		report(time.Now())
 	}
 }
