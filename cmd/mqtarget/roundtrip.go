@@ -102,7 +102,7 @@ func runRoundTrip(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	r, err := roundtrip.Run(ctx, cfg, addrs, o, log)
 	line.clear()
 	if errors.Is(err, publishers.ErrBadTopic) {
-		return bad("-echo.topics: %v", err)
+		return bad("-%v", err) // the error names the setting: echo.topics[0] or echo.ack_suffix
 	}
 	if err != nil {
 		return fail(err)

@@ -57,6 +57,9 @@ func TestRoundTripCommandBadInput(t *testing.T) {
 		{"wait", []string{"-wait", "0s"}, "-wait"},
 		{"format", []string{"-o", "xml"}, "-o"},
 		{"broker", []string{"-broker", "kafka"}, "broker"},
+		{"rocketmq without name servers", []string{"-broker", "rocketmq"}, "rocketmq.name_servers"},
+		{"topic", []string{"-echo.topics", "a b"}, "-echo.topics[0]: invalid topic"},
+		{"ack topic", []string{"-echo.ack_suffix", "/x"}, "-echo.ack_suffix: ack topic"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package roundtrip
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -21,7 +22,8 @@ type RunOptions struct {
 
 // Run opens cfg.Broker's publisher and consumers for addrs (the configured addresses, or embedded
 // servers' the caller started), runs one batch on echo.topics[0] and closes them: `mqtarget roundtrip`
-// and the integration suite run batches through it, so both use the same wiring.
+// and the integration suite run batches through it, so both use the same wiring. A topic or ack topic
+// the broker refuses is an error wrapping publishers.ErrBadTopic that names its setting.
 func Run(ctx context.Context, cfg config.Config, addrs []string, o RunOptions, log *slog.Logger) (Result, error) {
 	b := publishers.LookupBroker(cfg.Broker) // config.Load validated the name
 	pub, err := b.Open(&cfg.Sections, addrs, cfg.Common(), log)
@@ -29,6 +31,14 @@ func Run(ctx context.Context, cfg config.Config, addrs []string, o RunOptions, l
 		return Result{}, err
 	}
 	defer pub.Close()
+	// Checked here, so a name the broker refuses is bad input (ErrBadTopic), told before anything starts.
+	topic, ack := cfg.Echo.Topics[0], cfg.Echo.Topics[0]+cfg.Echo.AckSuffix
+	if err := pub.ValidateTopic(topic); err != nil {
+		return Result{}, fmt.Errorf("echo.topics[0]: %w: %w", publishers.ErrBadTopic, err)
+	}
+	if err := pub.ValidateTopic(ack); err != nil {
+		return Result{}, fmt.Errorf("echo.ack_suffix: ack topic %q: %w: %w", ack, publishers.ErrBadTopic, err)
+	}
 	open := func(group string) (publishers.Consumer, error) {
 		return b.OpenConsumer(&cfg.Sections, addrs, publishers.ConsumerOptions{Group: group}, log)
 	}
