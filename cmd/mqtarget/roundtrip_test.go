@@ -18,6 +18,9 @@ func TestRoundTripCommand(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
 			}
+			if strings.Contains(errOut.String(), "\r") {
+				t.Errorf("a progress line on a stderr that is no terminal: %q", errOut.String())
+			}
 			var r map[string]any
 			if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 				t.Fatalf("%v: %s", err, out.String())
