@@ -24,7 +24,8 @@ Publishes a batch of N messages to echo.topics[0] of broker B as fast as P produ
 process (or, with -echo=false, another mqtarget with echo.enabled) returns each to its ack topic, and
 the acks are matched by id. Prints one row: send_ms, echo_receive_ms, echo_last_latency_ms,
 return_receive_ms, return_last_latency_ms, rtt_p50_ms, rtt_p99_ms, rtt_max_ms, lost, duplicates (times
-in milliseconds). Exit status: 0 when lost = duplicates = 0, 1 otherwise, 2 for bad input.
+in milliseconds). Exit status: 0 when lost = duplicates = 0, 1 otherwise, 2 for bad input. When stderr
+is a terminal, a batch running over a second shows its progress there, erased before the row.
 
 The broker's addresses come from the same settings, environment and config file as the service; with
 none, embedded servers are started (NSQ, STOMP).
@@ -92,32 +93,17 @@ func runRoundTrip(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		defer stop()
 	}
-	pub, err := b.Open(&cfg.Sections, addrs, cfg.Common(), log)
-	if err != nil {
-		return fail(err)
+	o := roundtrip.RunOptions{Count: *count, Size: *size, Producers: *producers, Handoff: roundtrip.Handoff(*handoff),
+		Workers: *workers, Echo: *echo, Wait: *wait}
+	var line *progressLine
+	if isTerminal(stderr) {
+		line = newProgressLine(stderr, b.Name)
+		o.Progress = line.update
 	}
-	defer pub.Close()
-	open := func(group string) (publishers.Consumer, error) {
-		return b.OpenConsumer(&cfg.Sections, addrs, publishers.ConsumerOptions{Group: group}, log)
-	}
-	acks, err := open(roundtrip.AckGroup(b.Name))
-	if err != nil {
-		return fail(err)
-	}
-	defer acks.Close()
-	o := roundtrip.BatchOptions{Broker: b.Name, Publisher: pub, Acks: acks, Topic: cfg.Echo.Topics[0], AckSuffix: cfg.Echo.AckSuffix,
-		Count: *count, Size: *size, Producers: *producers, Wait: *wait, Grace: 200 * time.Millisecond}
-	if *echo {
-		in, err := open(roundtrip.EchoGroup)
-		if err != nil {
-			return fail(err)
-		}
-		defer in.Close()
-		o.Echo = &roundtrip.EchoOptions{Consumer: in, Handoff: roundtrip.Handoff(*handoff), Workers: *workers, Timeout: cfg.PublishTimeout, Log: log}
-	}
-	r, err := roundtrip.Batch(ctx, o)
+	r, err := roundtrip.Run(ctx, cfg, addrs, o, log)
+	line.clear()
 	if errors.Is(err, publishers.ErrBadTopic) {
-		return bad("-echo.topics: %v", err)
+		return bad("-%v", err) // the error names the setting: echo.topics[0] or echo.ack_suffix
 	}
 	if err != nil {
 		return fail(err)

@@ -18,6 +18,9 @@ func TestRoundTripCommand(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
 			}
+			if strings.Contains(errOut.String(), "\r") {
+				t.Errorf("a progress line on a stderr that is no terminal: %q", errOut.String())
+			}
 			var r map[string]any
 			if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 				t.Fatalf("%v: %s", err, out.String())
@@ -42,14 +45,25 @@ func TestRoundTripCommandBadInput(t *testing.T) {
 		flag string
 	}{
 		{"count 0", []string{"-count", "0"}, "-count"},
+		{"count negative", []string{"-count", "-5"}, "-count"},
 		{"count too large", []string{"-count", "1000001"}, "-count"},
+		{"count not a number", []string{"-count", "many"}, "-count"},
 		{"size below the header", []string{"-size", "10"}, "-size"},
 		{"size above max", []string{"-size", "2000000"}, "-size"},
+		{"size not a number", []string{"-size", "1k"}, "-size"},
 		{"producers", []string{"-producers", "0"}, "-producers"},
+		{"producers too many", []string{"-producers", "1025"}, "-producers"},
 		{"handoff", []string{"-handoff", "pool"}, "-handoff"},
+		{"handoff empty", []string{"-handoff", ""}, "-handoff"},
 		{"workers", []string{"-workers", "0"}, "-workers"},
+		{"workers too many", []string{"-workers", "4097"}, "-workers"},
+		{"wait", []string{"-wait", "0s"}, "-wait"},
 		{"format", []string{"-o", "xml"}, "-o"},
 		{"broker", []string{"-broker", "kafka"}, "broker"},
+		{"rocketmq without name servers", []string{"-broker", "rocketmq"}, "rocketmq.name_servers"},
+		// STOMP, since nsqd v1.3.0's Exit right after its Main races (under -race) with Main's start.
+		{"topic", []string{"-broker", "stomp", "-echo.topics", "/queue/a"}, "-echo.topics[0]: invalid topic"},
+		{"ack topic", []string{"-broker", "stomp", "-echo.ack_suffix", " "}, "-echo.ack_suffix: ack topic"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -92,8 +92,9 @@ type Reply struct {
 		Host  string `json:"host"`
 		Size  int    `json:"size"`
 	} `json:"messages"`
-	Error string `json:"error"`
-	Field string `json:"field"`
+	Error string  `json:"error"`
+	Field string  `json:"field"`
+	RTTMs float64 `json:"rtt_ms"` // /sendRoundTrip
 	Took  time.Duration
 }
 

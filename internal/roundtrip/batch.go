@@ -31,7 +31,19 @@ type BatchOptions struct {
 	Wait time.Duration
 	// Grace is how long to keep listening after the last ack, for duplicates that trail it.
 	Grace time.Duration
+	// Progress, when set, is called every progressEvery while the batch runs, from one goroutine Batch
+	// owns and waits for, and once more at the end.
+	Progress func(Progress)
 }
+
+// Progress is how far a running batch got.
+type Progress struct {
+	Count, Sent, Acked int
+	Elapsed            time.Duration
+}
+
+// progressEvery is how often Batch reports Progress; the receiver throttles further as it likes.
+const progressEvery = 100 * time.Millisecond
 
 // Result is one batch's row; times in milliseconds.
 type Result struct {
@@ -107,10 +119,14 @@ func Batch(ctx context.Context, o BatchOptions) (Result, error) {
 	src := message.NewSource()
 	pending := make([]*Pending, o.Count)
 	hosts := len(o.Publisher.Hosts())
-	var next atomic.Int64
+	var next, sent atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, o.Producers)
 	start := time.Now()
+	if o.Progress != nil {
+		stopProgress := reportProgress(o, start, &sent, corr)
+		defer stopProgress()
+	}
 	for p := range o.Producers {
 		wg.Add(1)
 		go func() {
@@ -128,6 +144,7 @@ func Batch(ctx context.Context, o BatchOptions) (Result, error) {
 					cancel()
 					return
 				}
+				sent.Add(1)
 			}
 		}()
 	}
@@ -170,4 +187,33 @@ func Batch(ctx context.Context, o BatchOptions) (Result, error) {
 		r.EchoReceiveMs, r.EchoLastLatencyMs = ms(atEcho.last.Sub(atEcho.first)), ms(atEcho.maxLatency)
 	}
 	return r, nil
+}
+
+// reportProgress calls o.Progress every progressEvery until the returned stop is called, which waits
+// for the goroutine and reports the final state once more.
+func reportProgress(o BatchOptions, start time.Time, sent *atomic.Int64, corr *Correlator) (stop func()) {
+	report := func(now time.Time) {
+		o.Progress(Progress{Count: o.Count, Sent: int(sent.Load()), Acked: int(corr.Stats().Acked), Elapsed: now.Sub(start)})
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				report(now)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+		report(time.Now())
+	}
 }

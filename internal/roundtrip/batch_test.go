@@ -35,9 +35,11 @@ func TestBatch(t *testing.T) {
 						var seen atomic.Int64 // the direct handoff's consumer publishes beside the workers
 						roundtrip.SetCopies(echo, func(string) int { return c.copies(seen.Add(1)) })
 					}
+					var reports []roundtrip.Progress // one goroutine reports; read after Batch returned
 					start := time.Now()
 					r, err := roundtrip.Batch(context.Background(), roundtrip.BatchOptions{
-						Broker: b.name, Publisher: b.pub, Acks: b.consumer(t, "mqtarget-roundtrip"), Echo: echo,
+						Progress: func(p roundtrip.Progress) { reports = append(reports, p) },
+						Broker:   b.name, Publisher: b.pub, Acks: b.consumer(t, "mqtarget-roundtrip"), Echo: echo,
 						Topic: itest.FreshTopic("batch"), Count: n, Size: 1024, Producers: 4,
 						Wait: map[bool]time.Duration{true: 2 * time.Second, false: 30 * time.Second}[c.lost > 0], Grace: 300 * time.Millisecond,
 					})
@@ -48,6 +50,7 @@ func TestBatch(t *testing.T) {
 					if r.Lost != c.lost || r.Duplicates != c.dups || r.OK() != (c.lost+c.dups == 0) || r.Count != n {
 						t.Errorf("lost %d duplicates %d (count %d, ok %v), want %d %d", r.Lost, r.Duplicates, r.Count, r.OK(), c.lost, c.dups)
 					}
+					checkProgress(t, reports, n, n-c.lost, total)
 					totalMs := float64(total.Microseconds()) / 1000
 					if r.ReturnLastLatencyMs <= 0 || r.ReturnLastLatencyMs > totalMs || r.EchoLastLatencyMs > r.ReturnLastLatencyMs ||
 						r.RTTMaxMs != r.ReturnLastLatencyMs || r.RTTP50Ms > r.RTTP99Ms || r.RTTP99Ms > r.RTTMaxMs || r.SendMs > totalMs {
@@ -56,5 +59,24 @@ func TestBatch(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// checkProgress: the reports never go back or beyond the batch, and the last one, at the end, has every
+// message sent and the acks that came back.
+func checkProgress(t *testing.T, reports []roundtrip.Progress, count, acked int, total time.Duration) {
+	t.Helper()
+	if len(reports) == 0 {
+		t.Fatal("no progress reported")
+	}
+	var prev roundtrip.Progress
+	for _, p := range reports {
+		if p.Count != count || p.Sent < prev.Sent || p.Acked < prev.Acked || p.Elapsed < prev.Elapsed || p.Sent > count || p.Elapsed > total {
+			t.Fatalf("progress %+v after %+v (count %d, batch %v)", p, prev, count, total)
+		}
+		prev = p
+	}
+	if prev.Sent != count || prev.Acked != acked {
+		t.Errorf("last progress %+v, want %d sent and %d back", prev, count, acked)
 	}
 }
