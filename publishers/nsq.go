@@ -114,6 +114,7 @@ func NewNSQ(c NSQConfig, log *slog.Logger) (*NSQ, error) {
 	}
 	p := &NSQ{dial: c.DialTimeout, log: log, coalesce: c.Coalesce}
 	p.pool = newPool("nsq", c.Hosts, c.ProducersPerHost, p.connect)
+	p.pool.log = log
 	return p, nil
 }
 
