@@ -26,6 +26,7 @@ type pool[L link] struct {
 	dial  func(ctx context.Context, addr string) (L, error)
 	conns []hostConns // [host]: connection counts, for ConnCounts
 	// log gets one line per host and change of reachability as the slots see it when dialing; nil: none.
+	// The publisher's logger names the broker already.
 	log *slog.Logger
 
 	closed    atomic.Bool
@@ -65,7 +66,7 @@ type hostConns struct {
 
 // dialed records a slot's dial outcome and logs when it changes the host's reachability: an outage
 // shows as one warning and one recovery line per host, however many requests fail in between.
-func (h *hostConns) dialed(log *slog.Logger, broker, addr string, err error) {
+func (h *hostConns) dialed(log *slog.Logger, addr string, err error) {
 	if err != nil {
 		h.failed.Add(1)
 	}
@@ -77,9 +78,9 @@ func (h *hostConns) dialed(log *slog.Logger, broker, addr string, err error) {
 		return
 	}
 	if err != nil {
-		log.Warn("broker host unreachable: cannot connect", "broker", broker, "host", addr, "err", err)
+		log.Warn("broker host unreachable: cannot connect", "host", addr, "err", err)
 	} else {
-		log.Info("broker host reachable again: connected", "broker", broker, "host", addr)
+		log.Info("broker host reachable again: connected", "host", addr)
 	}
 }
 
@@ -192,7 +193,7 @@ func (s *slot[L]) get(ctx context.Context, p *pool[L]) (L, error) {
 	}
 	c, err := p.dial(ctx, s.addr)
 	if ctx.Err() == nil || err == nil { // a caller that left says nothing about the host
-		s.counts.dialed(p.log, p.name, s.addr, err)
+		s.counts.dialed(p.log, s.addr, err)
 	}
 	if err != nil {
 		s.failures++
