@@ -478,6 +478,7 @@ func TestValidateFieldNames(t *testing.T) {
 		{"nsq.producers_per_host", func(c *config.Config) { c.NSQ.ProducersPerHost = 65 }},
 		{"nsq.dial_timeout", func(c *config.Config) { c.NSQ.DialTimeout = c.PublishTimeout + time.Millisecond }},
 		{"nsq.embedded", func(c *config.Config) { c.NSQ.Embedded = 17 }},
+		{"nsq.embedded_max_disk", func(c *config.Config) { c.NSQ.EmbeddedMaxDisk = 1000 }},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			c := config.Default()

@@ -160,8 +160,8 @@ func manifests(t *testing.T) []object {
 	return out
 }
 
-// TestKubernetesManifests checks what kubeconform cannot (it is not available offline here): that the
-// sidecar's ports, probes, ConfigMap and arguments fit mqtarget itself.
+// TestKubernetesManifests checks what no schema can (TestManifestsMatchKubernetesSchemas checks the
+// schemas): that the sidecar's ports, probes, ConfigMap and arguments fit mqtarget itself.
 func TestKubernetesManifests(t *testing.T) {
 	objs := manifests(t)
 	configMaps := map[string]object{}
@@ -551,6 +551,7 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	for _, want := range []string{
 		"mqtarget_http_request_duration_seconds", "mqtarget_publish_duration_seconds",
 		"mqtarget_publish_messages_total", "mqtarget_publish_bytes_total", "mqtarget_async_in_flight",
+		"mqtarget_broker_connections_total", "mqtarget_broker_reconnects_total",
 	} {
 		if !used[want] {
 			t.Errorf("no panel queries %s", want)

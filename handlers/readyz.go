@@ -66,6 +66,24 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.readyTimeout)
 	defer cancel()
+	brokers := s.checkHosts(ctx)
+	ready := true
+	for _, b := range brokers {
+		if b.Required && !b.Ready {
+			ready = false
+		}
+	}
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	body, _ := json.Marshal(map[string]any{"ready": ready, "brokers": brokers})
+	writeJSON(w, status, append(body, '\n'))
+}
+
+// checkHosts pings every host of every broker in use at once, within ctx, and logs the hosts whose
+// state changed since the last check (by /readyz or /stats).
+func (s *Server) checkHosts(ctx context.Context) map[string]*brokerCheck {
 	brokers := make(map[string]*brokerCheck, len(s.brokerNames))
 	var wg sync.WaitGroup
 	for _, name := range s.brokerNames {
@@ -85,7 +103,6 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	wg.Wait()
-	ready := true
 	for _, name := range s.brokerNames {
 		b := brokers[name]
 		for _, c := range b.Hosts {
@@ -100,14 +117,6 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
-		if b.Required && !b.Ready {
-			ready = false
-		}
 	}
-	status := http.StatusOK
-	if !ready {
-		status = http.StatusServiceUnavailable
-	}
-	body, _ := json.Marshal(map[string]any{"ready": ready, "brokers": brokers})
-	writeJSON(w, status, append(body, '\n'))
+	return brokers
 }

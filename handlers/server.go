@@ -83,8 +83,11 @@ type Server struct {
 	readyBrokers   []string
 	readyTimeout   time.Duration
 	hostStates     hostStates
+	statsState     statsState // /stats' last gathers
+	started        time.Time  // for uptime, and the first /stats window
 	reg            *prometheus.Registry
 	sends          []Endpoint // the index's "endpoints"
+	allRoutes      []Endpoint // every route, for /stats
 	other          []string   // the index's "other"
 	adminPaths     []string   // the index's "admin": routes on the admin listener
 	handler        http.Handler
@@ -149,7 +152,9 @@ var routeTable = []route{
 		func(s *Server) http.Handler {
 			return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg, EnableOpenMetrics: true})
 		}},
-	{Endpoint{"/", "this index: endpoints, parameters and the effective broker setup", []string{http.MethodGet}, false, false},
+	{Endpoint{"/stats", "the live page's numbers, read from the metrics: per endpoint and broker host the rates of the last second by status or result, latency percentiles, connections; version, uptime, host states", getHead, false, false},
+		func(s *Server) http.Handler { return http.HandlerFunc(s.stats) }},
+	{Endpoint{"/", "this index as JSON: endpoints, parameters and the effective broker setup; browsers (Accept: text/html) get the live page instead", []string{http.MethodGet}, false, false},
 		func(s *Server) http.Handler { return http.HandlerFunc(s.index) }},
 }
 
@@ -186,8 +191,10 @@ func New(o Options) *Server {
 		reg:            o.Registry,
 		token:          newBearer(o.AuthToken),
 		adminSeparate:  o.AdminSeparate,
+		started:        time.Now(),
 	}
-	for _, e := range Endpoints() {
+	s.allRoutes = Endpoints()
+	for _, e := range s.allRoutes {
 		switch {
 		case e.Send:
 			s.sends = append(s.sends, e)
@@ -366,6 +373,11 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/" {
 		writeError(w, http.StatusNotFound, "", "no such endpoint "+r.URL.Path+"; GET / lists them", 0)
+		return
+	}
+	w.Header().Add("Vary", "Accept")
+	if wantsHTML(r.Header.Values("Accept")) {
+		servePage(w, r)
 		return
 	}
 	brokers := map[string]any{}

@@ -37,6 +37,7 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	messages *prometheus.CounterVec
 	bytes    *prometheus.CounterVec
+	conns    *connCollector
 	log      *slog.Logger // failed publishes, rate-limited; nil: not logged
 	logEvery time.Duration
 }
@@ -63,14 +64,19 @@ func NewMetrics(reg prometheus.Registerer, log *slog.Logger) *Metrics {
 			Name: "mqtarget_publish_bytes_total",
 			Help: "Payload bytes the broker acknowledged (result ok), all modes together.",
 		}, []string{"broker", "host"}),
+		conns: newConnCollector(),
 	}
-	reg.MustRegister(m.duration, m.messages, m.bytes)
+	reg.MustRegister(m.duration, m.messages, m.bytes, m.conns)
 	return m
 }
 
-// Instrument wraps p so every publish is timed and its outcome counted under broker and host labels.
+// Instrument wraps p so every publish is timed and its outcome counted under broker and host labels;
+// a p that counts its connections (ConnCounter) has them exported too.
 func (m *Metrics) Instrument(broker string, p Publisher) Publisher {
 	hosts := p.Hosts()
+	if cc, ok := p.(ConnCounter); ok {
+		m.conns.add(broker, hosts, cc)
+	}
 	ip := &instrumented{Publisher: p, obs: make([][]modeObs, len(hosts)), epoch: time.Now()}
 	// Resolve every label combination once so the hot path does no label lookups.
 	for h, addr := range hosts {

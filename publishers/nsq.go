@@ -33,6 +33,8 @@ type NSQConfig struct {
 	DialTimeout time.Duration `yaml:"dial_timeout" help:"timeout for connecting to nsqd (at most publish_timeout)"`
 	// Embedded is the number of in-process nsqd instances started when Hosts is empty.
 	Embedded int `yaml:"embedded" help:"number of in-process nsqd instances started when nsq.hosts is empty"`
+	// EmbeddedMaxDisk bounds the disk each embedded nsqd fills with messages nobody consumes.
+	EmbeddedMaxDisk int64 `yaml:"embedded_max_disk" help:"bytes of spilled messages each embedded nsqd keeps on disk; beyond it its largest queues are emptied"`
 	// Coalesce sends concurrent single-message publishes to the same host and topic as one MPUB while
 	// the previous command is in flight (no timer); each request still waits for its own message.
 	Coalesce bool `yaml:"coalesce" help:"send concurrent /send1 publishes to one host and topic as one MPUB while the previous is in flight"`
@@ -42,7 +44,7 @@ type NSQConfig struct {
 func DefaultNSQConfig() NSQConfig {
 	// One connection per host: with wrk -c50 against a separate nsqd it made 0.10 writes per request
 	// (2: 0.17, 4: 0.32) at the same or lower CPU per request.
-	return NSQConfig{ProducersPerHost: 1, DialTimeout: time.Second, Embedded: 3}
+	return NSQConfig{ProducersPerHost: 1, DialTimeout: time.Second, Embedded: 3, EmbeddedMaxDisk: 1 << 30}
 }
 
 // Validate checks c; errors name the field under prefix (e.g. "nsq").
@@ -61,6 +63,9 @@ func (c NSQConfig) Validate(prefix string) error {
 	}
 	if len(c.Hosts) == 0 && (c.Embedded < 1 || c.Embedded > 16) {
 		errs = append(errs, fmt.Errorf("%s.embedded: must be 1..16 when %s.hosts is empty, got %d", prefix, prefix, c.Embedded))
+	}
+	if len(c.Hosts) == 0 && c.Embedded > 0 && c.EmbeddedMaxDisk < 1<<20 {
+		errs = append(errs, fmt.Errorf("%s.embedded_max_disk: must be at least 1048576 (1 MiB) when %s.hosts is empty, got %d", prefix, prefix, c.EmbeddedMaxDisk))
 	}
 	return errors.Join(errs...)
 }
@@ -114,6 +119,7 @@ func NewNSQ(c NSQConfig, log *slog.Logger) (*NSQ, error) {
 	}
 	p := &NSQ{dial: c.DialTimeout, log: log, coalesce: c.Coalesce}
 	p.pool = newPool("nsq", c.Hosts, c.ProducersPerHost, p.connect)
+	p.pool.log = log
 	return p, nil
 }
 

@@ -63,6 +63,8 @@ func TestNSQConfigValidate(t *testing.T) {
 		{"dial timeout zero", func(c *NSQConfig) { c.DialTimeout = 0 }, "nsq.dial_timeout:"},
 		{"embedded zero without hosts", func(c *NSQConfig) { c.Embedded = 0 }, "nsq.embedded:"},
 		{"embedded zero with hosts", func(c *NSQConfig) { c.Embedded = 0; c.Hosts = []string{"a:1"} }, ""},
+		{"embedded disk under 1 MiB", func(c *NSQConfig) { c.EmbeddedMaxDisk = 1<<20 - 1 }, "nsq.embedded_max_disk:"},
+		{"embedded disk unused with hosts", func(c *NSQConfig) { c.EmbeddedMaxDisk = 0; c.Hosts = []string{"a:1"} }, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

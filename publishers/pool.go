@@ -3,6 +3,7 @@ package publishers
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,10 @@ type pool[L link] struct {
 	slots [][]*slot[L] // [host][connection]
 	next  []atomic.Uint32
 	dial  func(ctx context.Context, addr string) (L, error)
+	conns []hostConns // [host]: connection counts, for ConnCounts
+	// log gets one line per host and change of reachability as the slots see it when dialing; nil: none.
+	// The publisher's logger names the broker already.
+	log *slog.Logger
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -42,13 +47,50 @@ func newPool[L link](name string, hosts []string, perHost int, dial func(context
 		slots: make([][]*slot[L], len(hosts)),
 		next:  make([]atomic.Uint32, len(hosts)),
 		dial:  dial,
+		conns: make([]hostConns, len(hosts)),
 	}
 	for h, addr := range hosts {
 		for range perHost {
-			p.slots[h] = append(p.slots[h], &slot[L]{addr: addr})
+			p.slots[h] = append(p.slots[h], &slot[L]{addr: addr, counts: &p.conns[h]})
 		}
 	}
 	return p
+}
+
+// hostConns counts one host's connection set-ups, over all its slots.
+type hostConns struct {
+	opened, reopened, failed atomic.Uint64
+	mu                       sync.Mutex
+	down                     bool // the last dial of any of the host's slots failed
+}
+
+// dialed records a slot's dial outcome and logs when it changes the host's reachability: an outage
+// shows as one warning and one recovery line per host, however many requests fail in between.
+func (h *hostConns) dialed(log *slog.Logger, addr string, err error) {
+	if err != nil {
+		h.failed.Add(1)
+	}
+	h.mu.Lock()
+	changed := h.down != (err != nil)
+	h.down = err != nil
+	h.mu.Unlock()
+	if !changed || log == nil {
+		return
+	}
+	if err != nil {
+		log.Warn("broker host unreachable: cannot connect", "host", addr, "err", err)
+	} else {
+		log.Info("broker host reachable again: connected", "host", addr)
+	}
+}
+
+// ConnCounts implements ConnCounter.
+func (p *pool[L]) ConnCounts(host int) ConnCounts {
+	if p.checkHost(host) != nil {
+		return ConnCounts{}
+	}
+	c := &p.conns[host]
+	return ConnCounts{Opened: c.opened.Load(), Reopened: c.reopened.Load(), DialFailures: c.failed.Load()}
 }
 
 // checkHost reports an out-of-range host index.
@@ -116,7 +158,8 @@ func (p *pool[L]) live(host int) L {
 
 // slot holds one of a host's connections.
 type slot[L link] struct {
-	addr string
+	addr   string
+	counts *hostConns // the host's, shared by its slots
 	// ready is cur while it is live, read without mu: every request takes a connection, so with one
 	// connection per host a mutex here would be contended by every handler.
 	ready atomic.Pointer[liveConn[L]]
@@ -127,6 +170,7 @@ type slot[L link] struct {
 	lastErr  error
 	failures int
 	retryAt  time.Time
+	opened   bool // a connection was made before: the next one is a reconnect
 }
 
 // liveConn boxes a slot's live connection for the lock-free path.
@@ -158,6 +202,9 @@ func (s *slot[L]) get(ctx context.Context, p *pool[L]) (L, error) {
 		return zero, ctxErr(ctx)
 	}
 	c, err := p.dial(ctx, s.addr)
+	if ctx.Err() == nil || err == nil { // a caller that left says nothing about the host
+		s.counts.dialed(p.log, s.addr, err)
+	}
 	if err != nil {
 		s.failures++
 		s.lastErr = err
@@ -166,6 +213,11 @@ func (s *slot[L]) get(ctx context.Context, p *pool[L]) (L, error) {
 	}
 	s.lastErr, s.failures = nil, 0
 	s.cur, s.live = c, true
+	s.counts.opened.Add(1)
+	if s.opened {
+		s.counts.reopened.Add(1)
+	}
+	s.opened = true
 	s.ready.Store(&liveConn[L]{c})
 	return c, nil
 }

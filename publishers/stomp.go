@@ -173,6 +173,7 @@ func NewSTOMP(c STOMPConfig, log *slog.Logger) (*STOMP, error) {
 		}
 		return newSTOMPConn(netConn, hb, p), nil
 	})
+	p.pool.log = log
 	return p, nil
 }
 

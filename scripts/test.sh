@@ -2,7 +2,7 @@
 # mqtarget's test command (README, .ci/run): installs what is missing, starts the real brokers on
 # 127.0.0.1, runs the static checks, then every test with the race detector.
 #
-#  1. packages  every missing Debian package (Java, Maven, python3, shellcheck, activemq,
+#  1. packages  every missing Debian package (Java, Maven, python3, shellcheck, chromium, activemq,
 #               rabbitmq-server) in one apt-get call, before anything runs in the background
 #  2. downloads one after the other, so Maven never races on its local repository: nsqd built from the
 #               Go module proxy (scripts/nsqd.sh), RocketMQ jars and the Artemis distribution (Maven)
@@ -44,7 +44,7 @@ step() {
 step "packages"
 command -v go >/dev/null || die "Go 1.26 is required (https://go.dev/dl/)"
 go version
-pkgs=(python3 shellcheck)
+pkgs=(python3 shellcheck chromium) # chromium: the live page test (internal/itest/page_test.go)
 command -v java >/dev/null || pkgs+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || pkgs+=(maven)
 for b in activemq rabbitmq; do read -ra more < <(scripts/$b.sh packages) && pkgs+=("${more[@]}"); done

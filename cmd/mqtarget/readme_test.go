@@ -63,3 +63,27 @@ func TestREADMEListsEveryEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// urlRE finds what a shell would take as a URL argument: with a scheme, or a loopback host:port/path.
+var urlRE = regexp.MustCompile(`https?://[^\s'"]+|\b(?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d+/[^\s'"]*`)
+
+// TestREADMEQuotesURLs: every URL in README's shell blocks is quoted, so a command copied into zsh
+// does not fail on '?' as a glob ("no matches found") and '&' does not background half of it.
+func TestREADMEQuotesURLs(t *testing.T) {
+	var inBlock, inShell bool
+	for i, line := range strings.Split(readme(t), "\n") {
+		if fence, ok := strings.CutPrefix(strings.TrimSpace(line), "```"); ok {
+			inBlock = !inBlock
+			inShell = inBlock && (fence == "sh" || fence == "bash" || fence == "console" || fence == "")
+			continue
+		}
+		if !inShell {
+			continue
+		}
+		for _, loc := range urlRE.FindAllStringIndex(line, -1) {
+			if loc[0] == 0 || (line[loc[0]-1] != '\'' && line[loc[0]-1] != '"') {
+				t.Errorf("README.md:%d: unquoted URL %s in a shell block: %s", i+1, line[loc[0]:loc[1]], line)
+			}
+		}
+	}
+}

@@ -1,0 +1,187 @@
+package itest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// chromiumBin returns the Chromium scripts/test.sh installs (Debian's chromium); with
+// MQTARGET_INTEGRATION set it must exist.
+func chromiumBin(t *testing.T) string {
+	Integration(t)
+	bin := os.Getenv("MQTARGET_CHROMIUM")
+	if bin == "" {
+		bin = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("chromium (scripts/test.sh installs Debian's chromium; MQTARGET_CHROMIUM names another): %v", err)
+	}
+	return bin
+}
+
+// headless runs one headless Chromium on url with a profile of its own and returns its standard output.
+// The flags keep it off the network (no updates, sync or QUIC probes) and off the GPU; no sandbox,
+// because CI runs as root. --virtual-time-budget lets the page's timers and fetches run before the DOM
+// is dumped or the screenshot taken.
+func headless(t *testing.T, bin, url string, args ...string) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	flags := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--user-data-dir=" + t.TempDir(), "--virtual-time-budget=3000"}
+	cmd := exec.CommandContext(ctx, bin, append(append(flags, args...), url)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%v: %s", err, tail(stderr.String(), 800))
+	}
+	return out, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+var (
+	send1Row   = regexp.MustCompile(`(?s)<tr[^>]*data-route="/send1"[^>]*>(.*?)</tr>`)
+	rateCell   = regexp.MustCompile(`<td class="rate" data-value="([0-9.e+-]+)">`)
+	totalCell  = regexp.MustCompile(`(?s)<td class="l status-total">(.*?)</td>`)
+	hostRow    = regexp.MustCompile(`(?s)<tr[^>]*data-broker="nsq" data-host="127\.0\.0\.1:\d+"[^>]*>(.*?)</tr>`)
+	versionBox = regexp.MustCompile(`<b id="version">([^<]*)</b>`)
+)
+
+// checkPage reports what the dumped DOM still lacks: the /send1 row with a positive rate and the 400
+// count, the version, and the embedded nsqd hosts marked up.
+func checkPage(dom string, bad400 int) error {
+	if !strings.Contains(dom, `<div id="live" class="ok">live</div>`) {
+		return fmt.Errorf("the page has not shown /stats yet")
+	}
+	row := send1Row.FindStringSubmatch(dom)
+	if row == nil {
+		return fmt.Errorf("no /send1 row")
+	}
+	m := rateCell.FindStringSubmatch(row[1])
+	if m == nil {
+		return fmt.Errorf("/send1 row has no rate: %s", row[1])
+	}
+	if r, err := strconv.ParseFloat(m[1], 64); err != nil || r <= 0 {
+		return fmt.Errorf("/send1 rate %q, want > 0", m[1])
+	}
+	totals := totalCell.FindStringSubmatch(row[1])
+	want400 := fmt.Sprintf(`data-code="400" data-value="%d">400: %d</span>`, bad400, bad400)
+	if totals == nil || !strings.Contains(totals[1], want400) || !strings.Contains(totals[1], `data-code="200"`) {
+		return fmt.Errorf("/send1 totals by status lack 200 and %d answers of 400: %v", bad400, totals)
+	}
+	if v := versionBox.FindStringSubmatch(dom); v == nil || v[1] == "" || v[1] == "…" {
+		return fmt.Errorf("no version shown: %v", v)
+	}
+	hosts := hostRow.FindAllStringSubmatch(dom, -1)
+	if len(hosts) != 3 { // nsq.embedded's default
+		return fmt.Errorf("%d nsq host rows, want 3", len(hosts))
+	}
+	for _, h := range hosts {
+		if !strings.Contains(h[1], `state-up">up</td>`) || !strings.Contains(h[1], `<td class="connections">`) {
+			return fmt.Errorf("nsq host row without state up or connections: %s", h[1])
+		}
+	}
+	return nil
+}
+
+// TestLivePageInChromium opens the live page in headless Chromium against mqtarget with its embedded
+// nsqd, after answers of 200 and 400 and while /send1 traffic goes on, and checks that the page shows
+// them; it keeps a screenshot (and writes it to $MQTARGET_PAGE_SCREENSHOT when set, for docs/).
+func TestLivePageInChromium(t *testing.T) {
+	bin := chromiumBin(t)
+	tg := StartTarget(t, nil, nil)
+	const bad = 3
+	for range 20 {
+		if r := tg.Get(t, "/send1"); r.Status != http.StatusOK {
+			t.Fatalf("/send1: %d %s", r.Status, r.Error)
+		}
+	}
+	for range bad {
+		if r := tg.Get(t, "/send1?size=0"); r.Status != http.StatusBadRequest {
+			t.Fatalf("/send1?size=0: %d, want 400", r.Status)
+		}
+	}
+	// Traffic while the page is looked at, so whichever window it shows has /send1 answers in it.
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, tg.Base+"/send1", nil)
+			if resp, err := client.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+	})
+
+	var lastErr error
+	Eventually(t, 25*time.Second, "the page shows /send1's rate and its 400 answers", func() error {
+		dom, err := headless(t, bin, tg.Base+"/", "--dump-dom")
+		if err != nil {
+			return err
+		}
+		lastErr = checkPage(string(dom), bad)
+		return lastErr
+	})
+
+	shot := t.TempDir() + "/live-page.png"
+	if _, err := headless(t, bin, tg.Base+"/", "--window-size=1400,760", "--hide-scrollbars", "--screenshot="+shot); err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	data, err := os.ReadFile(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("screenshot %s (%d bytes) is no PNG: %v", shot, len(data), err)
+	}
+	if b := img.Bounds(); b.Dx() != 1400 || b.Dy() != 760 {
+		t.Errorf("screenshot is %v, want 1400x760", b)
+	}
+	// A blank page is one colour; the rendered tables are many.
+	colours := map[uint32]bool{}
+	for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y += 7 {
+		for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x += 7 {
+			r, g, b, _ := img.At(x, y).RGBA()
+			colours[r>>8<<16|g>>8<<8|b>>8] = true
+		}
+	}
+	if len(colours) < 8 {
+		t.Errorf("screenshot has %d colours: blank?", len(colours))
+	}
+	if dst := os.Getenv("MQTARGET_PAGE_SCREENSHOT"); dst != "" {
+		if err := os.WriteFile(dst, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package publishers
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ConnCounts are one host's connection set-ups since the publisher started.
+type ConnCounts struct {
+	Opened       uint64 // connections made (handshake done), the first ones and reconnects
+	Reopened     uint64 // of Opened, those that replaced a connection that broke
+	DialFailures uint64 // dials or handshakes that failed
+}
+
+// ConnCounter is implemented by the publishers that make their own broker connections (NSQ and STOMP,
+// through the pool). RocketMQ's client library keeps its connections to itself, so it has no counts.
+type ConnCounter interface {
+	ConnCounts(host int) ConnCounts
+}
+
+// ConnCounts implements ConnCounter.
+func (p *NSQ) ConnCounts(host int) ConnCounts { return p.pool.ConnCounts(host) }
+
+// ConnCounts implements ConnCounter.
+func (p *STOMP) ConnCounts(host int) ConnCounts { return p.pool.ConnCounts(host) }
+
+// connCollector exports the ConnCounts of the instrumented publishers that have them. The pools count
+// anyway (atomics at connection set-up, never on the publish path); this reads them at scrape time.
+type connCollector struct {
+	opened, reopened, failed *prometheus.Desc
+
+	mu   sync.Mutex
+	pubs []connSource
+}
+
+type connSource struct {
+	broker string
+	hosts  []string
+	c      ConnCounter
+}
+
+func newConnCollector() *connCollector {
+	labels := []string{"broker", "host"}
+	return &connCollector{
+		opened: prometheus.NewDesc("mqtarget_broker_connections_total",
+			"Broker connections the publisher made (handshake done), first connections and reconnects.", labels, nil),
+		reopened: prometheus.NewDesc("mqtarget_broker_reconnects_total",
+			"Broker connections the publisher made to replace one that broke.", labels, nil),
+		failed: prometheus.NewDesc("mqtarget_broker_dial_failures_total",
+			"Broker connections the publisher tried to make and could not (dial or handshake failed).", labels, nil),
+	}
+}
+
+func (c *connCollector) add(broker string, hosts []string, cc ConnCounter) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pubs = append(c.pubs, connSource{broker, hosts, cc})
+}
+
+func (c *connCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.opened
+	ch <- c.reopened
+	ch <- c.failed
+}
+
+func (c *connCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	pubs := c.pubs
+	c.mu.Unlock()
+	for _, p := range pubs {
+		for h, addr := range p.hosts {
+			n := p.c.ConnCounts(h)
+			for _, m := range []struct {
+				d *prometheus.Desc
+				v uint64
+			}{{c.opened, n.Opened}, {c.reopened, n.Reopened}, {c.failed, n.DialFailures}} {
+				ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v), p.broker, addr)
+			}
+		}
+	}
+}
