@@ -2,6 +2,8 @@ package handlers_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -106,5 +108,38 @@ func TestIndexServesPage(t *testing.T) {
 				t.Error("the page loads something from outside mqtarget")
 			}
 		})
+	}
+}
+
+// TestStatsFailures: failed publishes show by result on their host, their answers by status on the
+// endpoint, and a host that does not answer its ping as down with the error.
+func TestStatsFailures(t *testing.T) {
+	f := newFake(2)
+	f.pingErr = map[int]error{1: fmt.Errorf("%w: connection refused", publishers.ErrUnavailable)}
+	failSync(f, fmt.Errorf("%w: broken pipe", publishers.ErrUnavailable))
+	ts := newServer(t, f, func(o *handlers.Options) {
+		o.Publishers = map[string]publishers.Publisher{"nsq": publishers.NewMetrics(o.Registry, nil).Instrument("nsq", f)}
+	})
+	for range 3 {
+		if w := ts.do(http.MethodGet, "/send1", ""); w.Code != http.StatusServiceUnavailable {
+			t.Fatalf("/send1: %d %s", w.Code, w.Body)
+		}
+	}
+	w := ts.do(http.MethodGet, "/stats", "")
+	var st handlers.Stats
+	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil || w.Code != http.StatusOK {
+		t.Fatalf("/stats: %d %v: %s", w.Code, err, w.Body)
+	}
+	if e := st.Endpoints[0]; e.Route != "/send1" || e.TotalByStatus["503"] != 3 || e.RateByStatus["503"] <= 0 {
+		t.Errorf("endpoint %+v", e)
+	}
+	if len(st.Brokers) != 2 {
+		t.Fatalf("brokers %+v", st.Brokers)
+	}
+	if h := st.Brokers[0]; h.State != "up" || h.TotalByResult["unavailable"] != 3 || h.RateByResult["unavailable"] <= 0 || h.TotalByResult["ok"] != 0 {
+		t.Errorf("host 0: %+v", h)
+	}
+	if h := st.Brokers[1]; h.State != "down" || !strings.Contains(h.StateError, "connection refused") || h.Total != 0 {
+		t.Errorf("host 1: %+v", h)
 	}
 }
