@@ -158,12 +158,11 @@ type counts map[string]uint64
 
 // snapshot is one gather of the registry.
 type snapshot struct {
-	at       time.Time
-	routes   map[string]*routeSnap
-	hosts    map[[2]string]*hostSnap // broker, host
-	async    AsyncGauge
-	build    map[string]string
-	gathered bool
+	at     time.Time
+	routes map[string]*routeSnap
+	hosts  map[[2]string]*hostSnap // broker, host
+	async  AsyncGauge
+	build  map[string]string
 }
 
 type routeSnap struct {
@@ -201,7 +200,6 @@ func (s *snapshot) host(broker, host string) *hostSnap {
 func (s *Server) gather(now time.Time) (*snapshot, error) {
 	mfs, err := s.reg.Gather()
 	snap := newSnapshot(now)
-	snap.gathered = true
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			l := map[string]string{}
@@ -239,11 +237,10 @@ func (s *Server) gather(now time.Time) (*snapshot, error) {
 
 // statsState is what /stats keeps between requests: the two last gathers and the hosts' states.
 type statsState struct {
-	mu         sync.Mutex
-	prev, cur  *snapshot
-	hosts      map[string]*brokerCheck
-	hostsAt    time.Time
-	hostsValid bool
+	mu        sync.Mutex
+	prev, cur *snapshot
+	hosts     map[string]*brokerCheck
+	hostsAt   time.Time // zero: not pinged yet
 }
 
 // stats answers the live page's poll.
@@ -274,13 +271,13 @@ func (s *Server) currentStats(ctx context.Context, now time.Time) (*Stats, error
 			ss.prev = newSnapshot(s.started)
 		}
 	}
-	if !ss.hostsValid || now.Sub(ss.hostsAt) >= statsStateEvery {
+	if ss.hostsAt.IsZero() || now.Sub(ss.hostsAt) >= statsStateEvery {
 		pctx, cancel := context.WithTimeout(ctx, s.readyTimeout)
 		ss.hosts = s.checkHosts(pctx)
 		cancel()
-		ss.hostsAt, ss.hostsValid = time.Now(), true
+		ss.hostsAt = now
 	}
-	return s.diff(ss.prev, ss.cur, ss.hosts, time.Since(ss.hostsAt)), nil
+	return s.diff(ss.prev, ss.cur, ss.hosts, now.Sub(ss.hostsAt)), nil
 }
 
 // diff computes the Stats between two gathers.
