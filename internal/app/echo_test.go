@@ -35,7 +35,7 @@ func TestRoundTripWiring(t *testing.T) {
 		{name: "echo in process", mod: func(*config.Config) {}, status: http.StatusOK},
 		{name: "direct handoff", mod: func(c *config.Config) { c.Echo.Handoff, c.Echo.Workers = "direct", 1 }, status: http.StatusOK},
 		{name: "echo off", mod: func(c *config.Config) {
-			c.Echo.Enabled, c.PublishTimeout, c.NSQ.DialTimeout = false, 300*time.Millisecond, 200*time.Millisecond
+			c.Echo.Enabled, c.PublishTimeout, c.NSQ.DialTimeout = false, 300*time.Millisecond, 300*time.Millisecond
 		}, status: http.StatusGatewayTimeout},
 	}
 	for _, c := range cases {
@@ -52,7 +52,17 @@ func TestRoundTripWiring(t *testing.T) {
 				}
 			}()
 			for _, broker := range []string{"nsq", "stomp"} {
-				resp, err := http.Get("http://" + a.Addr() + "/sendRoundTrip?broker=" + broker)
+				// Connect first: on a busy machine a dial within the round trip's short timeout could
+				// fail it with 503 before the missing echo is what times it out.
+				resp, err := http.Get("http://" + a.Addr() + "/send1?broker=" + broker)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("%s: /send1 status %d", broker, resp.StatusCode)
+				}
+				resp, err = http.Get("http://" + a.Addr() + "/sendRoundTrip?broker=" + broker)
 				if err != nil {
 					t.Fatal(err)
 				}
