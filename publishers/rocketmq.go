@@ -85,6 +85,10 @@ func (c RocketMQConfig) Validate(prefix string) error {
 		add("producers", "must be 1..64, got %d", c.Producers)
 	}
 	errs = append(errs, c.TLSConfig.validate(prefix))
+	if c.TLSConfig.CertFile != "" {
+		// the producers' connections would go without it: a broker that requires one refuses them
+		add("tls_cert_file", "not supported: rocketmq-client-go cannot present a client certificate")
+	}
 	return errors.Join(errs...)
 }
 

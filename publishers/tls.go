@@ -92,6 +92,11 @@ func forAddr(tc *tls.Config, addr string) *tls.Config {
 func startTLS(ctx context.Context, conn net.Conn, tc *tls.Config, addr string) (net.Conn, error) {
 	tlsConn := tls.Client(conn, forAddr(tc, addr))
 	if err := tlsConn.HandshakeContext(ctx); err != nil {
+		if ctx.Err() != nil {
+			// like a dial that timed out: the broker is unavailable, this is not the publish's deadline
+			// (a plain-text port waits for a request and never answers the handshake)
+			err = errors.New("no answer in time (a plain-text port?)")
+		}
 		return nil, wrap(ErrUnavailable, fmt.Errorf("TLS handshake with %s: %w", addr, err))
 	}
 	return tlsConn, nil

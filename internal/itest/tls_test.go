@@ -374,6 +374,7 @@ func TestRocketMQTLS(t *testing.T) {
 			t.Errorf("consumed %d messages over TLS, mqtarget acknowledged %d", got, acked)
 		}
 		conns, plain, open := relay.counts()
+		t.Logf("name server connections through the relay: %d, %d plain, %d open; %d messages consumed over TLS", conns, plain, open, got)
 		if conns == 0 || plain != 0 || open == 0 {
 			t.Errorf("name server connections through the relay: %d, %d of them plain, %d open; want all TLS and the client's still open", conns, plain, open)
 		}
