@@ -186,9 +186,11 @@ func (p *NSQ) Ping(ctx context.Context, host int) error {
 		return err
 	}
 	// A plain connection to an nsqd with --tls-required identifies fine and is refused at its first
-	// command: unless a producer connection lives, dial one (its size probe meets the refusal).
+	// command: unless a producer connection lives, dial one (its size probe meets the refusal). Dialled,
+	// it answers for the host; a failure other than that refusal (perhaps one kept by the pool's
+	// backoff) is checked afresh below.
 	if p.tls == nil && p.pool.live(host) == nil {
-		if _, err := p.pool.get(ctx, host); errors.Is(err, errNSQTLSRequired) {
+		if _, err := p.pool.get(ctx, host); err == nil || errors.Is(err, errNSQTLSRequired) {
 			return err
 		}
 	}
@@ -309,7 +311,7 @@ func nsqHandshake(ctx context.Context, addr string, timeout time.Duration, tc *t
 	return conn, ans.MaxMsgSize, nil
 }
 
-// upgrade continues the connection over TLS as nsqd does after an IDENTIFY with tls_v1: the handshake,
+// nsqUpgrade continues the connection over TLS as nsqd does after an IDENTIFY with tls_v1: the handshake,
 // then an OK frame over TLS. offered is the tls_v1 of nsqd's answer: false when it has no certificate.
 func nsqUpgrade(ctx context.Context, conn net.Conn, addr string, tc *tls.Config, offered bool) (net.Conn, error) {
 	if !offered {

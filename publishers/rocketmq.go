@@ -42,7 +42,7 @@ type RocketMQConfig struct {
 	Queues       int  `yaml:"queues" help:"read/write queues per broker of the topics mqtarget creates"`
 	Producers    int  `yaml:"producers" help:"RocketMQ producer instances (each with its own broker connections), used round-robin"`
 	// TLS to the name servers and brokers. rocketmq-client-go does not verify certificates (see
-	// rmqClientTLS); mqtarget's own admin connections do.
+	// rmqNewClient); mqtarget's own admin connections do.
 	TLSConfig `yaml:",inline"`
 }
 
