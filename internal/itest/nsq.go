@@ -31,8 +31,8 @@ type NSQDProc struct {
 func StartNSQDProc(t testing.TB, bin string, args ...string) *NSQDProc {
 	t.Helper()
 	p := &NSQDProc{bin: bin, dir: t.TempDir(), TCPAddr: freeAddr(t), HTTPAddr: freeAddr(t), args: args}
+	t.Cleanup(func() { p.Stop(t) }) // first: a start that fails its readiness check leaves no nsqd behind
 	p.Start(t)
-	t.Cleanup(func() { p.Stop(t) })
 	return p
 }
 
