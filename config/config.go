@@ -7,6 +7,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -52,6 +53,8 @@ type HTTP struct {
 	MaxRequests       int           `yaml:"max_requests" help:"send requests being handled at once; beyond it 503 with Retry-After at once (0: no limit)"`
 	AuthTokenFile     string        `yaml:"auth_token_file" help:"file holding a bearer token the send endpoints require (Authorization: Bearer <token>; else 401); read at start (empty: no token)"`
 	AdminAddr         string        `yaml:"admin_addr" help:"serve /healthz, /readyz and /metrics on this host:port instead of http.addr (empty: on http.addr)"`
+	TLSCertFile       string        `yaml:"tls_cert_file" help:"PEM certificate (chain) to serve HTTPS with on http.addr and http.admin_addr, with http.tls_key_file; read at start (empty: plain HTTP)"`
+	TLSKeyFile        string        `yaml:"tls_key_file" help:"PEM private key of http.tls_cert_file"`
 }
 
 // Topics bounds the topics clients can make mqtarget publish to.
@@ -166,6 +169,9 @@ func (c Config) Validate() error {
 			(c.HTTP.AdminAddr == c.HTTP.Addr || c.HTTP.AdminAddr == c.PProf.Addr) {
 			add("http.admin_addr", "%q is http.addr or pprof.addr too; the admin routes need a listener of their own", c.HTTP.AdminAddr)
 		}
+	}
+	if (c.HTTP.TLSCertFile == "") != (c.HTTP.TLSKeyFile == "") {
+		add("http.tls_cert_file", "http.tls_cert_file and http.tls_key_file must be set together")
 	}
 	if c.Topics.MaxDistinct < 0 {
 		add("topics.max_distinct", "must not be negative (0: no limit), got %d", c.Topics.MaxDistinct)
@@ -299,6 +305,20 @@ func (h HTTP) AuthToken(readFile func(name string) ([]byte, error)) (string, err
 		return "", fmt.Errorf("http.auth_token_file: %s: the token must be printable ASCII without spaces", h.AuthTokenFile)
 	}
 	return tok, nil
+}
+
+// ServerTLS loads http.tls_cert_file and http.tls_key_file into the HTTPS listeners' configuration; nil
+// when they are not set (plain HTTP).
+func (h HTTP) ServerTLS() (*tls.Config, error) {
+	if h.TLSCertFile == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(h.TLSCertFile, h.TLSKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("http.tls_cert_file: %w", err)
+	}
+	// HTTP/1.1 only: what load generators speak, and one protocol to measure.
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}, nil
 }
 
 // validateListenAddr accepts host:port and :port with a numeric port.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/publishers"
 )
 
 // sources builds in-memory Sources: no real environment, no real files.
@@ -479,6 +480,17 @@ func TestValidateFieldNames(t *testing.T) {
 		{"nsq.dial_timeout", func(c *config.Config) { c.NSQ.DialTimeout = c.PublishTimeout + time.Millisecond }},
 		{"nsq.embedded", func(c *config.Config) { c.NSQ.Embedded = 17 }},
 		{"nsq.embedded_max_disk", func(c *config.Config) { c.NSQ.EmbeddedMaxDisk = 1000 }},
+		{"http.tls_cert_file", func(c *config.Config) { c.HTTP.TLSKeyFile = "key.pem" }},
+		{"nsq.tls", func(c *config.Config) { c.NSQ.TLSConfig.Enabled = true }}, // embedded nsqd has no TLS
+		{"nsq.tls_ca_file", func(c *config.Config) { c.NSQ.TLSConfig.CAFile = "ca.pem" }},
+		{"stomp.tls_server_name", func(c *config.Config) { c.STOMP.TLSConfig.ServerName = "broker" }},
+		{"stomp.tls_cert_file", func(c *config.Config) {
+			c.STOMP.Hosts = []string{"a:1"}
+			c.STOMP.TLSConfig = publishers.TLSConfig{Enabled: true, CertFile: "client.pem"}
+		}},
+		{"rocketmq.tls_ca_file", func(c *config.Config) {
+			c.RocketMQ.TLSConfig = publishers.TLSConfig{Enabled: true, InsecureSkipVerify: true, CAFile: "ca.pem"}
+		}},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			c := config.Default()

@@ -128,7 +128,7 @@ func Load(src Sources) (Config, Options, error) {
 // can still start it.
 var ReservedEnv = []string{
 	EnvPrefix + "CACHE", EnvPrefix + "DATA", EnvPrefix + "KEEP_RUN", EnvPrefix + "INTEGRATION",
-	EnvPrefix + "NSQD_BIN", EnvPrefix + "TEST_MAIN", EnvPrefix + "ROCKETMQ_NAMESRV",
+	EnvPrefix + "NSQD_BIN", EnvPrefix + "TEST_MAIN", EnvPrefix + "ROCKETMQ_NAMESRV", EnvPrefix + "ROCKETMQ_TLS_CA",
 	EnvPrefix + "ARTEMIS_", EnvPrefix + "ACTIVEMQ_", EnvPrefix + "RABBITMQ_",
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,8 @@ type NSQConfig struct {
 	// Coalesce sends concurrent single-message publishes to the same host and topic as one MPUB while
 	// the previous command is in flight (no timer); each request still waits for its own message.
 	Coalesce bool `yaml:"coalesce" help:"send concurrent /send1 publishes to one host and topic as one MPUB while the previous is in flight"`
+	// TLS: negotiated in IDENTIFY (tls_v1), for publishing and consuming alike.
+	TLSConfig `yaml:",inline"`
 }
 
 // DefaultNSQConfig returns the NSQ defaults.
@@ -67,6 +70,10 @@ func (c NSQConfig) Validate(prefix string) error {
 	if len(c.Hosts) == 0 && c.Embedded > 0 && c.EmbeddedMaxDisk < 1<<20 {
 		errs = append(errs, fmt.Errorf("%s.embedded_max_disk: must be at least 1048576 (1 MiB) when %s.hosts is empty, got %d", prefix, prefix, c.EmbeddedMaxDisk))
 	}
+	if c.TLSConfig.Enabled && len(c.Hosts) == 0 {
+		errs = append(errs, fmt.Errorf("%s.tls: needs %s.hosts (embedded nsqd runs without TLS)", prefix, prefix))
+	}
+	errs = append(errs, c.TLSConfig.validate(prefix))
 	return errors.Join(errs...)
 }
 
@@ -93,6 +100,7 @@ func validateHostPort(h string) error {
 type NSQ struct {
 	pool       *pool[*nsqConn]
 	dial       time.Duration
+	tls        *tls.Config // nil: plain TCP
 	log        *slog.Logger
 	coalesce   bool
 	coalescers sync.Map // coalesceKey → *coalescer, while busy
@@ -117,7 +125,11 @@ func NewNSQ(c NSQConfig, log *slog.Logger) (*NSQ, error) {
 	if len(c.Hosts) == 0 {
 		return nil, errors.New("nsq.hosts: at least one host is required")
 	}
-	p := &NSQ{dial: c.DialTimeout, log: log, coalesce: c.Coalesce}
+	tc, err := c.TLSConfig.Client("nsq")
+	if err != nil {
+		return nil, err
+	}
+	p := &NSQ{dial: c.DialTimeout, tls: tc, log: log, coalesce: c.Coalesce}
 	p.pool = newPool("nsq", c.Hosts, c.ProducersPerHost, p.connect)
 	p.pool.log = log
 	return p, nil
@@ -179,6 +191,15 @@ func (p *NSQ) Ping(ctx context.Context, host int) error {
 	if err := p.pool.checkHost(host); err != nil {
 		return err
 	}
+	// A plain connection to an nsqd with --tls-required identifies fine and is refused at its first
+	// command: unless a producer connection lives, dial one (its size probe meets the refusal). Dialled,
+	// it answers for the host; a failure other than that refusal (perhaps one kept by the pool's
+	// backoff) is checked afresh below.
+	if p.tls == nil && p.pool.live(host) == nil {
+		if _, err := p.pool.get(ctx, host); err == nil || errors.Is(err, errNSQTLSRequired) {
+			return err
+		}
+	}
 	conn, _, err := p.handshake(ctx, p.pool.hosts[host])
 	if err != nil {
 		return err
@@ -206,7 +227,10 @@ func (p *NSQ) connect(ctx context.Context, addr string) (*nsqConn, error) {
 		return nil, err
 	}
 	if limit == 0 {
-		if limit, err = p.probeMaxMsgSize(ctx, addr); err != nil {
+		if limit, err = p.probeMaxMsgSize(ctx, addr); errors.Is(err, errNSQTLSRequired) {
+			netConn.Close()
+			return nil, wrap(ErrUnavailable, fmt.Errorf("nsqd %s: %w: set nsq.tls", addr, err))
+		} else if err != nil {
 			p.log.Warn("nsqd message size limit unknown: oversize messages will fail their connection", "addr", addr, "err", err)
 		}
 	}
@@ -261,8 +285,15 @@ func (c *nsqConn) checkOne(host int, body []byte) error {
 
 // handshake dials addr, sends the protocol magic and IDENTIFY with feature negotiation, and reads nsqd's
 // answer: JSON, from which it takes max_msg_size should nsqd announce it (v1.3.0 does not: limit 0).
+// With nsq.tls, IDENTIFY asks for tls_v1 and, once nsqd agreed, the connection continues over TLS.
 func (p *NSQ) handshake(ctx context.Context, addr string) (net.Conn, int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.dial)
+	return nsqHandshake(ctx, addr, p.dial, p.tls)
+}
+
+// nsqHandshake is handshake for the publisher and the consumer's TLS check: within ctx and timeout,
+// over TLS with tc when it is not nil.
+func nsqHandshake(ctx context.Context, addr string, timeout time.Duration, tc *tls.Config) (net.Conn, int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
@@ -271,47 +302,77 @@ func (p *NSQ) handshake(ctx context.Context, addr string) (net.Conn, int64, erro
 	}
 	dl, _ := ctx.Deadline()
 	_ = conn.SetDeadline(dl)
-	limit, err := identify(conn)
+	ans, err := identify(conn, tc != nil)
+	if err == nil && tc != nil {
+		conn, err = nsqUpgrade(ctx, conn, addr, tc, ans.TLSv1)
+	}
 	if err != nil {
 		conn.Close()
-		if errors.Is(err, ErrRejected) {
+		if errors.Is(err, ErrRejected) || errors.Is(err, ErrUnavailable) {
 			return nil, 0, err
 		}
 		return nil, 0, wrap(ErrUnavailable, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	return conn, limit, nil
+	return conn, ans.MaxMsgSize, nil
 }
 
-func identify(conn net.Conn) (int64, error) {
-	cmd, err := nsq.Identify(map[string]interface{}{"client_id": "mqtarget", "user_agent": "mqtarget", "feature_negotiation": true})
+// nsqUpgrade continues the connection over TLS as nsqd does after an IDENTIFY with tls_v1: the handshake,
+// then an OK frame over TLS. offered is the tls_v1 of nsqd's answer: false when it has no certificate.
+func nsqUpgrade(ctx context.Context, conn net.Conn, addr string, tc *tls.Config, offered bool) (net.Conn, error) {
+	if !offered {
+		return conn, wrap(ErrUnavailable, fmt.Errorf("nsq.tls: nsqd %s does not offer TLS (started without --tls-cert and --tls-key)", addr))
+	}
+	tlsConn, err := startTLS(ctx, conn, tc, addr)
 	if err != nil {
-		return 0, err
+		return conn, err
+	}
+	frameType, data, err := readNSQFrame(tlsConn)
+	switch {
+	case err != nil:
+		return tlsConn, err
+	case frameType != nsq.FrameTypeResponse || string(data) != "OK":
+		return tlsConn, wrap(ErrRejected, fmt.Errorf("TLS upgrade answered %q", data))
+	}
+	return tlsConn, nil
+}
+
+// errNSQTLSRequired: nsqd refused a command because the connection is not TLS (--tls-required).
+var errNSQTLSRequired = errors.New("nsqd requires TLS")
+
+// nsqIdentifyAnswer is what the handshake uses of nsqd's IDENTIFY answer.
+type nsqIdentifyAnswer struct {
+	MaxMsgSize int64 `json:"max_msg_size"`
+	TLSv1      bool  `json:"tls_v1"`
+}
+
+func identify(conn net.Conn, wantTLS bool) (nsqIdentifyAnswer, error) {
+	var answer nsqIdentifyAnswer
+	cmd, err := nsq.Identify(map[string]interface{}{"client_id": "mqtarget", "user_agent": "mqtarget", "feature_negotiation": true, "tls_v1": wantTLS})
+	if err != nil {
+		return answer, err
 	}
 	var buf bytes.Buffer
 	buf.Write(nsq.MagicV2)
 	if _, err = cmd.WriteTo(&buf); err != nil {
-		return 0, err
+		return answer, err
 	}
 	if _, err = conn.Write(buf.Bytes()); err != nil {
-		return 0, err
+		return answer, err
 	}
 	frameType, data, err := readNSQFrame(conn)
 	switch {
 	case err != nil:
-		return 0, err
+		return answer, err
 	case frameType != nsq.FrameTypeResponse:
-		return 0, wrap(ErrRejected, fmt.Errorf("IDENTIFY answered %q", data))
+		return answer, wrap(ErrRejected, fmt.Errorf("IDENTIFY answered %q", data))
 	case string(data) == "OK": // nsqd without feature negotiation
-		return 0, nil
-	}
-	var answer struct {
-		MaxMsgSize int64 `json:"max_msg_size"`
+		return answer, nil
 	}
 	if err := json.Unmarshal(data, &answer); err != nil {
-		return 0, wrap(ErrRejected, fmt.Errorf("IDENTIFY answer %q: %v", data, err))
+		return answer, wrap(ErrRejected, fmt.Errorf("IDENTIFY answer %q: %v", data, err))
 	}
-	return answer.MaxMsgSize, nil
+	return answer, nil
 }
 
 // probeMaxMsgSize learns nsqd's --max-msg-size on a connection of its own: nsqd checks a PUB's announced
@@ -338,6 +399,9 @@ func (p *NSQ) probeMaxMsgSize(ctx context.Context, addr string) (int64, error) {
 		return 0, err
 	}
 	var limit int64
+	if frameType == nsq.FrameTypeError && bytes.Contains(data, []byte("TLS required")) {
+		return 0, fmt.Errorf("%w (it answered %q)", errNSQTLSRequired, data)
+	}
 	i := bytes.LastIndex(data, []byte(" > "))
 	if frameType != nsq.FrameTypeError || i < 0 {
 		return 0, fmt.Errorf("size probe answered %q", data)

@@ -2,6 +2,7 @@ package publishers
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 // returns.
 type NSQConsumer struct {
 	cfg   NSQConfig
+	tls   *tls.Config // nil: plain TCP
 	opts  ConsumerOptions
 	log   *slog.Logger
 	scope *consumeScope
@@ -46,7 +48,11 @@ func NewNSQConsumer(c NSQConfig, o ConsumerOptions, log *slog.Logger) (*NSQConsu
 	if !nsq.IsValidChannelName(o.Group) {
 		return nil, wrap(ErrBadGroup, fmt.Errorf("nsq channel %q: not a valid NSQ channel name", o.Group))
 	}
-	return &NSQConsumer{cfg: c, opts: o, log: log, scope: newConsumeScope()}, nil
+	tc, err := c.TLSConfig.Client("nsq")
+	if err != nil {
+		return nil, err
+	}
+	return &NSQConsumer{cfg: c, tls: tc, opts: o, log: log, scope: newConsumeScope()}, nil
 }
 
 // Hosts implements Consumer.
@@ -82,6 +88,10 @@ func (c *NSQConsumer) Consume(ctx context.Context, topic string, handle func(Del
 			return err
 		}
 		conss = append(conss, cons)
+		if err := c.checkTLS(ctx, h); err != nil {
+			stop()
+			return fmt.Errorf("nsq.hosts[%d] %s: %w", i, h, err)
+		}
 		if err := cons.ConnectToNSQD(h); err != nil {
 			stop()
 			return wrap(ErrUnavailable, fmt.Errorf("nsq.hosts[%d] %s: %w", i, h, err))
@@ -98,6 +108,10 @@ func (c *NSQConsumer) hostConsumer(topic string, i int, handle func(Delivery)) (
 	cfg.MaxInFlight = nsqMaxInFlight
 	cfg.DialTimeout = c.cfg.DialTimeout
 	cfg.LookupdPollInterval = nsqReconnectInterval
+	if c.tls != nil {
+		cfg.TlsV1 = true
+		cfg.TlsConfig = verifyAsConfigured(c.tls)
+	}
 	cons, err := nsq.NewConsumer(topic, c.opts.Group, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("nsq consumer: %w", err)
@@ -108,6 +122,19 @@ func (c *NSQConsumer) hostConsumer(topic string, i int, handle func(Delivery)) (
 		return nil
 	}))
 	return cons, nil
+}
+
+// checkTLS connects to addr once with our own handshake when nsq.tls is set: go-nsq carries on in plain
+// text when nsqd does not offer TLS, and its errors do not say that TLS was the problem.
+func (c *NSQConsumer) checkTLS(ctx context.Context, addr string) error {
+	if c.tls == nil {
+		return nil
+	}
+	conn, _, err := nsqHandshake(ctx, addr, c.cfg.DialTimeout, c.tls)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // Close implements Consumer.

@@ -41,6 +41,9 @@ type RocketMQConfig struct {
 	CreateTopics bool `yaml:"create_topics" help:"create topics on every broker of the cluster (admin API) before publishing to them"`
 	Queues       int  `yaml:"queues" help:"read/write queues per broker of the topics mqtarget creates"`
 	Producers    int  `yaml:"producers" help:"RocketMQ producer instances (each with its own broker connections), used round-robin"`
+	// TLS to the name servers and brokers. rocketmq-client-go does not verify certificates (see
+	// rmqNewClient); mqtarget's own admin connections do.
+	TLSConfig `yaml:",inline"`
 }
 
 // DefaultRocketMQConfig returns the RocketMQ defaults.
@@ -80,6 +83,11 @@ func (c RocketMQConfig) Validate(prefix string) error {
 	}
 	if c.Producers < 1 || c.Producers > 64 {
 		add("producers", "must be 1..64, got %d", c.Producers)
+	}
+	errs = append(errs, c.TLSConfig.validate(prefix))
+	if c.TLSConfig.CertFile != "" {
+		// the producers' connections would go without it: a broker that requires one refuses them
+		add("tls_cert_file", "not supported: rocketmq-client-go cannot present a client certificate")
 	}
 	return errors.Join(errs...)
 }
@@ -157,6 +165,8 @@ type rmqProducer struct {
 	label string                    // pprof label value of the goroutines its client started (see shutdown)
 	conns []interface{ ShutDown() } // the client's connection pools (name servers, brokers); nil if not found
 	miss  atomic.Pointer[rmqMiss]   // the last route that lacked the intended broker
+	// release gives up the producer's hold on the process's TLS mode (rmqNewClient); nil in tests
+	release func()
 }
 
 // rmqMiss is a topic whose route, in a producer, lacked a broker a request targeted.
@@ -195,10 +205,14 @@ func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *Rocket
 	if len(c.NameServers) == 0 {
 		return nil, errors.New("rocketmq.name_servers: at least one name server is required")
 	}
+	admin, err := newRMQAdmin(c)
+	if err != nil {
+		return nil, err
+	}
 	p := &RocketMQ{
 		rlog:    routeRlog(log),
 		cfg:     c,
-		admin:   newRMQAdmin(c),
+		admin:   admin,
 		log:     log,
 		pending: map[*rmqPending]struct{}{},
 		closing: make(chan struct{}),
@@ -238,9 +252,51 @@ func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *Rocket
 	return p, nil
 }
 
-// newRMQAdmin is the remoting admin client with c's credentials.
-func newRMQAdmin(c RocketMQConfig) *rmqadmin.Client {
-	return &rmqadmin.Client{Creds: rmqadmin.Credentials{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey)}}
+// newRMQAdmin is the remoting admin client with c's credentials and TLS settings. Its connections verify
+// the name servers' and brokers' certificates (rocketmq-client-go's do not, see rmqNewClient).
+func newRMQAdmin(c RocketMQConfig) (*rmqadmin.Client, error) {
+	tc, err := c.TLSConfig.Client("rocketmq")
+	if err != nil {
+		return nil, err
+	}
+	return &rmqadmin.Client{Creds: rmqadmin.Credentials{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey)}, TLS: tc}, nil
+}
+
+// rocketmq-client-go keeps its TLS switch in a process-wide variable: producer.WithTls writes
+// remote.DefaultRemotingClientConfig, which every client shares by pointer and reads at each dial, and it
+// dials with InsecureSkipVerify hard-coded (internal/remote/tcp_conn.go in the pinned version). So the
+// producers alive in a process must agree on TLS: the switch is written only when it changes while no
+// producer lives (never in a process that does not use TLS), and a producer wanting the other mode while
+// one lives is refused.
+var rmqTLSMode struct {
+	mu   sync.Mutex
+	live int  // producers created and not yet shut down
+	tls  bool // the library's switch as last written (its default: off)
+}
+
+// rmqNewClient creates a producer with opts and the TLS mode useTLS; release, called once after the
+// producer's shutdown, lets a later producer change the mode.
+func rmqNewClient(useTLS bool, opts []producer.Option) (rocketmq.Producer, func(), error) {
+	m := &rmqTLSMode
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if useTLS != m.tls {
+		if m.live > 0 {
+			return nil, nil, fmt.Errorf("rocketmq.tls: %v here, but %d RocketMQ producers of this process use %v and rocketmq-client-go has one TLS switch per process", useTLS, m.live, m.tls)
+		}
+		opts = append(opts, producer.WithTls(useTLS))
+	}
+	prod, err := rocketmq.NewProducer(opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	m.tls = useTLS
+	m.live++
+	return prod, sync.OnceFunc(func() {
+		m.mu.Lock()
+		m.live--
+		m.mu.Unlock()
+	}), nil
 }
 
 // discoverBrokers asks the name servers in turn for the cluster's brokers; the first that lists any wins.
@@ -276,10 +332,11 @@ func (p *RocketMQ) newProducer() (*rmqProducer, error) {
 	if p.cfg.AccessKey != "" {
 		opts = append(opts, producer.WithCredentials(primitive.Credentials{AccessKey: p.cfg.AccessKey, SecretKey: string(p.cfg.SecretKey)}))
 	}
-	prod, err := rocketmq.NewProducer(opts...)
+	prod, release, err := rmqNewClient(p.cfg.TLSConfig.Enabled, opts)
 	if err != nil {
 		return nil, fmt.Errorf("rocketmq producer: %w", err)
 	}
+	pr.release = release
 	if pr.conns, err = rmqRemotingClients(prod); err != nil {
 		// only a lingering goroutine per name server connection after Close is at stake
 		p.log.Warn("rocketmq: cannot close the client's name server connections at shutdown", "err", err)
@@ -326,6 +383,9 @@ func (p *RocketMQ) shutdown(pr *rmqProducer) {
 	}
 	if err := rmqWaitGoroutines(pr.label, rmqGoroutineWait, rmqSleeper1, rmqSleeper4); err != nil {
 		p.log.Warn("rocketmq: client goroutines outlive the shutdown", "err", err)
+	}
+	if pr.release != nil {
+		pr.release()
 	}
 }
 

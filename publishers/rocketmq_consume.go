@@ -58,7 +58,10 @@ func NewRocketMQConsumer(c RocketMQConfig, o ConsumerOptions, log *slog.Logger) 
 	if !rmqName.MatchString(o.Group) || len(o.Group) > 255 {
 		return nil, wrap(ErrBadGroup, fmt.Errorf("rocketmq consumer group %q: want 1..255 characters of [%%|a-zA-Z0-9_-]", o.Group))
 	}
-	admin := newRMQAdmin(c)
+	admin, err := newRMQAdmin(c)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), rmqDiscoverTimeout)
 	defer cancel()
 	brokers, err := discoverBrokers(ctx, admin, c.NameServers)

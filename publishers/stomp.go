@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +50,8 @@ type STOMPConfig struct {
 	Embedded int `yaml:"embedded" help:"number of in-process go-stomp servers started when stomp.hosts is empty"`
 	// EmbeddedMaxBytes bounds the messages an embedded server keeps queued; beyond it the oldest go.
 	EmbeddedMaxBytes int64 `yaml:"embedded_max_bytes" help:"bytes of queued messages each embedded go-stomp server keeps; beyond it the oldest are dropped"`
+	// TLS: STOMP over TLS from the first byte, for publishing and consuming alike.
+	TLSConfig `yaml:",inline"`
 }
 
 // DefaultSTOMPConfig returns the STOMP defaults.
@@ -110,6 +113,10 @@ func (c STOMPConfig) Validate(prefix string) error {
 	if len(c.Hosts) == 0 && c.EmbeddedMaxBytes < 1<<20 {
 		add("embedded_max_bytes", "must be at least 1048576 (1 MiB) when %s.hosts is empty, got %d", prefix, c.EmbeddedMaxBytes)
 	}
+	if c.TLSConfig.Enabled && len(c.Hosts) == 0 {
+		add("tls", "needs %s.hosts (embedded go-stomp servers run without TLS)", prefix)
+	}
+	errs = append(errs, c.TLSConfig.validate(prefix))
 	return errors.Join(errs...)
 }
 
@@ -143,6 +150,7 @@ func checkHeaderText(s string) error {
 // their context; PublishAsync returns once queued.
 type STOMP struct {
 	cfg  STOMPConfig
+	tls  *tls.Config // nil: plain TCP
 	pool *pool[*stompConn]
 	log  *slog.Logger
 }
@@ -165,7 +173,11 @@ func NewSTOMP(c STOMPConfig, log *slog.Logger) (*STOMP, error) {
 	if len(c.Hosts) == 0 {
 		return nil, errors.New("stomp.hosts: at least one host is required")
 	}
-	p := &STOMP{cfg: c, log: log}
+	tc, err := c.TLSConfig.Client("stomp")
+	if err != nil {
+		return nil, err
+	}
+	p := &STOMP{cfg: c, tls: tc, log: log}
 	p.pool = newPool("stomp", c.Hosts, c.ConnectionsPerHost, func(ctx context.Context, addr string) (*stompConn, error) {
 		netConn, hb, err := p.handshake(ctx, addr)
 		if err != nil {
@@ -328,10 +340,9 @@ type heartBeats struct{ send, recv time.Duration }
 func (p *STOMP) handshake(ctx context.Context, addr string) (net.Conn, heartBeats, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := dialSTOMP(ctx, addr, p.tls)
 	if err != nil {
-		return nil, heartBeats{}, wrap(ErrUnavailable, err)
+		return nil, heartBeats{}, err
 	}
 	dl, _ := ctx.Deadline()
 	_ = conn.SetDeadline(dl)
@@ -348,6 +359,24 @@ func (p *STOMP) handshake(ctx context.Context, addr string) (net.Conn, heartBeat
 	}
 	_ = conn.SetDeadline(time.Time{})
 	return conn, hb, nil
+}
+
+// dialSTOMP connects to addr within ctx, over TLS with tc when it is not nil.
+func dialSTOMP(ctx context.Context, addr string, tc *tls.Config) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, wrap(ErrUnavailable, err)
+	}
+	if tc == nil {
+		return conn, nil
+	}
+	tlsConn, err := startTLS(ctx, conn, tc, addr)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return tlsConn, nil
 }
 
 func isTimeout(err error) bool {

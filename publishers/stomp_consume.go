@@ -2,6 +2,7 @@ package publishers
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 // the UNSUBSCRIBE is handled, not dropped with the connection.
 type STOMPConsumer struct {
 	cfg   STOMPConfig
+	tls   *tls.Config // nil: plain TCP
 	log   *slog.Logger
 	scope *consumeScope
 }
@@ -44,7 +46,11 @@ func NewSTOMPConsumer(c STOMPConfig, log *slog.Logger) (*STOMPConsumer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &STOMPConsumer{cfg: c, log: log, scope: newConsumeScope()}, nil
+	tc, err := c.TLSConfig.Client("stomp")
+	if err != nil {
+		return nil, err
+	}
+	return &STOMPConsumer{cfg: c, tls: tc, log: log, scope: newConsumeScope()}, nil
 }
 
 // Hosts implements Consumer.
@@ -112,10 +118,9 @@ type stompSession struct {
 func (s *stompSession) subscribe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.c.cfg.DialTimeout)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", s.addr)
+	conn, err := dialSTOMP(ctx, s.addr, s.c.tls)
 	if err != nil {
-		return wrap(ErrUnavailable, err)
+		return err
 	}
 	dl, _ := ctx.Deadline()
 	_ = conn.SetDeadline(dl)

@@ -17,6 +17,8 @@
 #   ARTEMIS_DATA            $MQTARGET_DATA/artemis    broker instance (etc/, data/ journal, log/)
 #   ARTEMIS_STOMP_PORT      61613
 #   ARTEMIS_CORE_PORT       STOMP port + 3 (61616)    core protocol, for Artemis's own CLI
+#   ARTEMIS_TLS_PORT        (unset: none)             a second STOMP acceptor, over TLS, with a test
+#                           certificate made in $ARTEMIS_DATA/tls (clients trust tls/ca.pem)
 #   ARTEMIS_LOGIN           mqtarget   (STOMP and core login; anonymous is refused)
 #   ARTEMIS_PASSCODE        mqtarget
 #   ARTEMIS_HEAP            512M       (-Xmx; -Xms is ARTEMIS_HEAP_MIN, 256M)
@@ -52,6 +54,9 @@ CONFIG_ID="artemis=$VERSION login=$LOGIN passcode=$PASSCODE layout=2"
 PID_MARK="-Dartemis.instance=$DATA " # the JVM command line names our instance dir
 # shellcheck source=scripts/lib/stomp-broker.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/stomp-broker.sh"
+# shellcheck source=scripts/lib/tls.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/tls.sh"
+TLS_PORT=${ARTEMIS_TLS_PORT:-}
 
 # --- distribution and instance ---------------------------------------------
 
@@ -125,7 +130,16 @@ configure() {
   # STOMP acceptor on 127.0.0.1:PORT with /queue/ and /topic/ prefixes.
   edit "$xml" "s#<acceptor name=\"stomp\">[^<]*</acceptor>#<acceptor name=\"stomp\">tcp://$STOMP_HOST:$STOMP_PORT?tcpSendBufferSize=1048576;tcpReceiveBufferSize=1048576;protocols=STOMP;useEpoll=true;anycastPrefix=/queue/;multicastPrefix=/topic/</acceptor>#" \
     "<acceptor name=\"stomp\">tcp://$STOMP_HOST:$STOMP_PORT\\?.*anycastPrefix=/queue/;multicastPrefix=/topic/<"
-  [[ $(grep -c '<acceptor ' "$xml") == 2 ]] || die "unexpected acceptors in $xml"
+  # The TLS STOMP acceptor, only with ARTEMIS_TLS_PORT: removed, then added again with the current port.
+  sed -i -E '/<acceptor name="stomp-tls">/d' "$xml"
+  local want=2
+  if [[ -n $TLS_PORT ]]; then
+    test_certs "$DATA/tls"
+    edit "$xml" "s#^( *)(<acceptor name=\"stomp\">.*)\$#\\1\\2\\n\\1<acceptor name=\"stomp-tls\">tcp://$STOMP_HOST:$TLS_PORT?protocols=STOMP;useEpoll=true;anycastPrefix=/queue/;multicastPrefix=/topic/;sslEnabled=true;keyStoreType=PKCS12;keyStorePath=$DATA/tls/server.p12;keyStorePassword=$TLS_STORE_PASSWORD</acceptor>#" \
+      "<acceptor name=\"stomp-tls\">tcp://$STOMP_HOST:$TLS_PORT\\?.*sslEnabled=true;"
+    want=3
+  fi
+  [[ $(grep -c '<acceptor ' "$xml") == "$want" ]] || die "unexpected acceptors in $xml"
   edit "$profile" "s#-Xms[0-9]+[kKmMgG]?#-Xms$HEAP_MIN#" "-Xms$HEAP_MIN "
   edit "$profile" "s#-Xmx[0-9]+[kKmMgG]?#-Xmx$HEAP_MAX#" "-Xmx$HEAP_MAX "
 }
@@ -134,7 +148,7 @@ configure() {
 
 cmd_start() {
   already_running && return 0
-  check_can_start "$STOMP_PORT" "$CORE_PORT"
+  check_can_start "$STOMP_PORT" "$CORE_PORT" ${TLS_PORT:+"$TLS_PORT"}
   command -v java >/dev/null || die "java not found (apt-get install -y openjdk-17-jre-headless)"
   cmd_fetch >/dev/null
   create_instance
@@ -144,6 +158,7 @@ cmd_start() {
 }
 
 status_extra() {
+  [[ -z $TLS_PORT ]] || echo "  tls:      $STOMP_HOST:$TLS_PORT (STOMP over TLS; CA $DATA/tls/ca.pem)"
   echo "  core:     $STOMP_HOST:$CORE_PORT ($DATA/bin/artemis queue stat --url tcp://$STOMP_HOST:$CORE_PORT --user $LOGIN --password $PASSCODE)"
 }
 

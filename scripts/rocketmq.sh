@@ -24,6 +24,10 @@
 #   ROCKETMQ_START_TIMEOUT  [120]    seconds until both brokers take a probe message
 #   ROCKETMQ_STOP_TIMEOUT   [60]     seconds between SIGTERM and SIGKILL
 #   ROCKETMQ_MAX_DISK_PCT   [85]     refuse to start above this use of the data filesystem
+#   ROCKETMQ_TLS            [permissive]  tls.server.mode of the name server and brokers: permissive
+#                                    (plain and TLS clients on the same ports), enforcing (TLS only) or
+#                                    disabled. Not disabled: a test certificate for 127.0.0.1 is made in
+#                                    $ROCKETMQ_DATA/tls, clients trust tls/ca.pem
 set -euo pipefail
 
 readonly ROCKETMQ_VERSION="5.3.3"
@@ -35,6 +39,8 @@ readonly ROCKETMQ_EXAMPLE_VERSION="5.5.0"
 NAME=rocketmq
 # shellcheck source=scripts/lib/broker.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/broker.sh"
+# shellcheck source=scripts/lib/tls.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/tls.sh"
 
 RMQ_HOME="$MQTARGET_CACHE/rocketmq-$ROCKETMQ_VERSION"
 LIB_DIR="$RMQ_HOME/lib"
@@ -55,6 +61,7 @@ COMMITLOG_MB="${ROCKETMQ_COMMITLOG_MB:-64}"
 START_TIMEOUT="${ROCKETMQ_START_TIMEOUT:-120}"
 STOP_TIMEOUT="${ROCKETMQ_STOP_TIMEOUT:-60}"
 MAX_DISK_PCT="${ROCKETMQ_MAX_DISK_PCT:-85}"
+TLS_MODE="${ROCKETMQ_TLS:-permissive}"
 NAMESRV_ADDR="127.0.0.1:$NAMESRV_PORT"
 PROBE_TOPIC="mqtarget-probe"
 # RocketMQ shades logback; without this it dumps its config status into the .out files
@@ -175,6 +182,7 @@ init_java() {
             -Dio.netty.tryReflectionSetAccessible=true
         )
     fi
+    init_tls
 }
 
 # mqadmin: runs org.apache.rocketmq.tools.command.MQAdminStartup against our name server.
@@ -183,7 +191,7 @@ mqadmin() {
     "$JAVA" -Xms64m -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC "${JVM_OPENS[@]}" \
         -Duser.home="$DATA_DIR/tools" -Drocketmq.home.dir="$RMQ_HOME" \
         -Drmq.logback.configurationFile=rmq.tools.logback.xml "$LOGBACK_QUIET" \
-        -Drocketmq.namesrv.addr="$NAMESRV_ADDR" \
+        -Drocketmq.namesrv.addr="$NAMESRV_ADDR" "${TLS_ARGS[@]}" \
         -cp "$LIB_DIR/*" org.apache.rocketmq.tools.command.MQAdminStartup "$@"
 }
 
@@ -204,12 +212,33 @@ check_disk() {
     fi
 }
 
+# the servers' TLS (TlsSystemConfig system properties): our test certificate instead of Netty's
+# self-signed test mode, and no /etc/rocketmq/tls.properties. Their own clients (broker to name server,
+# mqadmin) stay plain when permissive and use TLS, unverified, when enforcing.
+TLS_ARGS=()
+init_tls() {
+    local client=false
+    case "$TLS_MODE" in
+        permissive) ;;
+        enforcing) client=true ;;
+        disabled) TLS_ARGS=(-Dtls.server.mode=disabled); return 0 ;;
+        *) die "ROCKETMQ_TLS='$TLS_MODE': want permissive, enforcing or disabled" ;;
+    esac
+    local dir="$DATA_DIR/tls"
+    test_certs "$dir"
+    TLS_ARGS=(
+        "-Dtls.server.mode=$TLS_MODE" -Dtls.test.mode.enable=false -Dtls.server.need.client.auth=none
+        "-Dtls.server.certPath=$dir/server.pem" "-Dtls.server.keyPath=$dir/server.key"
+        "-Dtls.config.file=$dir/tls.properties" "-Dtls.enable=$client"
+    )
+}
+
 launch() { # role mainclass logback-config out-file java-args...
     local role="$1" main="$2" logcfg="$3" out="$4"; shift 4
     local home="$DATA_DIR/$role"
     mkdir -p "$home" "$RUN_DIR"
     spawn "$out" "$home" "$JAVA" -server -XX:+UseG1GC -XX:-OmitStackTraceInFastThrow -XX:+HeapDumpOnOutOfMemoryError \
-        -XX:HeapDumpPath="$home" "${JVM_OPENS[@]}" "$@" \
+        -XX:HeapDumpPath="$home" "${JVM_OPENS[@]}" "${TLS_ARGS[@]}" "$@" \
         -Duser.home="$home" -Drocketmq.home.dir="$RMQ_HOME" \
         -Drmq.logback.configurationFile="$logcfg" "$LOGBACK_QUIET" \
         -Dmqtarget.rocketmq.role="$role" \

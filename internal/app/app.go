@@ -4,6 +4,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +51,10 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	}
 	// Read before any broker starts, so a bad token file costs nothing.
 	token, err := cfg.HTTP.AuthToken(os.ReadFile)
+	if err != nil {
+		return nil, err
+	}
+	serverTLS, err := cfg.HTTP.ServerTLS()
 	if err != nil {
 		return nil, err
 	}
@@ -132,9 +137,16 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	if cfg.HTTP.MaxConnections > 0 {
 		a.ln = newLimitListener(a.ln, cfg.HTTP.MaxConnections)
 	}
+	if serverTLS != nil {
+		// net/http handshakes within ReadHeaderTimeout and answers plain HTTP with 400.
+		a.ln = tls.NewListener(a.ln, serverTLS)
+	}
 	if cfg.HTTP.AdminAddr != "" {
 		if a.admin, err = listenSide("http.admin_addr", cfg.HTTP.AdminAddr, a.handlers.AdminHandler(), log); err != nil {
 			return nil, err
+		}
+		if serverTLS != nil {
+			a.admin.ln = tls.NewListener(a.admin.ln, serverTLS)
 		}
 	}
 	if cfg.PProf.Addr != "" {

@@ -31,8 +31,8 @@ type NSQDProc struct {
 func StartNSQDProc(t testing.TB, bin string, args ...string) *NSQDProc {
 	t.Helper()
 	p := &NSQDProc{bin: bin, dir: t.TempDir(), TCPAddr: freeAddr(t), HTTPAddr: freeAddr(t), args: args}
+	t.Cleanup(func() { p.Stop(t) }) // first: a start that fails its readiness check leaves no nsqd behind
 	p.Start(t)
-	t.Cleanup(func() { p.Stop(t) })
 	return p
 }
 
@@ -103,7 +103,8 @@ func (p *NSQDProc) Thaw(t testing.TB)   { t.Helper(); must(t, p.cmd.Process.Sign
 type NSQ struct {
 	TCP   []string
 	HTTP  []string
-	Procs []*NSQDProc // nil for embedded instances, which cannot be stopped from outside
+	Procs []*NSQDProc          // nil for embedded instances, which cannot be stopped from outside
+	TLS   publishers.TLSConfig // mqtarget's and the harness consumer's nsq.tls* settings
 }
 
 // NewNSQProcs starts n nsqd processes from bin.
@@ -121,7 +122,7 @@ func NewNSQProcs(t testing.TB, bin string, n int) *NSQ {
 func (h *NSQ) Broker() string                 { return "nsq" }
 func (h *NSQ) InvalidTopic() string           { return "bad%20topic" }
 func (h *NSQ) Hosts() []string                { return h.TCP }
-func (h *NSQ) Configure(cfg *config.Config)   { cfg.NSQ.Hosts = h.TCP }
+func (h *NSQ) Configure(cfg *config.Config)   { cfg.NSQ.Hosts, cfg.NSQ.TLSConfig = h.TCP, h.TLS }
 func (h *NSQ) StopHost(t testing.TB, i int)   { h.Procs[i].Stop(t) }
 func (h *NSQ) StartHost(t testing.TB, i int)  { h.Procs[i].Start(t) }
 func (h *NSQ) FreezeHost(t testing.TB, i int) { h.Procs[i].Freeze(t) }
@@ -158,6 +159,7 @@ func (h *NSQ) Consume(t testing.TB, host int, topic string, want int, deadline t
 	t.Helper()
 	cfg := publishers.DefaultNSQConfig()
 	cfg.Hosts = []string{h.TCP[host]}
+	cfg.TLSConfig = h.TLS
 	cons, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{Group: "itest"}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"net"
@@ -29,9 +30,10 @@ type STOMP struct {
 	Addrs      []string
 	Login      string
 	Passcode   string
-	Persistent bool            // configure mqtarget with stomp.persistent
-	VHost      string          // CONNECT host header (stomp.vhost; RabbitMQ: "/"); empty: 127.0.0.1
-	Ctl        []BrokerControl // per host; nil (or a nil entry) when the broker cannot be stopped
+	Persistent bool                 // configure mqtarget with stomp.persistent
+	VHost      string               // CONNECT host header (stomp.vhost; RabbitMQ: "/"); empty: 127.0.0.1
+	Ctl        []BrokerControl      // per host; nil (or a nil entry) when the broker cannot be stopped
+	TLS        publishers.TLSConfig // mqtarget's and the harness's stomp.tls* settings
 
 	mu       sync.Mutex
 	consumed map[key]int // messages Consume took per host and topic, for Stored
@@ -59,6 +61,7 @@ func (h *STOMP) Configure(cfg *config.Config) {
 	cfg.STOMP.Prefix = stompPrefix
 	cfg.STOMP.Persistent = h.Persistent
 	cfg.STOMP.VHost = h.VHost
+	cfg.STOMP.TLSConfig = h.TLS
 }
 func (h *STOMP) CanStop() bool                  { return len(h.Ctl) > 0 && h.Ctl[0] != nil }
 func (h *STOMP) StopHost(t testing.TB, i int)   { h.Ctl[i].Stop(t) }
@@ -95,6 +98,7 @@ func (h *STOMP) Consume(t testing.TB, host int, topic string, want int, deadline
 		cfg.VHost = "127.0.0.1"
 	}
 	cfg.DialTimeout = 10 * time.Second
+	cfg.TLSConfig = h.TLS
 	cons, err := publishers.NewSTOMPConsumer(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -204,6 +208,16 @@ func (h *STOMP) dial(t testing.TB, host int, end time.Time) *stompClient {
 		t.Fatalf("stomp dial %s: %v", addr, err)
 	}
 	_ = conn.SetDeadline(end)
+	if h.TLS.Enabled {
+		tc, err := h.TLS.Client("stomp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.ServerName == "" {
+			tc.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		conn = tls.Client(conn, tc)
+	}
 	c := &stompClient{addr: addr, conn: conn, r: frame.NewReader(conn), w: frame.NewWriter(conn)}
 	vhost := h.VHost
 	if vhost == "" {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha1"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -56,6 +57,8 @@ type Credentials struct {
 // Client calls name servers and brokers.
 type Client struct {
 	Creds Credentials
+	// TLS, when not nil, runs every connection over TLS; an empty ServerName is set to each address's host.
+	TLS *tls.Config
 }
 
 // Command is a remoting command: the header's fields and the body.
@@ -94,8 +97,7 @@ func (c *Client) Call(ctx context.Context, addr string, code int, ext map[string
 	if err != nil {
 		return nil, err
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := c.dial(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +123,25 @@ func (c *Client) Call(ctx context.Context, addr string, code int, ext map[string
 			return resp, nil
 		}
 	}
+}
+
+// dial connects to addr, over TLS when c.TLS is set, within ctx.
+func (c *Client) dial(ctx context.Context, addr string) (net.Conn, error) {
+	if c.TLS == nil {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	tc := c.TLS
+	if tc.ServerName == "" {
+		tc = tc.Clone()
+		tc.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	d := tls.Dialer{Config: tc}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("TLS to %s: %w", addr, err)
+	}
+	return conn, nil
 }
 
 func ctxOr(ctx context.Context, err error) error {
