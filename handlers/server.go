@@ -55,6 +55,8 @@ type Options struct {
 	Log          *slog.Logger
 	// Setup is shown on / as the effective broker setup (hosts, embedded or not, …).
 	Setup any
+	// Config is served on /config: the effective configuration with its secrets already redacted.
+	Config any
 }
 
 // Server holds the endpoints' shared state.
@@ -80,6 +82,7 @@ type Server struct {
 	admin          http.Handler // the admin routes when adminSeparate, else nil
 	log            *slog.Logger
 	setup          any
+	config         any
 	readyBrokers   []string
 	readyTimeout   time.Duration
 	hostStates     hostStates
@@ -149,6 +152,8 @@ var routeTable = []route{
 		func(s *Server) http.Handler {
 			return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg, EnableOpenMetrics: true})
 		}},
+	{Endpoint{"/config", "the build (version, revision, Go version) and the effective configuration, secrets redacted, as JSON", []string{http.MethodGet}, false, false},
+		func(s *Server) http.Handler { return http.HandlerFunc(s.showConfig) }},
 	{Endpoint{"/", "this index: endpoints, parameters and the effective broker setup", []string{http.MethodGet}, false, false},
 		func(s *Server) http.Handler { return http.HandlerFunc(s.index) }},
 }
@@ -181,6 +186,7 @@ func New(o Options) *Server {
 		maxRequests:    int64(o.MaxRequests),
 		log:            o.Log,
 		setup:          o.Setup,
+		config:         o.Config,
 		readyBrokers:   o.ReadyBrokers,
 		readyTimeout:   o.ReadyTimeout,
 		reg:            o.Registry,

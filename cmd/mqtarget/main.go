@@ -2,7 +2,7 @@
 // wrk, wrk2 or hey. With no broker configured it starts embedded nsqd instances.
 //
 // Subcommands: serve (the default, when the first argument is not a subcommand's name), consume,
-// roundtrip, healthcheck and version.
+// roundtrip, load, sweep, healthcheck and version.
 package main
 
 import (
@@ -37,6 +37,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runRoundTrip(ctx, args[1:], stdout, stderr)
+		case "load":
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runLoad(ctx, args[1:], stdout, stderr)
+		case "sweep":
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runSweep(ctx, args[1:], stdout, stderr)
 		case "healthcheck":
 			return runHealthcheck(context.Background(), args[1:], stdout, stderr)
 		case "version":
