@@ -114,15 +114,14 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // exit code when it cannot).
 func startForSweep(spec sweep.Spec, settings []string, stderr io.Writer) (*app.App, int) {
 	bad := badInput(stderr, "mqtarget sweep")
-	args := []string{"-http.addr", "127.0.0.1:0", "-log.level", "warn"}
-	if b := spec.Axes.Brokers; len(b) > 0 {
-		args = append(args, "-broker", b[0])
-		if len(b) > 1 {
-			args = append(args, "-embedded_brokers", strings.Join(b[1:], ","))
-		}
+	loadConfig := func(args []string) (config.Config, error) {
+		base := []string{"-http.addr", "127.0.0.1:0", "-log.level", "warn"}
+		cfg, _, err := config.Load(config.Sources{Args: append(append(base, args...), settings...), LookupEnv: os.LookupEnv,
+			Environ: os.Environ, ReadFile: os.ReadFile, Output: stderr})
+		return cfg, err
 	}
-	cfg, _, err := config.Load(config.Sources{Args: append(args, settings...), LookupEnv: os.LookupEnv, Environ: os.Environ,
-		ReadFile: os.ReadFile, Output: stderr})
+	// First the settings alone, to tell a broker nothing can serve from a bad setting.
+	cfg, err := loadConfig(nil)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil, 0
 	}
@@ -134,6 +133,15 @@ func startForSweep(spec sweep.Spec, settings []string, stderr io.Writer) (*app.A
 		if len(b.Addrs(&cfg.Sections)) == 0 && b.Embedded(&cfg.Sections) == 0 {
 			return nil, bad("axes.brokers[%d]: %s has no embedded server; give the spec a url (a mqtarget serving it) or -%s",
 				i, name, b.AddrsSetting())
+		}
+	}
+	if b := spec.Axes.Brokers; len(b) > 0 {
+		args := []string{"-broker", b[0]}
+		if len(b) > 1 {
+			args = append(args, "-embedded_brokers", strings.Join(b[1:], ","))
+		}
+		if cfg, err = loadConfig(args); err != nil {
+			return nil, bad("settings: %v", err)
 		}
 	}
 	a, err := app.Start(cfg, newLogger(cfg.Log, stderr))

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -55,6 +56,9 @@ func Parse(data []byte, knownBroker func(string) bool) (Spec, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return Spec{}, errors.New("spec: empty")
+		}
 		return Spec{}, fmt.Errorf("spec: %w", err)
 	}
 	var s Spec
