@@ -136,9 +136,16 @@ func startForSweep(spec sweep.Spec, settings []string, stderr io.Writer) (*app.A
 		}
 	}
 	if b := spec.Axes.Brokers; len(b) > 0 {
+		// The first broker is the default; the others without addresses run embedded beside it.
 		args := []string{"-broker", b[0]}
-		if len(b) > 1 {
-			args = append(args, "-embedded_brokers", strings.Join(b[1:], ","))
+		var embedded []string
+		for _, name := range b[1:] {
+			if len(publishers.LookupBroker(name).Addrs(&cfg.Sections)) == 0 {
+				embedded = append(embedded, name)
+			}
+		}
+		if len(embedded) > 0 {
+			args = append(args, "-embedded_brokers", strings.Join(embedded, ","))
 		}
 		if cfg, err = loadConfig(args); err != nil {
 			return nil, bad("settings: %v", err)

@@ -112,6 +112,7 @@ func (c Chart) plot() (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = c.Title
 	p.Title.TextStyle.Font.Size = vg.Points(14)
+	p.Title.Padding = vg.Points(8)
 	p.X.Label.Text = c.XLabel
 	p.Y.Label.Text = c.YLabel
 	for _, a := range []*plot.Axis{&p.X, &p.Y} {

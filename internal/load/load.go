@@ -203,6 +203,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.Meta.setEndpoint(o.URL)
 	if stopped {
 		r.Meta.Interrupted = true
+	} else if interval > 0 {
+		// The attacker stops at the duration even when it is behind schedule (out of workers, or a
+		// generator without CPU to spare): requests it never sent are not latencies, so they are counted.
+		r.NotSent = max(int64(o.Duration/interval)-r.Requests, 0)
 	}
 	return r, nil
 }

@@ -240,3 +240,17 @@ func TestWriteTable(t *testing.T) {
 		t.Error("xml: no error")
 	}
 }
+
+// TestOpenModelCountsNotSent: one worker and a target taking 20 ms cannot offer 200 requests/s; the
+// requests that were due and never sent are counted, not dropped silently.
+func TestOpenModelCountsNotSent(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { time.Sleep(20 * time.Millisecond) }))
+	defer srv.Close()
+	r, err := Run(context.Background(), Options{URL: srv.URL, Rate: 200, MaxWorkers: 1, Duration: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.NotSent == 0 || r.Requests+r.NotSent != 60 {
+		t.Errorf("requests %d + not sent %d, want 60 due", r.Requests, r.NotSent)
+	}
+}

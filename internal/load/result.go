@@ -22,10 +22,13 @@ type Result struct {
 	ByStatus   map[string]int64 `json:"by_status"` // status code → answers
 	Errors     int64            `json:"errors"`    // no HTTP answer (transport)
 	ErrorKinds map[string]int64 `json:"error_kinds,omitempty"`
-	Throughput float64          `json:"throughput"` // 2xx per second
-	DurationS  float64          `json:"duration_s"` // from the first send to the last answer
-	Latency    Latency          `json:"latency_ms"`
-	Meta       Meta             `json:"meta"`
+	// NotSent counts the open model's requests that were due within the duration and never sent: the
+	// generator fell behind. Not 0 means the offered rate was not offered.
+	NotSent    int64   `json:"not_sent,omitempty"`
+	Throughput float64 `json:"throughput"` // 2xx per second
+	DurationS  float64 `json:"duration_s"` // from the first send to the last answer
+	Latency    Latency `json:"latency_ms"`
+	Meta       Meta    `json:"meta"`
 }
 
 // Latency holds percentiles in milliseconds over every request that got an answer (any status). In the
@@ -113,7 +116,7 @@ func (r *Result) Write(w io.Writer, format string) error {
 
 // CSVHeader names the columns of CSVRow.
 var CSVHeader = []string{"endpoint", "broker", "model", "connections", "rate", "size", "topics", "duration_s",
-	"requests", "ok", "non_2xx", "errors", "throughput", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms",
+	"requests", "ok", "non_2xx", "errors", "not_sent", "throughput", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms",
 	"by_status", "start", "end"}
 
 // CSVRow is r as one CSV row under CSVHeader; by_status is "code:count" pairs joined by spaces.
@@ -122,15 +125,16 @@ func (r *Result) CSVRow() []string {
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	return []string{r.Meta.Endpoint, r.Meta.Broker, r.Meta.Model, strconv.Itoa(r.Meta.Connections), strconv.Itoa(r.Meta.Rate),
 		r.Meta.Parameters["size"], r.Meta.Parameters["topics"], f(round3(r.DurationS)),
-		i(r.Requests), i(r.OK), i(r.NonOK()), i(r.Errors), f(round3(r.Throughput)),
+		i(r.Requests), i(r.OK), i(r.NonOK()), i(r.Errors), i(r.NotSent), f(round3(r.Throughput)),
 		f(r.Latency.P50), f(r.Latency.P90), f(r.Latency.P99), f(r.Latency.P999), f(r.Latency.Max), f(r.Latency.Mean),
-		r.statusList(), r.Meta.Start.Format(time.RFC3339Nano), r.Meta.End.Format(time.RFC3339Nano)}
+		r.StatusList(), r.Meta.Start.Format(time.RFC3339Nano), r.Meta.End.Format(time.RFC3339Nano)}
 }
 
 // NonOK counts the answers that were not 2xx.
 func (r *Result) NonOK() int64 { return r.Requests - r.Errors - r.OK }
 
-func (r *Result) statusList() string {
+// StatusList is by_status as "code:count" pairs in code order, e.g. "200:97 503:3".
+func (r *Result) StatusList() string {
 	codes := slices.Sorted(maps.Keys(r.ByStatus))
 	parts := make([]string, len(codes))
 	for i, c := range codes {
@@ -159,8 +163,9 @@ func (r *Result) writeTable(w io.Writer) error {
 		{"duration", fmt.Sprintf("%.3fs (asked %s)", r.DurationS, r.Meta.Duration)},
 		{"requests", strconv.FormatInt(r.Requests, 10)},
 		{"ok (2xx)", strconv.FormatInt(r.OK, 10)},
-		{"by status", r.statusList()},
+		{"by status", r.StatusList()},
 		{"errors (no answer)", strconv.FormatInt(r.Errors, 10)},
+		{"not sent (generator behind)", strconv.FormatInt(r.NotSent, 10)},
 		{"throughput", fmt.Sprintf("%.1f 2xx/s", r.Throughput)},
 		{"latency ms", fmt.Sprintf("p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f",
 			r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.P999, r.Latency.Max)},

@@ -26,8 +26,13 @@ var (
 		}
 		return strconv.Itoa(r.Meta.Connections) + " conn"
 	}}
-	dimSize     = dim{"size", func(r *load.Result) string { return param(r, "size", " B") }}
-	dimTopics   = dim{"topics", func(r *load.Result) string { return param(r, "topics", " topics") }}
+	dimSize   = dim{"size", func(r *load.Result) string { return param(r, "size", " B") }}
+	dimTopics = dim{"topics", func(r *load.Result) string {
+		if r.Meta.Parameters["topics"] == "1" {
+			return "1 topic"
+		}
+		return param(r, "topics", " topics")
+	}}
 	dimDuration = dim{"duration", func(r *load.Result) string { return r.Meta.Duration + " runs" }}
 )
 

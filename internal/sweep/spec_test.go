@@ -1,6 +1,8 @@
 package sweep
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -108,6 +110,28 @@ func TestRunURL(t *testing.T) {
 	for _, c := range cases {
 		if got := RunURL("http://h:1", c.run); got != c.want {
 			t.Errorf("%+v: %s, want %s", c.run, got, c.want)
+		}
+	}
+}
+
+// TestExampleSpecs keeps scripts/sweeps/ valid, and the smoke sweep under a minute of load.
+func TestExampleSpecs(t *testing.T) {
+	paths, err := filepath.Glob("../../scripts/sweeps/*.yaml")
+	if err != nil || len(paths) < 4 {
+		t.Fatalf("example specs %v, %v", paths, err)
+	}
+	for _, p := range paths {
+		text, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Parse(text, known)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if filepath.Base(p) == "smoke.yaml" && (s.URL != "" || s.TotalDuration() > 45*time.Second) {
+			t.Errorf("smoke.yaml: url %q, %v of load; it must need nothing running and finish within a minute", s.URL, s.TotalDuration())
 		}
 	}
 }

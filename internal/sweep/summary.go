@@ -26,7 +26,7 @@ func writeSummary(dir string, spec Spec, base string, o Options, results []*load
 	if len(results) > 0 {
 		when = results[0].Meta.Start.Format(time.RFC3339) + " to " + results[len(results)-1].Meta.End.Format(time.RFC3339)
 	}
-	fmt.Fprintf(&b, "- target: `%s`, %s\n- load generator: mqtarget %s on %d cores (GOMAXPROCS %d)\n- when: %s\n- runs: %d of %d, %s each way (`%s`)\n\n",
+	fmt.Fprintf(&b, "- target: `%s`, %s\n- load generator: mqtarget %s on %d cores (GOMAXPROCS %d)\n- when: %s\n- runs: %d of %d, method %s (spec: `%s`)\n\n",
 		base, target, o.Version, runtime.NumCPU(), runtime.GOMAXPROCS(0), when, len(results), len(spec.Runs()), spec.Method, SpecCopy)
 	b.WriteString("Throughput counts 2xx answers only. Latency is over every answer; in the open model (rate) it counts\n" +
 		"from each request's intended send time, so stalls are not hidden; in the closed model (connections) from\n" +
@@ -44,13 +44,22 @@ func writeSummary(dir string, spec Spec, base string, o Options, results []*load
 	}
 	var bad []string
 	for _, r := range results {
-		if r.NonOK() > 0 || r.Errors > 0 {
-			bad = append(bad, fmt.Sprintf("- %s %s %s: by status %v, %d transport errors %v",
-				r.Meta.Endpoint, r.Meta.Broker, dimLoad.get(r), r.ByStatus, r.Errors, r.ErrorKinds))
+		var what []string
+		if r.NonOK() > 0 {
+			what = append(what, "answers by status "+r.StatusList())
+		}
+		if r.Errors > 0 {
+			what = append(what, fmt.Sprintf("%d without an answer %v", r.Errors, r.ErrorKinds))
+		}
+		if r.NotSent > 0 {
+			what = append(what, fmt.Sprintf("%d due and never sent (the generator fell behind)", r.NotSent))
+		}
+		if len(what) > 0 {
+			bad = append(bad, fmt.Sprintf("- %s %s %s: %s", r.Meta.Endpoint, r.Meta.Broker, dimLoad.get(r), strings.Join(what, "; ")))
 		}
 	}
 	if len(bad) > 0 {
-		b.WriteString("\nRuns with answers other than 2xx (not counted as throughput):\n\n" + strings.Join(bad, "\n") + "\n")
+		b.WriteString("\nRuns with answers other than 2xx (not counted as throughput), errors or requests not sent:\n\n" + strings.Join(bad, "\n") + "\n")
 	}
 	return writeFile(filepath.Join(dir, Summary), []byte(b.String()))
 }

@@ -68,8 +68,8 @@ func Execute(ctx context.Context, spec Spec, o Options) ([]*load.Result, error) 
 		}
 		results = append(results, r)
 		if o.Log != nil {
-			fmt.Fprintf(o.Log, "[%d/%d] %s: %.0f 2xx/s, p50 %.2f ms, p99 %.2f ms, by status %v, errors %d\n",
-				i+1, len(runs), run, r.Throughput, r.Latency.P50, r.Latency.P99, r.ByStatus, r.Errors)
+			fmt.Fprintf(o.Log, "[%d/%d] %s: %.0f 2xx/s, p50 %.2f ms, p99 %.2f ms, by status %s, errors %d, not sent %d\n",
+				i+1, len(runs), run, r.Throughput, r.Latency.P50, r.Latency.P99, r.StatusList(), r.Errors, r.NotSent)
 		}
 		if err := writeResults(o.Dir, results); err != nil {
 			return results, err
