@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -156,29 +157,32 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now() // just before vegeta's own start, so intended times are at most microseconds early
 	results := atk.Attack(tr, pacer, o.Duration, "")
 
+	// One goroutine, waited for below, stops the attack when ctx ends (a signal) and reports progress.
 	var wg sync.WaitGroup
+	var stopped atomic.Bool
 	done := make(chan struct{})
-	if o.Progress != nil {
-		wg.Go(func() {
+	wg.Go(func() {
+		var tick <-chan time.Time
+		if o.Progress != nil {
 			t := time.NewTicker(time.Second)
 			defer t.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case now := <-t.C:
-					req, ok := acc.counts()
-					o.Progress(Progress{Elapsed: now.Sub(start), Duration: o.Duration, Requests: req, OK: ok})
-				}
-			}
-		})
-	}
-	stopped := false
-	for res := range results {
-		if !stopped && ctx.Err() != nil {
-			atk.Stop() // results still drain, so the workers end
-			stopped = true
+			tick = t.C
 		}
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				stopped.Store(true)
+				atk.Stop() // the results still drain, so the workers end
+				return
+			case now := <-tick:
+				req, ok := acc.counts()
+				o.Progress(Progress{Elapsed: now.Sub(start), Duration: o.Duration, Requests: req, OK: ok})
+			}
+		}
+	})
+	for res := range results {
 		lat := res.Latency
 		if interval > 0 {
 			due := start.Add(time.Duration(res.Seq+1) * interval)
@@ -201,7 +205,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		Start: start.UTC(), End: end.UTC(), Target: o.Target,
 	}
 	r.Meta.setEndpoint(o.URL)
-	if stopped {
+	if stopped.Load() {
 		r.Meta.Interrupted = true
 	} else if interval > 0 {
 		// The attacker stops at the duration even when it is behind schedule (out of workers, or a

@@ -254,3 +254,55 @@ func TestOpenModelCountsNotSent(t *testing.T) {
 		t.Errorf("requests %d + not sent %d, want 60 due", r.Requests, r.NotSent)
 	}
 }
+
+// TestProgressAndCancel: the progress callback sees the counts growing, and a cancelled run stops
+// early, says so, and keeps what it measured.
+func TestProgressAndCancel(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls []Progress
+	r, err := Run(ctx, Options{URL: srv.URL, Connections: 1, Duration: time.Hour, Progress: func(p Progress) {
+		calls = append(calls, p) // Run's own goroutine calls it, one call at a time
+		cancel()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 1 || calls[0].Requests == 0 || calls[0].Duration != time.Hour || calls[0].Elapsed < time.Second {
+		t.Errorf("progress %+v", calls)
+	}
+	if !r.Meta.Interrupted || r.OK < calls[0].OK || r.DurationS > 30 {
+		t.Errorf("result after cancel: interrupted %v, ok %d, %.1fs", r.Meta.Interrupted, r.OK, r.DurationS)
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	mq := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept") != "application/json" {
+			w.Write([]byte("<html>"))
+			return
+		}
+		switch r.URL.Path {
+		case "/":
+			w.Write([]byte(`{"endpoints":[{"path":"/send1"}],"default_broker":"stomp","setup":{"stomp":{"embedded":true}}}`))
+		case "/config":
+			w.Write([]byte(`{"version":{"version":"v1.2.3","revision":"abc","go_version":"go1.26"},"config":{"topic":"t","stomp":{"passcode":"<redacted>"}}}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer mq.Close()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"hello":1}`)) }))
+	defer other.Close()
+
+	got := Describe(context.Background(), mq.Client(), mq.URL+"/send1?size=3")
+	if got == nil || got.Version != "v1.2.3" || got.Revision != "abc" || got.GoVersion != "go1.26" || got.DefaultBroker != "stomp" ||
+		got.Config["topic"] != "t" || got.Brokers["stomp"] == nil {
+		t.Errorf("mqtarget described as %+v", got)
+	}
+	if got := Describe(context.Background(), other.Client(), other.URL+"/x"); got != nil {
+		t.Errorf("another server described as a mqtarget: %+v", got)
+	}
+}
