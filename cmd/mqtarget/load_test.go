@@ -46,6 +46,7 @@ func TestLoadCommand(t *testing.T) {
 		Throughput           float64
 		Meta                 struct {
 			Broker, Model, Endpoint string
+			BrokerVersion           string `json:"broker_version"`
 			Connections             int
 			Target                  struct {
 				Version       string
@@ -61,7 +62,7 @@ func TestLoadCommand(t *testing.T) {
 		t.Fatalf("result %s", out.String())
 	}
 	m := r.Meta
-	if m.Broker != "nsq" || m.Model != "closed" || m.Connections != 2 || m.Endpoint != "/send1" ||
+	if m.Broker != "nsq" || !strings.HasPrefix(m.BrokerVersion, "nsqd v1.") || m.Model != "closed" || m.Connections != 2 || m.Endpoint != "/send1" ||
 		m.Target.Version != version.Get().Version || m.Target.DefaultBroker != "nsq" || m.Target.Config["topic"] != "mqtarget" {
 		t.Errorf("meta %+v", m)
 	}

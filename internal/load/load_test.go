@@ -162,7 +162,8 @@ func sample() *Result {
 		ErrorKinds: map[string]int64{"connection refused": 1}, Throughput: 3.5, DurationS: 2,
 		Latency: Latency{P50: 1, P90: 2, P99: 3, P999: 4, Max: 5, Mean: 1.5},
 		Meta: Meta{Version: "v1", Cores: 2, Model: Closed, Connections: 4, Duration: "2s", Method: "GET", Start: start, End: start.Add(2 * time.Second),
-			Target: &Target{Version: "v9", DefaultBroker: "nsq", Config: map[string]any{"topic": "t"}}}}
+			Target: &Target{Version: "v9", DefaultBroker: "nsq", Config: map[string]any{"topic": "t"},
+				Brokers: map[string]any{"nsq": map[string]any{"version": "nsqd v1.3.0"}}}}}
 	r.Meta.setEndpoint("http://u:pw@127.0.0.1:8080/send1?size=100&topics=3")
 	return r
 }
@@ -193,7 +194,7 @@ func TestWriteJSON(t *testing.T) {
 			t.Errorf("no meta.%s in %s", k, b.String())
 		}
 	}
-	if m["by_status"].(map[string]any)["503"] != 2.0 || meta["broker"] != "nsq" || meta["endpoint"] != "/send1" {
+	if m["by_status"].(map[string]any)["503"] != 2.0 || meta["broker"] != "nsq" || meta["broker_version"] != "nsqd v1.3.0" || meta["endpoint"] != "/send1" {
 		t.Errorf("json %s", b.String())
 	}
 	if strings.Contains(b.String(), "pw@") {

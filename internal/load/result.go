@@ -59,8 +59,11 @@ type Meta struct {
 	Endpoint    string            `json:"endpoint"`   // the URL's path
 	Parameters  map[string]string `json:"parameters"` // the URL's query
 	Broker      string            `json:"broker,omitempty"`
-	Start       time.Time         `json:"start"`
-	End         time.Time         `json:"end"`
+	// BrokerVersion is what the target's setup says of the broker's version (embedded brokers: the
+	// linked module's); empty when it does not say.
+	BrokerVersion string    `json:"broker_version,omitempty"`
+	Start         time.Time `json:"start"`
+	End           time.Time `json:"end"`
 	// Interrupted: the run was stopped before its duration (a signal).
 	Interrupted bool    `json:"interrupted,omitempty"`
 	Target      *Target `json:"target,omitempty"`
@@ -78,8 +81,14 @@ func (m *Meta) setEndpoint(raw string) {
 		m.Parameters[k] = strings.Join(v, ",")
 	}
 	m.Broker = m.Parameters["broker"]
-	if m.Broker == "" && m.Target != nil {
+	if m.Target == nil {
+		return
+	}
+	if m.Broker == "" {
 		m.Broker = m.Target.DefaultBroker
+	}
+	if setup, ok := m.Target.Brokers[m.Broker].(map[string]any); ok {
+		m.BrokerVersion, _ = setup["version"].(string)
 	}
 }
 
@@ -158,7 +167,7 @@ func (r *Result) writeTable(w io.Writer) error {
 	rows := [][2]string{
 		{"url", r.Meta.Method + " " + r.Meta.URL},
 		{"target", target},
-		{"broker", r.Meta.Broker},
+		{"broker", strings.TrimSpace(r.Meta.Broker + " " + r.Meta.BrokerVersion)},
 		{"load", load},
 		{"duration", fmt.Sprintf("%.3fs (asked %s)", r.DurationS, r.Meta.Duration)},
 		{"requests", strconv.FormatInt(r.Requests, 10)},

@@ -2,8 +2,10 @@ package sweep
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,8 +28,18 @@ func writeSummary(dir string, spec Spec, base string, o Options, results []*load
 	if len(results) > 0 {
 		when = results[0].Meta.Start.Format(time.RFC3339) + " to " + results[len(results)-1].Meta.End.Format(time.RFC3339)
 	}
-	fmt.Fprintf(&b, "- target: `%s`, %s\n- load generator: mqtarget %s on %d cores (GOMAXPROCS %d)\n- when: %s\n- runs: %d of %d, method %s (spec: `%s`)\n\n",
+	fmt.Fprintf(&b, "- target: `%s`, %s\n- load generator: mqtarget %s on %d cores (GOMAXPROCS %d)\n- when: %s\n- runs: %d of %d, method %s (spec: `%s`)\n",
 		base, target, o.Version, runtime.NumCPU(), runtime.GOMAXPROCS(0), when, len(results), len(spec.Runs()), spec.Method, SpecCopy)
+	versions := map[string]string{}
+	for _, r := range results {
+		if r.Meta.BrokerVersion != "" {
+			versions[r.Meta.Broker] = r.Meta.BrokerVersion
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(versions)) {
+		fmt.Fprintf(&b, "- broker %s: %s\n", name, versions[name])
+	}
+	b.WriteString("\n")
 	b.WriteString("Throughput counts 2xx answers only. Latency is over every answer; in the open model (rate) it counts\n" +
 		"from each request's intended send time, so stalls are not hidden; in the closed model (connections) from\n" +
 		"the actual send time, as wrk does.\n\n")
