@@ -152,6 +152,12 @@ func writeCharts(dir, title string, results []*load.Result) ([]string, error) {
 				lat.Series = append(lat.Series, chart.Series{Name: name + " " + pct, Group: g, Dash: j, X: X, Y: Y[j+1]})
 			}
 		}
+		if x.file == "rate" {
+			// What was asked for, beside what came back: where a line leaves it, the target (or the
+			// generator, see not_sent) could not keep up.
+			offered := slices.Sorted(maps.Keys(xs))
+			tp.Series = append(tp.Series, chart.Series{Name: "offered rate", Group: offeredGroup, Dash: 2, X: offered, Y: offered})
+		}
 		base := "throughput-vs-" + x.file
 		if _, err := chart.Write(dir, base, tp); err != nil {
 			return names, err
@@ -167,6 +173,9 @@ func writeCharts(dir, title string, results []*load.Result) ([]string, error) {
 	}
 	return names, nil
 }
+
+// offeredGroup draws the offered rate in black (the charts' palette's last colour).
+const offeredGroup = 6
 
 // logWorthy: values spanning two orders of magnitude read better on a log axis.
 func logWorthy(xs map[float64]bool) bool {
