@@ -81,7 +81,7 @@ func TestSweepCommandBadInput(t *testing.T) {
 		{"no -o", []string{good}, "-o"},
 		{"no spec", []string{"-o", out}, "SPEC.yaml"},
 		{"missing spec", []string{"-o", out, filepath.Join(dir, "none.yaml")}, "SPEC.yaml"},
-		{"bad value", []string{"-o", out, badConns}, "axes.connections[2]: must be >= 1"},
+		{"bad value", []string{"-o", out, badConns}, "axes.connections[2]: must be > 0"},
 		{"unknown key", []string{"-o", out, unknown}, "axes.threads: unknown field"},
 		{"no embedded rocketmq", []string{"-o", out, rmq}, "axes.brokers[0]: rocketmq has no embedded server"},
 		{"bad -url", []string{"-o", out, "-url", "ftp://x", good}, "-url"},

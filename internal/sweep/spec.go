@@ -252,7 +252,7 @@ func (s *Spec) validate(knownBroker func(string) bool) error {
 func inRange(name string, vs []int, lo, hi int) error {
 	for i, v := range vs {
 		if v < lo {
-			return fmt.Errorf("%s[%d]: must be >= %d, got %d", name, i, lo, v)
+			return fmt.Errorf("%s[%d]: must be > %d, got %d", name, i, lo-1, v)
 		}
 		if v > hi {
 			return fmt.Errorf("%s[%d]: must be <= %d, got %d", name, i, hi, v)
