@@ -159,6 +159,7 @@ func (c Chart) plot() (*plot.Plot, error) {
 		if p.Y.Max == 0 {
 			p.Y.Max = 1
 		}
+		p.Y.Tick.Marker = roundTicks{}
 	}
 	if c.LogX {
 		p.X.Scale = plot.LogScale{}
@@ -190,6 +191,35 @@ func xTicks(xs []float64, fallback plot.Ticker) plot.Ticker {
 	ticks := make(plot.ConstantTicks, len(xs))
 	for i, x := range xs {
 		ticks[i] = plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'f', -1, 64)}
+	}
+	return ticks
+}
+
+// roundTicks labels a linear axis at 4 to 10 round values (1, 2 or 5 times a power of ten apart),
+// written without needless decimals; gonum's default can leave a tall axis with two labels.
+type roundTicks struct{}
+
+func (roundTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) {
+		return []plot.Tick{{Value: lo, Label: strconv.FormatFloat(lo, 'g', 6, 64)}}
+	}
+	raw := (hi - lo) / 6
+	pow := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := pow
+	for _, m := range []float64{2, 5, 10} {
+		if step >= raw {
+			break
+		}
+		step = m * pow
+	}
+	decimals := max(0, int(-math.Floor(math.Log10(step))))
+	var ticks []plot.Tick
+	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9; v += step {
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', decimals, 64)})
+		// Half-way minor ticks.
+		if m := v + step/2; m <= hi {
+			ticks = append(ticks, plot.Tick{Value: m})
+		}
 	}
 	return ticks
 }

@@ -59,3 +59,26 @@ func TestWriteRefusesBadCharts(t *testing.T) {
 		}
 	}
 }
+
+func TestRoundTicks(t *testing.T) {
+	cases := []struct {
+		lo, hi float64
+		want   []string
+	}{
+		{0, 2700, []string{"0", "500", "1000", "1500", "2000", "2500"}},
+		{0, 1, []string{"0.0", "0.2", "0.4", "0.6", "0.8", "1.0"}},
+		{0, 93, []string{"0", "20", "40", "60", "80"}},
+		{5, 5, []string{"5"}},
+	}
+	for _, c := range cases {
+		var got []string
+		for _, tk := range (roundTicks{}).Ticks(c.lo, c.hi) {
+			if tk.Label != "" {
+				got = append(got, tk.Label)
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("%v..%v: %v, want %v", c.lo, c.hi, got, c.want)
+		}
+	}
+}
