@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"runtime"
@@ -131,7 +132,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
-	opts := []func(*vegeta.Attacker){vegeta.Timeout(timeout), vegeta.Redirects(vegeta.NoFollow), vegeta.MaxBody(0)}
+	// Our own transport: no proxy from the environment (requests go where the URL says, nowhere else),
+	// and its idle connections are closed when the run ends, so a long sweep does not pile them up.
+	dialer := &net.Dialer{KeepAlive: 30 * time.Second}
+	transport := &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: o.Connections}
+	defer transport.CloseIdleConnections()
+	opts := []func(*vegeta.Attacker){vegeta.Client(&http.Client{Transport: transport}),
+		vegeta.Timeout(timeout), vegeta.Redirects(vegeta.NoFollow), vegeta.MaxBody(0)}
 	var pacer vegeta.Pacer
 	var interval time.Duration // the open model's schedule: request k is due at start + (k+1)*interval
 	if o.Rate > 0 {
@@ -139,6 +146,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if maxWorkers == 0 {
 			maxWorkers = DefaultMaxWorkers
 		}
+		transport.MaxIdleConnsPerHost = maxWorkers
 		opts = append(opts, vegeta.MaxWorkers(uint64(maxWorkers)), vegeta.Workers(uint64(min(maxWorkers, 10))))
 		r := vegeta.Rate{Freq: o.Rate, Per: time.Second}
 		pacer = r

@@ -307,3 +307,18 @@ func TestDescribe(t *testing.T) {
 		t.Errorf("another server described as a mqtarget: %+v", got)
 	}
 }
+
+// TestRunLeavesNoConnections: the run's connections are closed when it returns, while the target still
+// runs, so a sweep of many runs does not pile them up.
+func TestRunLeavesNoConnections(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	before := goleak.IgnoreCurrent()
+	for _, o := range []Options{{Connections: 4}, {Rate: 200}} {
+		o.URL, o.Duration = srv.URL, 100*time.Millisecond
+		if _, err := Run(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	goleak.VerifyNone(t, before)
+}
