@@ -972,7 +972,7 @@ func TestIndex(t *testing.T) {
 			other = append(other, e.Path)
 		}
 	}
-	if !reflect.DeepEqual(idx.Other, other) || !reflect.DeepEqual(other, []string{"/sendRoundTrip", "/healthz", "/readyz", "/metrics", "/stats", "/"}) {
+	if !reflect.DeepEqual(idx.Other, other) || !reflect.DeepEqual(other, []string{"/sendRoundTrip", "/healthz", "/readyz", "/metrics", "/stats", "/config", "/"}) {
 		t.Errorf("other %v, want %v (the table's non-send routes)", idx.Other, other)
 	}
 	for _, p := range []string{"broker", "topic", "topic2", "size", "topics", "mode", "body"} {

@@ -55,6 +55,8 @@ type Options struct {
 	Log          *slog.Logger
 	// Setup is shown on / as the effective broker setup (hosts, embedded or not, …).
 	Setup any
+	// Config is served on /config: the effective configuration with its secrets already redacted.
+	Config any
 }
 
 // Server holds the endpoints' shared state.
@@ -80,6 +82,7 @@ type Server struct {
 	admin          http.Handler // the admin routes when adminSeparate, else nil
 	log            *slog.Logger
 	setup          any
+	config         any
 	readyBrokers   []string
 	readyTimeout   time.Duration
 	hostStates     hostStates
@@ -154,6 +157,8 @@ var routeTable = []route{
 		}},
 	{Endpoint{"/stats", "the live page's numbers, read from the metrics: per endpoint and broker host the rates of the last second by status or result, latency percentiles, connections; version, uptime, host states", getHead, false, false},
 		func(s *Server) http.Handler { return http.HandlerFunc(s.stats) }},
+	{Endpoint{"/config", "the build (version, revision, Go version) and the effective configuration, secrets redacted, as JSON", []string{http.MethodGet}, false, false},
+		func(s *Server) http.Handler { return http.HandlerFunc(s.showConfig) }},
 	{Endpoint{"/", "this index as JSON: endpoints, parameters and the effective broker setup; browsers (Accept: text/html) get the live page instead", []string{http.MethodGet}, false, false},
 		func(s *Server) http.Handler { return http.HandlerFunc(s.index) }},
 }
@@ -186,6 +191,7 @@ func New(o Options) *Server {
 		maxRequests:    int64(o.MaxRequests),
 		log:            o.Log,
 		setup:          o.Setup,
+		config:         o.Config,
 		readyBrokers:   o.ReadyBrokers,
 		readyTimeout:   o.ReadyTimeout,
 		reg:            o.Registry,

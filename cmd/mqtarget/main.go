@@ -2,7 +2,7 @@
 // wrk, wrk2 or hey. With no broker configured it starts embedded nsqd instances.
 //
 // Subcommands: serve (the default, when the first argument is not a subcommand's name), consume,
-// roundtrip, healthcheck and version.
+// roundtrip, load, sweep, healthcheck and version.
 package main
 
 import (
@@ -27,17 +27,14 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
+		if sub, ok := interruptible[args[0]]; ok {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return sub(ctx, args[1:], stdout, stderr)
+		}
 		switch args[0] {
 		case "serve":
 			args = args[1:]
-		case "consume":
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return runConsume(ctx, args[1:], stdout, stderr)
-		case "roundtrip":
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return runRoundTrip(ctx, args[1:], stdout, stderr)
 		case "healthcheck":
 			return runHealthcheck(context.Background(), args[1:], stdout, stderr)
 		case "version":
@@ -87,6 +84,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// interruptible are the subcommands that end early, cleanly, on SIGINT or SIGTERM (through ctx).
+var interruptible = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) int{
+	"consume":   runConsume,
+	"roundtrip": runRoundTrip,
+	"load":      runLoad,
+	"sweep":     runSweep,
 }
 
 func newLogger(c config.Log, w io.Writer) *slog.Logger {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/handlers"
@@ -129,6 +130,7 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 		Registry:          reg,
 		Log:               log,
 		Setup:             setup,
+		Config:            redactedConfig(cfg),
 	})
 	a.ln, err = net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
@@ -171,6 +173,20 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	go func() { a.served <- a.http.Serve(a.ln) }()
 	log.Info("mqtarget listening", "addr", a.ln.Addr().String(), "default_broker", cfg.Broker, "brokers", setup)
 	return a, nil
+}
+
+// redactedConfig is cfg as /config shows it: its YAML form (which prints secrets as "<redacted>") read
+// back as plain values, so the JSON encoder cannot meet a secret's raw string.
+func redactedConfig(cfg config.Config) any {
+	y, err := cfg.YAML()
+	if err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(y, &m); err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	return m
 }
 
 // registerBuildInfo adds mqtarget_build_info, the usual constant 1 whose labels say which build runs.

@@ -63,7 +63,7 @@ func startEmbeddedNSQ(a *App, cfg config.Config, n int, log *slog.Logger) ([]str
 	}
 	a.closers = append(a.closers, nsqd.Close)
 	a.embeddedNSQ = nsqd
-	return nsqd.TCPAddrs(), map[string]any{"http": nsqd.HTTPAddrs()}, nil
+	return nsqd.TCPAddrs(), map[string]any{"http": nsqd.HTTPAddrs(), "version": "nsqd " + moduleVersion("github.com/nsqio/nsq")}, nil
 }
 
 func startEmbeddedSTOMP(a *App, cfg config.Config, n int, log *slog.Logger) ([]string, map[string]any, error) {
@@ -73,7 +73,7 @@ func startEmbeddedSTOMP(a *App, cfg config.Config, n int, log *slog.Logger) ([]s
 	}
 	a.closers = append(a.closers, srv.Close)
 	a.embeddedSTOMP = srv
-	return srv.Addrs(), nil, nil
+	return srv.Addrs(), map[string]any{"version": "go-stomp server " + moduleVersion("github.com/go-stomp/stomp/v3")}, nil
 }
 
 // EmbeddedNSQ returns the embedded nsqd TCP and HTTP addresses, or nils when nsqd is external.

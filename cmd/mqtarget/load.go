@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mqtarget/mqtarget/internal/load"
+	"github.com/mqtarget/mqtarget/internal/version"
+)
+
+const loadUsage = `usage: mqtarget load [-rate R | -connections C] -duration D [-method M] [-body TEXT|@FILE] [-timeout D] [-max-workers N] [-o table|json|csv] URL
+
+Sends requests to URL for -duration and reports requests, 2xx answers (ok), answers by status, transport
+errors, throughput (2xx per second only) and latency percentiles in milliseconds.
+
+  -connections C  closed model: C connections, each sends its next request when its answer arrived (wrk).
+  -rate R         open model: R requests per second whatever the answers do (wrk2). Latency counts from
+                  each request's intended send time, so a stall of the target shows in the percentiles.
+
+When URL is a mqtarget, its version and effective configuration (GET /config, secrets redacted) and its
+broker setup (GET /) go into the JSON's meta. Requests go only to URL's host. A progress line is
+printed on stderr when it is a terminal. Exit status: 0 after a run, 1 when it could not run, 2 for bad input.
+
+`
+
+// runLoad is `mqtarget load`: a thin adapter over internal/load.
+func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mqtarget load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	rate := fs.Int("rate", 0, "open model: requests per second")
+	conns := fs.Int("connections", 0, "closed model: concurrent connections")
+	duration := fs.Duration("duration", 10*time.Second, "how long to send")
+	method := fs.String("method", http.MethodGet, "HTTP method: GET, POST, PUT or HEAD")
+	body := fs.String("body", "", "request body: the text itself, or @FILE for a file's content")
+	timeout := fs.Duration("timeout", load.DefaultTimeout, "per-request timeout (then it counts as an error)")
+	maxWorkers := fs.Int("max-workers", 0, fmt.Sprintf("open model: requests in flight at most (0: %d)", load.DefaultMaxWorkers))
+	format := fs.String("o", "table", "output format: "+strings.Join(load.Formats, ", "))
+	fs.Usage = func() {
+		fmt.Fprint(stderr, loadUsage)
+		fs.PrintDefaults()
+	}
+	urls, code, done := parseInterleaved(fs, args)
+	if done {
+		return code
+	}
+	bad := badInput(stderr, "mqtarget load")
+	if len(urls) != 1 {
+		return bad("one URL expected, got %d: %q", len(urls), urls)
+	}
+	if !slices.Contains(load.Formats, *format) {
+		return bad("-o: unknown output format %q, want %s", *format, strings.Join(load.Formats, ", "))
+	}
+	var payload []byte
+	if name, ok := strings.CutPrefix(*body, "@"); ok {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return bad("-body: %v", err)
+		}
+		payload = b
+	} else if *body != "" {
+		payload = []byte(*body)
+	}
+	o := load.Options{URL: urls[0], Method: strings.ToUpper(*method), Body: payload, Rate: *rate, Connections: *conns,
+		MaxWorkers: *maxWorkers, Duration: *duration, Timeout: *timeout, Version: version.Get().Version}
+	if err := o.Validate(); err != nil {
+		return bad("%v", err)
+	}
+	if isTerminal(stderr) {
+		o.Progress = func(p load.Progress) {
+			fmt.Fprintf(stderr, "\r%5.1fs / %s  requests %d  ok %d  ", p.Elapsed.Seconds(), p.Duration, p.Requests, p.OK)
+		}
+	}
+	describeCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	o.Target = load.Describe(describeCtx, &http.Client{}, o.URL)
+	cancel()
+	r, err := load.Run(ctx, o)
+	if o.Progress != nil {
+		fmt.Fprintln(stderr)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mqtarget load: %v\n", err)
+		return 1
+	}
+	if err := r.Write(stdout, *format); err != nil {
+		fmt.Fprintf(stderr, "mqtarget load: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// parseInterleaved parses fs's flags from args wherever they stand among the positional arguments
+// (`load URL -rate 10` as well as `load -rate 10 URL`) and returns the positional ones. done says to
+// return code now: 0 after -h, 2 after a bad flag (the flag package named it).
+func parseInterleaved(fs *flag.FlagSet, args []string) (positional []string, code int, done bool) {
+	for {
+		if err := fs.Parse(args); err != nil {
+			if err == flag.ErrHelp {
+				return nil, 0, true
+			}
+			return nil, 2, true
+		}
+		if fs.NArg() == 0 {
+			return positional, 0, false
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+

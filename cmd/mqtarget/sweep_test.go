@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSweepCommandEmbedded is the smoke sweep in miniature: no url, so mqtarget starts in-process with
+// embedded nsqd and STOMP; every run is all 2xx, and results, summary and charts are written.
+func TestSweepCommandEmbedded(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(spec, []byte("title: Test\naxes:\n  endpoints: [/send1]\n  brokers: [nsq, stomp]\n  connections: [1, 2]\n  sizes: [100]\n  durations: [200ms]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"sweep", "-o", out, spec}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	f, err := os.Open(filepath.Join(out, "results.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(rows) != 5 {
+		t.Fatalf("results.csv: %d rows, %v\n%s", len(rows), err, stderr.String())
+	}
+	col := map[string]int{}
+	for i, k := range rows[0] {
+		col[k] = i
+	}
+	brokers := map[string]bool{}
+	for _, row := range rows[1:] {
+		brokers[row[col["broker"]]] = true
+		if row[col["ok"]] == "0" || row[col["ok"]] != row[col["requests"]] || row[col["size"]] != "100" {
+			t.Errorf("run not all 2xx: %v", row)
+		}
+	}
+	if !brokers["nsq"] || !brokers["stomp"] {
+		t.Errorf("brokers %v", brokers)
+	}
+	for _, name := range []string{"throughput-vs-connections.png", "latency-vs-connections.png"} {
+		b, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for _, name := range []string{"results.json", "summary.md", "throughput-vs-connections.svg"} {
+		if st, err := os.Stat(filepath.Join(out, name)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestSweepCommandBadInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.yaml", "axes:\n  endpoints: [/send1]\n  connections: [1]\n  durations: [1s]\n")
+	badConns := write("bad.yaml", "axes:\n  endpoints: [/send1]\n  connections: [1, 2, 0]\n  durations: [1s]\n")
+	unknown := write("unknown.yaml", "axes:\n  endpoints: [/send1]\n  threads: [1]\n")
+	rmq := write("rmq.yaml", "axes:\n  endpoints: [/send1]\n  brokers: [rocketmq]\n  connections: [1]\n  durations: [1s]\n")
+	withURL := write("url.yaml", "url: http://127.0.0.1:1\naxes:\n  endpoints: [/send1]\n  connections: [1]\n  durations: [1s]\n")
+	out := filepath.Join(dir, "out")
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no -o", []string{good}, "-o"},
+		{"no spec", []string{"-o", out}, "SPEC.yaml"},
+		{"missing spec", []string{"-o", out, filepath.Join(dir, "none.yaml")}, "SPEC.yaml"},
+		{"bad value", []string{"-o", out, badConns}, "axes.connections[2]: must be > 0"},
+		{"unknown key", []string{"-o", out, unknown}, "axes.threads: unknown field"},
+		{"no embedded rocketmq", []string{"-o", out, rmq}, "axes.brokers[0]: rocketmq has no embedded server"},
+		{"bad -url", []string{"-o", out, "-url", "ftp://x", good}, "-url"},
+		{"settings beside a url", []string{"-o", out, withURL, "-nsq.hosts", "127.0.0.1:4150"}, "settings"},
+		{"bad setting", []string{"-o", out, good, "-no.such.setting", "1"}, "settings"},
+		{"replot with a spec", []string{"-o", out, "-replot", good}, "-replot"},
+		{"unknown flag value", []string{"-o"}, "-o"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(append([]string{"sweep"}, c.args...), &stdout, &stderr); code != 2 {
+				t.Fatalf("exit %d, want 2: %s", code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), c.want) {
+				t.Errorf("message %q does not name %s", stderr.String(), c.want)
+			}
+		})
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("bad input created the output directory")
+	}
+}
