@@ -113,4 +113,3 @@ func parseInterleaved(fs *flag.FlagSet, args []string) (positional []string, cod
 		args = fs.Args()[1:]
 	}
 }
-
