@@ -45,6 +45,11 @@ func TestHealthcheck(t *testing.T) {
 	}))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer tlsSrv.Close()
+	tlsAddr := strings.TrimPrefix(tlsSrv.URL, "https://")
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closedAddr := strings.TrimPrefix(closed.URL, "http://")
 	closed.Close()
@@ -57,6 +62,8 @@ func TestHealthcheck(t *testing.T) {
 	}{
 		{"healthz 200", []string{addr}, 0, ""},
 		{"readyz 503", []string{"-path", "/readyz", addr}, 1, ""},
+		{"https listener", []string{"-https", tlsAddr}, 0, ""},
+		{"plain HTTP to an https listener", []string{tlsAddr}, 1, ""},
 		{"unknown path 404", []string{"-path", "/nope", addr}, 1, ""},
 		{"nothing listening", []string{closedAddr}, 1, "connection refused"},
 		{"bad address", []string{"localhost"}, 2, "address:"},

@@ -231,7 +231,9 @@ func (l nsqdLogger) Output(_ int, s string) error {
 		}
 	}
 	// Connections that end while nsqd exits are expected at shutdown, not errors worth a look.
-	if strings.Contains(s, "use of closed network connection") {
+	// The NSQ publisher learns nsqd's size limit by announcing a 2^31-1 byte PUB on a connection of its
+	// own (publishers/nsq.go, probeMaxMsgSize): nsqd's refusal of it is the answer, not an error.
+	if strings.Contains(s, "use of closed network connection") || strings.Contains(s, "message too big 2147483647 >") {
 		level = slog.LevelDebug
 	}
 	l.log.Log(context.Background(), level, s)
