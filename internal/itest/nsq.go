@@ -198,3 +198,27 @@ func Eventually(t testing.TB, timeout time.Duration, what string, check func() e
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Kill sends SIGKILL (a crash: nothing flushed, no goodbye to clients) and waits for the process to end.
+func (p *NSQDProc) Kill(t testing.TB) {
+	t.Helper()
+	must(t, p.cmd.Process.Kill())
+	<-p.exited
+}
+
+func (h *NSQ) KillHost(t testing.TB, i int) { h.Procs[i].Kill(t) }
+
+// ConsumeAll reads every message of topic on host: what arrives until atLeast have and nothing more
+// came for a second (nsqd pushes what it holds at once; its message_count restarts with the process,
+// so it cannot say how many to expect after a kill).
+func (h *NSQ) ConsumeAll(t testing.TB, host int, topic string, atLeast int) [][]byte {
+	t.Helper()
+	cfg := publishers.DefaultNSQConfig()
+	cfg.Hosts = []string{h.TCP[host]}
+	cons, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{Group: "itest"}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	return collect(t, cons, 0, topic, max(atLeast, 1), time.Second, 20*time.Second)
+}

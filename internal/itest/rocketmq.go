@@ -155,3 +155,23 @@ func (h *RocketMQ) FreezeHost(t testing.TB, host int) { t.Helper(); freeze(t, h.
 func (h *RocketMQ) ThawHost(t testing.TB, host int) {
 	must(t, syscall.Kill(h.pid(t, host), syscall.SIGCONT))
 }
+
+// KillHost sends SIGKILL to the broker's JVM and returns once it is gone; StartHost restarts it with
+// scripts/rocketmq.sh start-broker.
+func (h *RocketMQ) KillHost(t testing.TB, host int) {
+	t.Helper()
+	pid := h.pid(t, host)
+	must(t, syscall.Kill(pid, syscall.SIGKILL))
+	Eventually(t, 10*time.Second, fmt.Sprintf("%s (pid %d) gone after SIGKILL", h.Brokers[host].Name, pid),
+		func() error { return gone(pid) })
+}
+
+// ConsumeAll reads every message host's broker holds on topic: as many as its queues' max offsets say.
+func (h *RocketMQ) ConsumeAll(t testing.TB, host int, topic string, atLeast int) [][]byte {
+	t.Helper()
+	n := h.Stored(t, host, topic)
+	if n < atLeast {
+		t.Errorf("%s holds %d messages on %s, at least %d expected", h.Brokers[host], n, topic, atLeast)
+	}
+	return h.Consume(t, host, topic, n, 20*time.Second)
+}
