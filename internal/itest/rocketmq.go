@@ -164,6 +164,11 @@ func (h *RocketMQ) KillHost(t testing.TB, host int) {
 	must(t, syscall.Kill(pid, syscall.SIGKILL))
 	Eventually(t, 10*time.Second, fmt.Sprintf("%s (pid %d) gone after SIGKILL", h.Brokers[host].Name, pid),
 		func() error { return gone(pid) })
+	// What the name server says right after the crash: mqtarget keeps the broker's address either way.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b, err := h.admin.Brokers(ctx, h.NameSrv)
+	t.Logf("name server after killing %s: brokers %v (%v)", h.Brokers[host].Name, b, err)
 }
 
 // ConsumeAll reads every message host's broker holds on topic: as many as its queues' max offsets say.
