@@ -156,6 +156,12 @@ func (h *NSQ) Stored(t testing.TB, host int, topic string) int {
 // Consume reads messages of topic on host (channel "itest") until want have arrived or the deadline passes.
 func (h *NSQ) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
 	t.Helper()
+	return h.consume(t, host, topic, want, 0, deadline)
+}
+
+// consume is collect with the product's NSQ consumer on channel "itest" of host.
+func (h *NSQ) consume(t testing.TB, host int, topic string, want int, grace, deadline time.Duration) [][]byte {
+	t.Helper()
 	cfg := publishers.DefaultNSQConfig()
 	cfg.Hosts = []string{h.TCP[host]}
 	cons, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{Group: "itest"}, testLogger(t))
@@ -163,7 +169,7 @@ func (h *NSQ) Consume(t testing.TB, host int, topic string, want int, deadline t
 		t.Fatal(err)
 	}
 	defer cons.Close()
-	return collect(t, cons, 0, topic, want, 0, deadline)
+	return collect(t, cons, 0, topic, want, grace, deadline)
 }
 
 func freeAddr(t testing.TB) string {
@@ -213,12 +219,5 @@ func (h *NSQ) KillHost(t testing.TB, i int) { h.Procs[i].Kill(t) }
 // so it cannot say how many to expect after a kill).
 func (h *NSQ) ConsumeAll(t testing.TB, host int, topic string, atLeast int) [][]byte {
 	t.Helper()
-	cfg := publishers.DefaultNSQConfig()
-	cfg.Hosts = []string{h.TCP[host]}
-	cons, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{Group: "itest"}, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	return collect(t, cons, 0, topic, max(atLeast, 1), time.Second, 20*time.Second)
+	return h.consume(t, host, topic, max(atLeast, 1), time.Second, 20*time.Second)
 }
