@@ -2,6 +2,7 @@ package itest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -53,23 +54,27 @@ var Faults = []Fault{
 
 // loadEndpoint is one endpoint the fault load drives, with the messages one request publishes.
 type loadEndpoint struct {
-	path  string
-	msgs  int
-	ok    int   // the success status
-	other []int // the failure statuses allowed besides 503 and 504
+	path   string
+	msgs   int
+	ok     int           // the success status
+	other  []int         // the failure statuses allowed besides 503 and 504
+	hangUp time.Duration // the client gives up after this long (0: it waits for the answer)
 }
 
 // faultLoad is the mix of the load's requests: mostly /send1, as wrk runs it.
 var faultLoad = []loadEndpoint{
-	{"/send1", 1, http.StatusOK, nil},
-	{"/send1", 1, http.StatusOK, nil},
-	{"/send1", 1, http.StatusOK, nil},
-	{"/send2", 2, http.StatusOK, nil},
-	{"/send2?mode=sequential", 2, http.StatusOK, nil},
-	{"/sendAsyncWait", 1, http.StatusOK, []int{http.StatusTooManyRequests}},
+	{"/send1", 1, http.StatusOK, nil, 0},
+	{"/send1", 1, http.StatusOK, nil, 0},
+	{"/send1", 1, http.StatusOK, nil, 0},
+	{"/send2", 2, http.StatusOK, nil, 0},
+	{"/send2?mode=sequential", 2, http.StatusOK, nil, 0},
+	{"/sendAsyncWait", 1, http.StatusOK, []int{http.StatusTooManyRequests}, 0},
 	// The async endpoints answer 429 once async.max_in_flight publishes await a broker that is gone;
 	// sendAsync answers 202 at once.
-	{"/sendAsync", 1, http.StatusAccepted, []int{http.StatusTooManyRequests}},
+	{"/sendAsync", 1, http.StatusAccepted, []int{http.StatusTooManyRequests}, 0},
+	// A client that hangs up (wrk stopping, a client timeout): what mqtarget handed to the broker client
+	// still finishes under publish_timeout and is never sent twice.
+	{"/send1", 1, http.StatusOK, nil, 300 * time.Millisecond},
 }
 
 // faultWorkers is the number of concurrent clients of the load.
@@ -82,7 +87,8 @@ const answerBound = PublishTimeout + time.Second
 type answer struct {
 	ep         loadEndpoint
 	start, end time.Time
-	status     int // 0: no HTTP answer (err)
+	status     int // 0: no HTTP answer (err, or the client hung up)
+	hungUp     bool
 	err        error
 	ids        []string // ids of the messages in a 2xx reply
 	published  int      // messages acknowledged by a failed request (a partial /send2)
@@ -113,7 +119,16 @@ func (l *loadRun) one(ep loadEndpoint) answer {
 		sep = "&"
 	}
 	a := answer{ep: ep, start: time.Now()}
-	resp, err := l.client.Get(l.base + ep.path + sep + "topic=" + l.topic)
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if ep.hangUp > 0 {
+		ctx, cancel = context.WithTimeout(ctx, ep.hangUp)
+	}
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.base+ep.path+sep+"topic="+l.topic, nil)
+	if err != nil {
+		panic(err) // the URL is ours
+	}
+	resp, err := l.client.Do(req)
 	if err == nil {
 		var raw []byte
 		raw, err = io.ReadAll(resp.Body)
@@ -142,6 +157,9 @@ func (l *loadRun) one(ep loadEndpoint) answer {
 		}
 	}
 	a.end, a.err = time.Now(), err
+	if ep.hangUp > 0 && ctx.Err() != nil {
+		a.status, a.ids, a.err, a.hungUp = 0, nil, nil, true
+	}
 	l.mu.Lock()
 	l.answers = append(l.answers, a)
 	l.mu.Unlock()
@@ -187,7 +205,7 @@ func (l *loadRun) stop() {
 // /sendAsync's 202 does not count (it is only "accepted", also from a broker that is down).
 func (l *loadRun) recovered(since time.Time) bool {
 	for _, ep := range faultLoad {
-		if ep.ok != http.StatusOK {
+		if ep.ok != http.StatusOK || ep.hangUp > 0 {
 			continue
 		}
 		if _, ok := l.find(since, func(a answer) bool { return a.ep.equal(ep) && a.err == nil && a.status == ep.ok }); !ok {
@@ -215,7 +233,7 @@ func (l *loadRun) snapshot() []answer {
 	return slices.Clone(l.answers)
 }
 
-func failed(a answer) bool { return a.err == nil && a.status/100 != 2 }
+func failed(a answer) bool { return a.err == nil && !a.hungUp && a.status/100 != 2 }
 
 // FaultTimes is what one fault run measured.
 type FaultTimes struct {
@@ -235,7 +253,8 @@ func RunFaults(t *testing.T, h FaultHarness) {
 
 // RunFault puts faultWorkers clients of load on a fresh topic of host 0, breaks the broker with f,
 // mends it, and checks:
-//   - every answer is 2xx, 503 or 504 (429 on /sendAsync), within publish_timeout and a margin;
+//   - every answer is 2xx, 503 or 504 (429 on the async endpoints), within publish_timeout and a margin;
+//   - no 200 while the broker is dead or frozen;
 //   - requests sent after the fault fail (503/504), and after the broker is back requests succeed
 //     again on every endpoint, without restarting mqtarget;
 //   - once the load stopped and async publishes settled, the goroutine count is back at the baseline
@@ -247,7 +266,7 @@ func RunFault(t *testing.T, h FaultHarness, f Fault) FaultTimes {
 	load := newLoadRun(tg.Base, topic)
 	// Warm up: every endpoint once, so connections, routes and topics exist before the baseline.
 	for _, ep := range faultLoad {
-		if a := load.one(ep); a.err != nil || a.status != ep.ok {
+		if a := load.one(ep); a.err != nil || (a.status != ep.ok && !a.hungUp) {
 			t.Fatalf("before the fault: %s: %d %v", ep.path, a.status, a.err)
 		}
 	}
@@ -326,7 +345,7 @@ func RunFault(t *testing.T, h FaultHarness, f Fault) FaultTimes {
 	}
 	// And after the mend every endpoint succeeds, mqtarget never having been restarted.
 	for _, ep := range faultLoad {
-		if a := load.one(ep); a.err != nil || a.status != ep.ok {
+		if a := load.one(ep); a.err != nil || (a.status != ep.ok && !a.hungUp) {
 			t.Errorf("after the %s: %s: %d %v, want %d", f.Name, ep.path, a.status, a.err, ep.ok)
 		}
 	}
@@ -356,7 +375,9 @@ func RunFault(t *testing.T, h FaultHarness, f Fault) FaultTimes {
 }
 
 // equal compares endpoints (they hold a slice, so == does not apply).
-func (e loadEndpoint) equal(o loadEndpoint) bool { return e.path == o.path && e.msgs == o.msgs }
+func (e loadEndpoint) equal(o loadEndpoint) bool {
+	return e.path == o.path && e.msgs == o.msgs && e.hangUp == o.hangUp
+}
 
 // checkAnswers: every request got an HTTP answer within answerBound, of an allowed status (2xx, 503,
 // 504, 429 on the async endpoints), and no answer is a transport error.
@@ -364,6 +385,10 @@ func checkAnswers(t *testing.T, answers []answer) {
 	t.Helper()
 	count := map[string]int{}
 	for _, a := range answers {
+		if a.hungUp {
+			count["hung up"]++
+			continue
+		}
 		took := a.end.Sub(a.start)
 		if took > answerBound {
 			t.Errorf("%s: answered %d after %v, want within %v", a.ep.path, a.status, took, answerBound)
@@ -471,9 +496,10 @@ func checkGoroutines(t *testing.T, baseline int) {
 //   - every id of a 2xx answer (sync endpoints, /sendAsyncWait) is in the broker exactly once;
 //   - every id of a 202 (/sendAsync) is there at most once, and those missing are no more than the
 //     async publishes mqtarget counted as failed (an accepted message is never lost silently);
-//   - a request answered 503 or 504 names no ids, and its messages may or may not be stored: a 504 is
-//     a publish still in flight when publish_timeout ran out (a frozen broker stores it after the thaw),
-//     and a 503 can follow a write the broker stored before it died without answering. Their ids are
+//   - a request answered 503 or 504, or whose client hung up, names no ids, and its messages may or may
+//     not be stored: a 504 is a publish still in flight when publish_timeout ran out (a frozen broker
+//     stores it after the thaw), a 503 can follow a write the broker stored before it died without
+//     answering, and a client's leaving cancels nothing handed to the broker client. Their ids are
 //     the ones of this mqtarget run (one message.Source) given to no 2xx answer; each may be there at
 //     most once, and at least the messages a partly failed request reported as published are;
 //   - nothing else: no duplicate, no id of another run, no id beyond those handed out.
@@ -547,7 +573,7 @@ func checkHeld(t *testing.T, h FaultHarness, tg *Target, topic string, answers [
 	if unacked < partial {
 		t.Errorf("%d messages of failed requests stored, but those requests reported %d published", unacked, partial)
 	}
-	t.Logf("broker holds %d messages: %d of %d acknowledged, %d of %d accepted async (%v failed), %d of the %d of 503/504 answers",
+	t.Logf("broker holds %d messages: %d of %d acknowledged, %d of %d accepted async (%v failed), %d of the %d of 503/504 answers and hung-up requests",
 		len(bodies), len(acked)-missing, len(acked), acceptedHeld, len(accepted), m["failed"], unacked,
 		issued-len(acked)-len(accepted))
 }
