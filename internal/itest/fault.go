@@ -29,6 +29,12 @@ type FaultHarness interface {
 	ConsumeAll(t testing.TB, host int, topic string, atLeast int) [][]byte
 }
 
+// launcher is a FaultHarness that can restart a host without waiting for its script's readiness probes:
+// the load shows when the broker takes messages again.
+type launcher interface {
+	LaunchHost(t testing.TB, host int)
+}
+
 // Fault is a way to break a broker under load and mend it again.
 type Fault struct {
 	Name   string
@@ -44,8 +50,14 @@ type Fault struct {
 var Faults = []Fault{
 	{Name: "kill -9",
 		Inject: func(t testing.TB, h FaultHarness) { h.KillHost(t, 0) },
-		Mend:   func(t testing.TB, h FaultHarness) { h.StartHost(t, 0) },
-		Hold:   500 * time.Millisecond},
+		Mend: func(t testing.TB, h FaultHarness) {
+			if l, ok := h.(launcher); ok {
+				l.LaunchHost(t, 0)
+			} else {
+				h.StartHost(t, 0)
+			}
+		},
+		Hold: 500 * time.Millisecond},
 	{Name: "freeze",
 		Inject: func(t testing.TB, h FaultHarness) { h.FreezeHost(t, 0) },
 		Mend:   func(t testing.TB, h FaultHarness) { h.ThawHost(t, 0) },
@@ -335,19 +347,23 @@ func RunFault(t *testing.T, h FaultHarness, f Fault) FaultTimes {
 	times.Mend = back.Sub(mendAt)
 	select {
 	case <-recovered:
-	case <-time.After(30 * time.Second):
-		t.Errorf("not every endpoint answered 200 again within 30 s of the broker's %s", f.Name)
+	case <-time.After(time.Minute):
+		t.Errorf("not every endpoint answered 200 again within a minute of the broker's %s", f.Name)
 	}
 	load.stop()
 	watch.Wait()
 	if a, ok := load.find(first.end, func(a answer) bool { return a.err == nil && a.status == http.StatusOK }); ok {
 		times.Outage = a.end.Sub(faultAt)
 	}
-	// And after the mend every endpoint succeeds, mqtarget never having been restarted.
+	// And after the mend every endpoint succeeds, mqtarget never having been restarted (a broker just
+	// restarted may still refuse some sends for a moment: RocketMQ's "broker busy" flow control).
 	for _, ep := range faultLoad {
-		if a := load.one(ep); a.err != nil || (a.status != ep.ok && !a.hungUp) {
-			t.Errorf("after the %s: %s: %d %v, want %d", f.Name, ep.path, a.status, a.err, ep.ok)
-		}
+		Eventually(t, 30*time.Second, "after the "+f.Name+": "+ep.path, func() error {
+			if a := load.one(ep); a.err != nil || (a.status != ep.ok && !a.hungUp) {
+				return fmt.Errorf("%d %v, want %d", a.status, a.err, ep.ok)
+			}
+			return nil
+		})
 	}
 	load.client.CloseIdleConnections()
 	if a, ok := load.find(back, func(a answer) bool { return a.err == nil && a.status == http.StatusOK }); ok {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -139,6 +140,26 @@ func (h *RocketMQ) StopHost(t testing.TB, host int) {
 func (h *RocketMQ) StartHost(t testing.TB, host int) {
 	t.Helper()
 	rocketmqScript(t, 4*time.Minute, "start-broker", h.Brokers[host].Name)
+}
+
+// LaunchHost starts the broker (scripts/rocketmq.sh launch-broker) and returns once the name server
+// lists it again: the fault tests see it take messages under their load, without start-broker's probes.
+func (h *RocketMQ) LaunchHost(t testing.TB, host int) {
+	t.Helper()
+	b := h.Brokers[host]
+	rocketmqScript(t, time.Minute, "launch-broker", b.Name)
+	Eventually(t, 4*time.Minute, b.String()+" registered again (its log: $ROCKETMQ_DATA/"+b.Name+"/"+b.Name+".out)", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		brokers, err := h.admin.Brokers(ctx, h.NameSrv)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(brokers, b) {
+			return fmt.Errorf("name server lists %v", brokers)
+		}
+		return nil
+	})
 }
 
 func (h *RocketMQ) pid(t testing.TB, host int) int {
