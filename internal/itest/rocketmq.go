@@ -177,8 +177,8 @@ func (h *RocketMQ) ThawHost(t testing.TB, host int) {
 	must(t, syscall.Kill(h.pid(t, host), syscall.SIGCONT))
 }
 
-// KillHost sends SIGKILL to the broker's JVM and returns once it is gone; StartHost restarts it with
-// scripts/rocketmq.sh start-broker.
+// KillHost sends SIGKILL to the broker's JVM and returns once it is gone; StartHost or LaunchHost
+// restarts it.
 func (h *RocketMQ) KillHost(t testing.TB, host int) {
 	t.Helper()
 	pid := h.pid(t, host)
