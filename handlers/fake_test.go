@@ -60,6 +60,9 @@ type fakePub struct {
 	// records each held publish's context error at the end, so tests see whether the handler cancelled it.
 	gate    chan struct{}
 	ctxErrs []error
+
+	// asyncBlock is how long PublishAsync blocks before it returns, as a client looking a route up does.
+	asyncBlock time.Duration
 }
 
 // wait holds a publish at the gate; the error is the context's when it ended first.
@@ -131,6 +134,7 @@ func (f *fakePub) PublishAsync(host int, topic string, body []byte, done func(er
 	if err := f.record(call{modeAsync, host, topic, [][]byte{body}}); err != nil {
 		return err
 	}
+	time.Sleep(f.asyncBlock) // the client's own work inside the call, not synchronisation
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch f.async {

@@ -691,30 +691,45 @@ func TestAsyncFailedCompletion(t *testing.T) {
 }
 
 func TestSendAsyncWaitTimeout(t *testing.T) {
-	const timeout = 50 * time.Millisecond
-	f := newFake(1)
-	f.async = asyncHold
-	ts := newServer(t, f, func(o *handlers.Options) { o.PublishTimeout = timeout })
-	start := time.Now()
-	w := ts.do(http.MethodGet, "/sendAsyncWait", "")
-	elapsed := time.Since(start)
-	if w.Code != http.StatusGatewayTimeout {
-		t.Fatalf("status %d, want 504: %s", w.Code, w.Body)
+	cases := []struct {
+		name           string
+		timeout, block time.Duration // publish_timeout; how long PublishAsync blocks before it returns
+		within         time.Duration // the latest acceptable answer
+	}{
+		{"held", 50 * time.Millisecond, 0, time.Second},
+		// A PublishAsync that blocks (RocketMQ's client looks a route up at the name server on a new
+		// producer's first send) counts against publish_timeout: the 504 comes publish_timeout after the
+		// request, not after the hand-over. Under a RocketMQ broker restart it came 1.2 s late
+		// (internal/itest TestRocketMQFaults).
+		{"hand-over blocks", time.Second, 800 * time.Millisecond, 1400 * time.Millisecond},
 	}
-	if elapsed < timeout || elapsed > time.Second {
-		t.Errorf("answered after %v, want about %v", elapsed, timeout)
-	}
-	if r := decode(t, w); r.Error == "" || r.Published != nil {
-		t.Errorf("reply %+v", r)
-	}
-	// The late completion must neither block nor be lost.
-	if n := f.release(nil); n != 1 {
-		t.Fatalf("held %d", n)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if st, want := ts.srv.DrainAsync(ctx), (handlers.AsyncStats{Accepted: 1, Acked: 1}); st != want {
-		t.Errorf("DrainAsync = %+v, want %+v", st, want)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFake(1)
+			f.async, f.asyncBlock = asyncHold, c.block
+			ts := newServer(t, f, func(o *handlers.Options) { o.PublishTimeout = c.timeout })
+			start := time.Now()
+			w := ts.do(http.MethodGet, "/sendAsyncWait", "")
+			elapsed := time.Since(start)
+			if w.Code != http.StatusGatewayTimeout {
+				t.Fatalf("status %d, want 504: %s", w.Code, w.Body)
+			}
+			if elapsed < c.timeout || elapsed > c.within {
+				t.Errorf("answered after %v, want publish_timeout (%v) after the request, at most %v", elapsed, c.timeout, c.within)
+			}
+			if r := decode(t, w); r.Error == "" || r.Published != nil {
+				t.Errorf("reply %+v", r)
+			}
+			// The late completion must neither block nor be lost.
+			if n := f.release(nil); n != 1 {
+				t.Fatalf("held %d", n)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			if st, want := ts.srv.DrainAsync(ctx), (handlers.AsyncStats{Accepted: 1, Acked: 1}); st != want {
+				t.Errorf("DrainAsync = %+v, want %+v", st, want)
+			}
+		})
 	}
 }
 

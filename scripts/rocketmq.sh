@@ -4,6 +4,7 @@
 #
 # Usage: scripts/rocketmq.sh start|stop|status|restart|probe
 #        scripts/rocketmq.sh start-broker|stop-broker|pid broker-a|broker-b|namesrv
+#        scripts/rocketmq.sh launch-broker broker-a|broker-b   (no readiness probe: returns at once)
 #        scripts/rocketmq.sh fetch | mqadmin ARGS... | classpath [bench]
 #
 # status exits 0 when all three run, 3 otherwise; probe waits (up to ROCKETMQ_START_TIMEOUT) until both
@@ -487,6 +488,19 @@ one_role() { # role: check the argument of the per-component commands
 }
 cmd_start_broker() { one_role "${1:-}"; [[ "$1" != namesrv ]] || usage; cmd_start "$1"; }
 cmd_stop_broker() { one_role "${1:-}"; stop_roles "$1"; }
+# launch-broker: start a broker next to a running name server and return at once, skipping the probes
+# (admin JVMs that take tens of seconds): for tests that watch the broker come back themselves.
+cmd_launch_broker() {
+    one_role "${1:-}"
+    [[ "$1" != namesrv ]] || usage
+    running_pid namesrv >/dev/null || die "the name server is not running (scripts/rocketmq.sh start)"
+    check_ports
+    fetch
+    init_java
+    check_disk
+    preflight_ports "$1"
+    start_broker_proc "$1"
+}
 # pid of a running component (for SIGSTOP/SIGCONT in tests); exit 1 when not running
 cmd_pid() { one_role "${1:-}"; running_pid "$1" || die "$1 is not running"; }
 cmd_fetch() { fetch; echo "$RMQ_HOME"; }

@@ -157,6 +157,12 @@ func (h *NSQ) Stored(t testing.TB, host int, topic string) int {
 // Consume reads messages of topic on host (channel "itest") until want have arrived or the deadline passes.
 func (h *NSQ) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
 	t.Helper()
+	return h.consume(t, host, topic, want, 0, deadline)
+}
+
+// consume is collect with the product's NSQ consumer on channel "itest" of host.
+func (h *NSQ) consume(t testing.TB, host int, topic string, want int, grace, deadline time.Duration) [][]byte {
+	t.Helper()
 	cfg := publishers.DefaultNSQConfig()
 	cfg.Hosts = []string{h.TCP[host]}
 	cfg.TLSConfig = h.TLS
@@ -165,7 +171,7 @@ func (h *NSQ) Consume(t testing.TB, host int, topic string, want int, deadline t
 		t.Fatal(err)
 	}
 	defer cons.Close()
-	return collect(t, cons, 0, topic, want, 0, deadline)
+	return collect(t, cons, 0, topic, want, grace, deadline)
 }
 
 func freeAddr(t testing.TB) string {
@@ -199,4 +205,21 @@ func Eventually(t testing.TB, timeout time.Duration, what string, check func() e
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Kill sends SIGKILL (a crash: nothing flushed, no goodbye to clients) and waits for the process to end.
+func (p *NSQDProc) Kill(t testing.TB) {
+	t.Helper()
+	must(t, p.cmd.Process.Kill())
+	<-p.exited
+}
+
+func (h *NSQ) KillHost(t testing.TB, i int) { h.Procs[i].Kill(t) }
+
+// ConsumeAll reads every message of topic on host: what arrives until atLeast have and nothing more
+// came for a second (nsqd pushes what it holds at once; its message_count restarts with the process,
+// so it cannot say how many to expect after a kill).
+func (h *NSQ) ConsumeAll(t testing.TB, host int, topic string, atLeast int) [][]byte {
+	t.Helper()
+	return h.consume(t, host, topic, max(atLeast, 1), time.Second, 20*time.Second)
 }

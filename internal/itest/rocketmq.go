@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -141,6 +142,26 @@ func (h *RocketMQ) StartHost(t testing.TB, host int) {
 	rocketmqScript(t, 4*time.Minute, "start-broker", h.Brokers[host].Name)
 }
 
+// LaunchHost starts the broker (scripts/rocketmq.sh launch-broker) and returns once the name server
+// lists it again: the fault tests see it take messages under their load, without start-broker's probes.
+func (h *RocketMQ) LaunchHost(t testing.TB, host int) {
+	t.Helper()
+	b := h.Brokers[host]
+	rocketmqScript(t, time.Minute, "launch-broker", b.Name)
+	Eventually(t, 4*time.Minute, b.String()+" registered again (its log: $ROCKETMQ_DATA/"+b.Name+"/"+b.Name+".out)", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		brokers, err := h.admin.Brokers(ctx, h.NameSrv)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(brokers, b) {
+			return fmt.Errorf("name server lists %v", brokers)
+		}
+		return nil
+	})
+}
+
 func (h *RocketMQ) pid(t testing.TB, host int) int {
 	t.Helper()
 	pid, err := strconv.Atoi(strings.TrimSpace(rocketmqScript(t, 30*time.Second, "pid", h.Brokers[host].Name)))
@@ -154,4 +175,29 @@ func (h *RocketMQ) pid(t testing.TB, host int) int {
 func (h *RocketMQ) FreezeHost(t testing.TB, host int) { t.Helper(); freeze(t, h.pid(t, host)) }
 func (h *RocketMQ) ThawHost(t testing.TB, host int) {
 	must(t, syscall.Kill(h.pid(t, host), syscall.SIGCONT))
+}
+
+// KillHost sends SIGKILL to the broker's JVM and returns once it is gone; StartHost or LaunchHost
+// restarts it.
+func (h *RocketMQ) KillHost(t testing.TB, host int) {
+	t.Helper()
+	pid := h.pid(t, host)
+	must(t, syscall.Kill(pid, syscall.SIGKILL))
+	Eventually(t, 10*time.Second, fmt.Sprintf("%s (pid %d) gone after SIGKILL", h.Brokers[host].Name, pid),
+		func() error { return gone(pid) })
+	// What the name server says right after the crash: mqtarget keeps the broker's address either way.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b, err := h.admin.Brokers(ctx, h.NameSrv)
+	t.Logf("name server after killing %s: brokers %v (%v)", h.Brokers[host].Name, b, err)
+}
+
+// ConsumeAll reads every message host's broker holds on topic: as many as its queues' max offsets say.
+func (h *RocketMQ) ConsumeAll(t testing.TB, host int, topic string, atLeast int) [][]byte {
+	t.Helper()
+	n := h.Stored(t, host, topic)
+	if n < atLeast {
+		t.Errorf("%s holds %d messages on %s, at least %d expected", h.Brokers[host], n, topic, atLeast)
+	}
+	return h.Consume(t, host, topic, n, 20*time.Second)
 }

@@ -3,10 +3,8 @@ package itest
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -101,22 +99,7 @@ func asyncFrozen(t *testing.T, h *RocketMQ) {
 // asyncFailed reads mqtarget_async_messages_total{result="failed"} from /metrics.
 func asyncFailed(t *testing.T, tg *Target) float64 {
 	t.Helper()
-	resp, err := client.Get(tg.Base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, `mqtarget_async_messages_total{result="failed"} `); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatalf("metric %q: %v", line, err)
-			}
-			return f
-		}
-	}
-	return 0
+	return asyncMetrics(t, tg)["failed"]
 }
 
 // TestRocketMQStartErrors: a RocketMQ default broker without name servers, or with an unreachable one,

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -327,4 +328,28 @@ func (b ScriptBroker) pid(t testing.TB) int {
 		t.Fatalf("broker pid file %s: %q", b.PIDFile, raw)
 	}
 	return pid
+}
+
+// Kill sends SIGKILL to the broker (a crash) and returns once the process is gone; Start restarts it.
+func (b ScriptBroker) Kill(t testing.TB) {
+	t.Helper()
+	pid := b.pid(t)
+	must(t, syscall.Kill(pid, syscall.SIGKILL))
+	Eventually(t, 10*time.Second, fmt.Sprintf("process %d gone after SIGKILL", pid), func() error { return gone(pid) })
+}
+
+// KillHost kills host i's broker with SIGKILL; its control must be a ScriptBroker (or have Kill).
+func (h *STOMP) KillHost(t testing.TB, i int) {
+	t.Helper()
+	k, ok := h.Ctl[i].(interface{ Kill(testing.TB) })
+	if !ok {
+		t.Fatalf("host %d's broker control %T cannot kill", i, h.Ctl[i])
+	}
+	k.Kill(t)
+}
+
+// ConsumeAll drains topic on host: everything queued before a sentinel, at least atLeast messages.
+func (h *STOMP) ConsumeAll(t testing.TB, host int, topic string, atLeast int) [][]byte {
+	t.Helper()
+	return h.Consume(t, host, topic, atLeast, 20*time.Second)
 }

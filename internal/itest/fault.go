@@ -1,0 +1,606 @@
+package itest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mqtarget/mqtarget/message"
+)
+
+// FaultHarness is a Harness whose host can also be killed outright and read back completely.
+type FaultHarness interface {
+	Harness
+	// KillHost sends SIGKILL to host's broker process and returns once it is gone; StartHost restarts it.
+	KillHost(t testing.TB, host int)
+	// ConsumeAll returns every message the broker holds on topic (at least atLeast are expected),
+	// duplicates and strays included.
+	ConsumeAll(t testing.TB, host int, topic string, atLeast int) [][]byte
+}
+
+// launcher is a FaultHarness that can restart a host without waiting for its script's readiness probes:
+// the load shows when the broker takes messages again.
+type launcher interface {
+	LaunchHost(t testing.TB, host int)
+}
+
+// Fault is a way to break a broker under load and mend it again.
+type Fault struct {
+	Name   string
+	Inject func(t testing.TB, h FaultHarness)
+	Mend   func(t testing.TB, h FaultHarness)
+	// Hold is how long the fault stays after the first failed answer, so requests pile up against it
+	// (a frozen broker answers nothing: the requests must run into publish_timeout).
+	Hold time.Duration
+}
+
+// Faults are the two faults every broker goes through: kill -9 then restart through its script or
+// process, and SIGSTOP then SIGCONT.
+var Faults = []Fault{
+	{Name: "kill -9",
+		Inject: func(t testing.TB, h FaultHarness) { h.KillHost(t, 0) },
+		Mend: func(t testing.TB, h FaultHarness) {
+			if l, ok := h.(launcher); ok {
+				l.LaunchHost(t, 0)
+			} else {
+				h.StartHost(t, 0)
+			}
+		},
+		Hold: 500 * time.Millisecond},
+	{Name: "freeze",
+		Inject: func(t testing.TB, h FaultHarness) { h.FreezeHost(t, 0) },
+		Mend:   func(t testing.TB, h FaultHarness) { h.ThawHost(t, 0) },
+		Hold:   PublishTimeout + time.Second},
+}
+
+// loadEndpoint is one endpoint the fault load drives, with the messages one request publishes.
+type loadEndpoint struct {
+	path   string
+	msgs   int
+	ok     int           // the success status
+	other  []int         // the failure statuses allowed besides 503 and 504
+	hangUp time.Duration // the client gives up after this long (0: it waits for the answer)
+}
+
+// faultLoad is the mix of the load's requests: mostly /send1, as wrk runs it.
+var faultLoad = []loadEndpoint{
+	{"/send1", 1, http.StatusOK, nil, 0},
+	{"/send1", 1, http.StatusOK, nil, 0},
+	{"/send1", 1, http.StatusOK, nil, 0},
+	{"/send2", 2, http.StatusOK, nil, 0},
+	{"/send2?mode=sequential", 2, http.StatusOK, nil, 0},
+	{"/sendAsyncWait", 1, http.StatusOK, []int{http.StatusTooManyRequests}, 0},
+	// The async endpoints answer 429 once async.max_in_flight publishes await a broker that is gone;
+	// sendAsync answers 202 at once.
+	{"/sendAsync", 1, http.StatusAccepted, []int{http.StatusTooManyRequests}, 0},
+	// A client that hangs up (wrk stopping, a client timeout): what mqtarget handed to the broker client
+	// still finishes under publish_timeout and is never sent twice.
+	{"/send1", 1, http.StatusOK, nil, 300 * time.Millisecond},
+}
+
+// faultWorkers is the number of concurrent clients of the load.
+const faultWorkers = 8
+
+// answerBound is the latest any answer may come: publish_timeout and a margin for a loaded machine.
+const answerBound = PublishTimeout + time.Second
+
+// answer is one request of the load and what came back.
+type answer struct {
+	ep         loadEndpoint
+	start, end time.Time
+	status     int // 0: no HTTP answer (err, or the client hung up)
+	hungUp     bool
+	err        error
+	ids        []string // ids of the messages in a 2xx reply
+	published  int      // messages acknowledged by a failed request (a partial /send2)
+}
+
+// loadRun drives faultLoad against a target from faultWorkers goroutines until stop is called, and
+// keeps every answer.
+type loadRun struct {
+	base, topic string
+	client      *http.Client
+	mu          sync.Mutex
+	answers     []answer
+	stopc       chan struct{}
+	halted      sync.Once
+	wg          sync.WaitGroup
+}
+
+func newLoadRun(base, topic string) *loadRun {
+	// A client of its own with a timeout past the bound: a hung request shows up as an error, not a hung test.
+	return &loadRun{base: base, topic: topic, stopc: make(chan struct{}),
+		client: &http.Client{Timeout: answerBound + 10*time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: faultWorkers}}}
+}
+
+// one sends a request to ep and records its answer.
+func (l *loadRun) one(ep loadEndpoint) answer {
+	sep := "?"
+	if strings.Contains(ep.path, "?") {
+		sep = "&"
+	}
+	a := answer{ep: ep, start: time.Now()}
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if ep.hangUp > 0 {
+		ctx, cancel = context.WithTimeout(ctx, ep.hangUp)
+	}
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.base+ep.path+sep+"topic="+l.topic, nil)
+	if err != nil {
+		panic(err) // the URL is ours
+	}
+	resp, err := l.client.Do(req)
+	if err == nil {
+		var raw []byte
+		raw, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		a.status = resp.StatusCode
+		var r struct {
+			Published int `json:"published"`
+			Messages  []struct {
+				ID string `json:"id"`
+			} `json:"messages"`
+		}
+		if err == nil {
+			if err = json.Unmarshal(raw, &r); err != nil {
+				err = fmt.Errorf("reply %d is not JSON: %w: %q", a.status, err, raw)
+			}
+		}
+		if a.status/100 == 2 {
+			for _, m := range r.Messages {
+				a.ids = append(a.ids, m.ID)
+			}
+			if len(a.ids) != ep.msgs && err == nil {
+				err = fmt.Errorf("%d messages in a %d reply, want %d: %s", len(a.ids), a.status, ep.msgs, raw)
+			}
+		} else {
+			a.published = r.Published
+		}
+	}
+	a.end, a.err = time.Now(), err
+	if ep.hangUp > 0 && ctx.Err() != nil {
+		a.status, a.ids, a.err, a.hungUp = 0, nil, nil, true
+	}
+	l.mu.Lock()
+	l.answers = append(l.answers, a)
+	l.mu.Unlock()
+	return a
+}
+
+// start runs the workers; worker w starts at endpoint w of the mix and goes round it.
+func (l *loadRun) start() {
+	for w := range faultWorkers {
+		l.wg.Go(func() {
+			for i := w; ; i++ {
+				select {
+				case <-l.stopc:
+					return
+				default:
+				}
+				if a := l.one(faultLoad[i%len(faultLoad)]); a.err != nil || a.status/100 != 2 {
+					// A client backs off a little after a failure: a broker that refuses connections answers
+					// 503 at once, and spinning on it would only take the CPU its restart needs.
+					select {
+					case <-l.stopc:
+					case <-time.After(failurePause):
+					}
+				}
+			}
+		})
+	}
+}
+
+// failurePause is how long a load client waits after a failed request.
+const failurePause = 20 * time.Millisecond
+
+// halt tells the workers to stop after their current request; stop also waits for them.
+func (l *loadRun) halt() { l.halted.Do(func() { close(l.stopc) }) }
+
+func (l *loadRun) stop() {
+	l.halt()
+	l.wg.Wait()
+	l.client.CloseIdleConnections()
+}
+
+// recovered reports whether every endpoint of the mix answered 200 to a request sent at or after since;
+// /sendAsync's 202 does not count (it is only "accepted", also from a broker that is down).
+func (l *loadRun) recovered(since time.Time) bool {
+	for _, ep := range faultLoad {
+		if ep.ok != http.StatusOK || ep.hangUp > 0 {
+			continue
+		}
+		if _, ok := l.find(since, func(a answer) bool { return a.ep.equal(ep) && a.err == nil && a.status == ep.ok }); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// find returns the first answer (in completion order) that matches, started at or after since.
+func (l *loadRun) find(since time.Time, match func(answer) bool) (answer, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, a := range l.answers {
+		if !a.start.Before(since) && match(a) {
+			return a, true
+		}
+	}
+	return answer{}, false
+}
+
+func (l *loadRun) snapshot() []answer {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.answers)
+}
+
+func failed(a answer) bool { return a.err == nil && !a.hungUp && a.status/100 != 2 }
+
+// FaultTimes is what one fault run measured.
+type FaultTimes struct {
+	FirstFailure time.Duration // from the fault to the first 503/504 answer of a request sent after it
+	Outage       time.Duration // from the fault to the first 200 of a request sent after the first failure
+	Mend         time.Duration // how long the restart (or thaw) took
+	AfterMend    time.Duration // from the end of the mend to the first 200 of a request sent after it
+	Requests     int
+}
+
+// RunFaults runs every fault of Faults against host 0 of h under load, each with a fresh mqtarget.
+func RunFaults(t *testing.T, h FaultHarness) {
+	for _, f := range Faults {
+		t.Run(f.Name, func(t *testing.T) { RunFault(t, h, f) })
+	}
+}
+
+// RunFault puts faultWorkers clients of load on a fresh topic of host 0, breaks the broker with f,
+// mends it, and checks:
+//   - every answer is 2xx, 503 or 504 (429 on the async endpoints), within publish_timeout and a margin;
+//   - no 200 while the broker is dead or frozen;
+//   - requests sent after the fault fail (503/504), and after the broker is back requests succeed
+//     again on every endpoint, without restarting mqtarget;
+//   - once the load stopped and async publishes settled, the goroutine count is back at the baseline
+//     measured before the load;
+//   - the broker holds exactly what was acknowledged (see checkHeld).
+func RunFault(t *testing.T, h FaultHarness, f Fault) FaultTimes {
+	tg := StartTarget(t, h, nil)
+	topic := uniqueTopic("itfault")
+	load := newLoadRun(tg.Base, topic)
+	// Warm up: every endpoint once, so connections, routes and topics exist before the baseline.
+	for _, ep := range faultLoad {
+		if a := load.one(ep); a.err != nil || (a.status != ep.ok && !a.hungUp) {
+			t.Fatalf("before the fault: %s: %d %v", ep.path, a.status, a.err)
+		}
+	}
+	waitAsyncSettled(t, tg)
+	load.client.CloseIdleConnections()
+	baseline := settledGoroutines()
+
+	load.start()
+	defer load.stop()
+	began := time.Now()
+	waitFor(t, 10*time.Second, "2xx answers under load before the fault", func() bool {
+		n := 0
+		_, _ = load.find(began, func(a answer) bool {
+			if a.err == nil && a.status/100 == 2 {
+				n++
+			}
+			return false
+		})
+		return n >= 4*faultWorkers
+	})
+
+	var times FaultTimes
+	faultAt := time.Now()
+	f.Inject(t, h)
+	down := time.Now() // the broker is certainly dead or frozen from here until mendAt
+	mended := false
+	defer func() {
+		if !mended {
+			f.Mend(t, h)
+		}
+	}()
+	var first answer
+	waitFor(t, 2*answerBound, "a 503/504 answer after the fault", func() bool {
+		var ok bool
+		first, ok = load.find(faultAt, failed)
+		return ok
+	})
+	times.FirstFailure = first.end.Sub(faultAt)
+	if f.Hold > 0 {
+		waitFor(t, f.Hold+answerBound, "requests held by the fault", func() bool { return time.Since(first.end) >= f.Hold })
+	}
+	// A broker can take messages again well before its script says it is ready (RocketMQ's start-broker
+	// probes with admin JVMs for tens of seconds): a watcher stops the load once every endpoint has
+	// succeeded again after the first failure, so the rest of the restart does not compete with it.
+	recovered := make(chan struct{})
+	var watch sync.WaitGroup
+	watch.Go(func() {
+		for {
+			select {
+			case <-load.stopc:
+				return
+			case <-time.After(20 * time.Millisecond): // polling interval
+			}
+			if load.recovered(first.end) {
+				close(recovered)
+				load.halt()
+				return
+			}
+		}
+	})
+	defer func() { load.halt(); watch.Wait() }()
+	mendAt := time.Now()
+	f.Mend(t, h)
+	mended = true
+	back := time.Now()
+	times.Mend = back.Sub(mendAt)
+	select {
+	case <-recovered:
+	case <-time.After(time.Minute):
+		t.Errorf("not every endpoint answered 200 again within a minute of the broker's %s", f.Name)
+	}
+	load.stop()
+	watch.Wait()
+	if a, ok := load.find(first.end, func(a answer) bool { return a.err == nil && a.status == http.StatusOK }); ok {
+		times.Outage = a.end.Sub(faultAt)
+	}
+	// And after the mend every endpoint succeeds, mqtarget never having been restarted (a broker just
+	// restarted may still refuse some sends for a moment: RocketMQ's "broker busy" flow control).
+	for _, ep := range faultLoad {
+		Eventually(t, 30*time.Second, "after the "+f.Name+": "+ep.path, func() error {
+			if a := load.one(ep); a.err != nil || (a.status != ep.ok && !a.hungUp) {
+				return fmt.Errorf("%d %v, want %d", a.status, a.err, ep.ok)
+			}
+			return nil
+		})
+	}
+	load.client.CloseIdleConnections()
+	if a, ok := load.find(back, func(a answer) bool { return a.err == nil && a.status == http.StatusOK }); ok {
+		times.AfterMend = a.end.Sub(back)
+	}
+
+	answers := load.snapshot()
+	times.Requests = len(answers)
+	checkAnswers(t, answers)
+	// Nothing can have been acknowledged by a broker that was dead or frozen all along (a 202 is only
+	// "accepted").
+	for _, a := range answers {
+		if a.err == nil && a.status == http.StatusOK && a.start.After(down) && a.end.Before(mendAt) {
+			t.Errorf("%s: 200 while the broker was down (sent %v after the fault, answered %v before the mend)",
+				a.ep.path, a.start.Sub(down), mendAt.Sub(a.end))
+		}
+	}
+	waitAsyncSettled(t, tg)
+	checkGoroutines(t, baseline)
+	checkHeld(t, h, tg, topic, answers)
+	t.Logf("%s: %d requests; first 503/504 %v after the fault, first 200 again %v after it; the mend took %v, first 200 %v after it",
+		f.Name, times.Requests, times.FirstFailure.Round(time.Millisecond), times.Outage.Round(time.Millisecond),
+		times.Mend.Round(time.Millisecond), times.AfterMend.Round(time.Millisecond))
+	return times
+}
+
+// equal compares endpoints (they hold a slice, so == does not apply).
+func (e loadEndpoint) equal(o loadEndpoint) bool {
+	return e.path == o.path && e.msgs == o.msgs && e.hangUp == o.hangUp
+}
+
+// checkAnswers: every request got an HTTP answer within answerBound, of an allowed status (2xx, 503,
+// 504, 429 on the async endpoints), and no answer is a transport error.
+func checkAnswers(t *testing.T, answers []answer) {
+	t.Helper()
+	count := map[string]int{}
+	for _, a := range answers {
+		if a.hungUp {
+			count["hung up"]++
+			continue
+		}
+		took := a.end.Sub(a.start)
+		if took > answerBound {
+			t.Errorf("%s: answered %d after %v, want within %v", a.ep.path, a.status, took, answerBound)
+		}
+		if a.err != nil {
+			t.Errorf("%s: %v (after %v)", a.ep.path, a.err, took)
+			continue
+		}
+		switch {
+		case a.status == a.ep.ok, a.status == http.StatusServiceUnavailable, a.status == http.StatusGatewayTimeout,
+			slices.Contains(a.ep.other, a.status):
+		default:
+			t.Errorf("%s: status %d, want %d, 503 or 504", a.ep.path, a.status, a.ep.ok)
+		}
+		count[strconv.Itoa(a.status)]++
+	}
+	t.Logf("answers by status: %v", count)
+}
+
+// waitAsyncSettled waits until every accepted async publish has completed: mqtarget_async_in_flight 0 and
+// accepted = acked + failed.
+func waitAsyncSettled(t *testing.T, tg *Target) {
+	t.Helper()
+	Eventually(t, answerBound+10*time.Second, "async publishes settled", func() error {
+		m := asyncMetrics(t, tg)
+		if m["in_flight"] != 0 || m["accepted"] != m["acked"]+m["failed"] {
+			return fmt.Errorf("async metrics %v", m)
+		}
+		return nil
+	})
+}
+
+// asyncMetrics reads mqtarget_async_messages_total by result, and mqtarget_async_in_flight.
+func asyncMetrics(t testing.TB, tg *Target) map[string]float64 {
+	t.Helper()
+	resp, err := client.Get(tg.Base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	out := map[string]float64{}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		name, v, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		if r, ok := strings.CutPrefix(name, `mqtarget_async_messages_total{result="`); ok {
+			name = strings.TrimSuffix(r, `"}`)
+		} else if name != "mqtarget_async_in_flight" {
+			continue
+		} else {
+			name = "in_flight"
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Fatalf("metric %q: %v", line, err)
+		}
+		out[name] = f
+	}
+	return out
+}
+
+// goroutineSlack is how many goroutines more than the baseline still count as "back at it": timers and
+// connection goroutines of the broker clients come and go on their own.
+const goroutineSlack = 10
+
+// settledGoroutines returns the goroutine count once it stopped falling (HTTP connections closing).
+func settledGoroutines() int {
+	n := runtime.NumGoroutine()
+	for range 20 {
+		time.Sleep(25 * time.Millisecond) // sampling interval, not synchronisation
+		m := runtime.NumGoroutine()
+		if m >= n {
+			return min(m, n)
+		}
+		n = m
+	}
+	return n
+}
+
+// checkGoroutines waits until the goroutine count is back within goroutineSlack of baseline, and
+// prints the goroutines when it does not come back.
+func checkGoroutines(t *testing.T, baseline int) {
+	t.Helper()
+	end := time.Now().Add(10 * time.Second)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= baseline+goroutineSlack {
+			t.Logf("goroutines: %d, baseline %d", n, baseline)
+			return
+		}
+		if time.Now().After(end) {
+			var b bytes.Buffer
+			_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+			t.Errorf("goroutines: %d, baseline %d (+%d allowed), 10 s after the load stopped:\n%s", n, baseline, goroutineSlack, b.String())
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkHeld consumes the topic and compares the broker's messages with the answers. What mqtarget
+// promises across a fault, and what is asserted:
+//   - every id of a 2xx answer (sync endpoints, /sendAsyncWait) is in the broker exactly once;
+//   - every id of a 202 (/sendAsync) is there at most once, and those missing are no more than the
+//     async publishes mqtarget counted as failed (an accepted message is never lost silently);
+//   - a request answered 503 or 504, or whose client hung up, names no ids, and its messages may or may
+//     not be stored: a 504 is a publish still in flight when publish_timeout ran out (a frozen broker
+//     stores it after the thaw), a 503 can follow a write the broker stored before it died without
+//     answering, and a client's leaving cancels nothing handed to the broker client. Their ids are
+//     the ones of this mqtarget run (one message.Source) given to no 2xx answer; each may be there at
+//     most once, and at least the messages a partly failed request reported as published are;
+//   - nothing else: no duplicate, no id of another run, no id beyond those handed out.
+func checkHeld(t *testing.T, h FaultHarness, tg *Target, topic string, answers []answer) {
+	t.Helper()
+	acked, accepted := map[string]bool{}, map[string]bool{}
+	issued, partial := 0, 0 // messages the answered requests took ids for; acknowledged by failed requests
+	var run uint32
+	for _, a := range answers {
+		if a.err != nil {
+			continue
+		}
+		issued += a.ep.msgs
+		partial += a.published
+		for _, id := range a.ids {
+			n, err := message.ParseID(id)
+			if err != nil {
+				t.Fatalf("reply id %q: %v", id, err)
+			}
+			run = message.Run(n)
+			if a.status == http.StatusAccepted {
+				accepted[id] = true
+			} else {
+				acked[id] = true
+			}
+		}
+	}
+	bodies := h.ConsumeAll(t, 0, topic, len(acked))
+	seen := map[string]int{}
+	stray, unacked, acceptedHeld := 0, 0, 0
+	for _, body := range bodies {
+		id, _, err := message.Parse(body)
+		if err != nil {
+			t.Errorf("unparsable message %q: %v", body[:min(len(body), 40)], err)
+			continue
+		}
+		if seen[id]++; seen[id] == 2 {
+			t.Errorf("message %s stored more than once", id)
+		}
+		if seen[id] > 1 {
+			continue
+		}
+		n, _ := message.ParseID(id)
+		switch {
+		case acked[id]:
+		case accepted[id]:
+			acceptedHeld++
+		case message.Run(n) != run || message.Seq(n) == 0 || message.Seq(n) > uint64(issued):
+			stray++
+			t.Errorf("message %s was never sent by this run (run %06x, %d ids handed out)", id, run, issued)
+		default:
+			unacked++
+		}
+	}
+	missing := 0
+	for id := range acked {
+		if seen[id] == 0 {
+			missing++
+			if missing <= 10 {
+				t.Errorf("acknowledged message %s is not in the broker", id)
+			}
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d acknowledged messages are not in the broker", missing, len(acked))
+	}
+	m := asyncMetrics(t, tg)
+	if lost := len(accepted) - acceptedHeld; float64(lost) > m["failed"] {
+		t.Errorf("%d accepted async messages are not in the broker, but only %v async publishes failed", lost, m["failed"])
+	}
+	if unacked < partial {
+		t.Errorf("%d messages of failed requests stored, but those requests reported %d published", unacked, partial)
+	}
+	t.Logf("broker holds %d messages: %d of %d acknowledged, %d of %d accepted async (%v failed), %d of the %d of 503/504 answers and hung-up requests",
+		len(bodies), len(acked)-missing, len(acked), acceptedHeld, len(accepted), m["failed"], unacked,
+		issued-len(acked)-len(accepted))
+}
+
+// waitFor polls cond until it holds, failing the test after timeout.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	Eventually(t, timeout, what, func() error {
+		if cond() {
+			return nil
+		}
+		return fmt.Errorf("not yet")
+	})
+}
