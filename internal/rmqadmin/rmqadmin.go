@@ -156,6 +156,10 @@ func readCommand(r io.Reader) (*Command, error) {
 	return &cmd, nil
 }
 
+// Sign adds AccessKey and Signature to ext for body, as rocketmq-client-go's ACL interceptor does; the
+// publisher's own send connection signs its requests with it.
+func Sign(ext map[string]string, body []byte, cr Credentials) { sign(ext, body, cr) }
+
 // sign adds AccessKey and Signature as rocketmq-client-go's ACL interceptor does.
 func sign(ext map[string]string, body []byte, cr Credentials) {
 	ext["AccessKey"] = cr.AccessKey
@@ -225,6 +229,46 @@ func (c *Client) Brokers(ctx context.Context, namesrv string) ([]Broker, error) 
 // Route returns, per broker name, the number of read queues the topic has there; nil when the name
 // server knows no such topic.
 func (c *Client) Route(ctx context.Context, namesrv, topic string) (map[string]int, error) {
+	qs, err := c.queueData(ctx, namesrv, topic)
+	if qs == nil || err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, q := range qs {
+		out[q.BrokerName] = q.ReadQueueNums
+	}
+	return out, nil
+}
+
+// WriteQueues returns, per broker name, the number of write queues the topic has there (0 where the
+// broker forbids writes); nil when the name server knows no such topic.
+func (c *Client) WriteQueues(ctx context.Context, namesrv, topic string) (map[string]int, error) {
+	qs, err := c.queueData(ctx, namesrv, topic)
+	if qs == nil || err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, q := range qs {
+		if q.Perm&permWrite != 0 {
+			out[q.BrokerName] = q.WriteQueueNums
+		} else {
+			out[q.BrokerName] = 0
+		}
+	}
+	return out, nil
+}
+
+const permWrite = 2 // PermName.PERM_WRITE
+
+type queueData struct {
+	BrokerName     string `json:"brokerName"`
+	ReadQueueNums  int    `json:"readQueueNums"`
+	WriteQueueNums int    `json:"writeQueueNums"`
+	Perm           int    `json:"perm"`
+}
+
+// queueData is the topic route's queue table; nil (and no error) when the name server knows no such topic.
+func (c *Client) queueData(ctx context.Context, namesrv, topic string) ([]queueData, error) {
 	resp, err := c.Call(ctx, namesrv, codeGetRouteInfoByTopic, map[string]string{"topic": topic}, nil)
 	if err != nil {
 		return nil, err
@@ -237,19 +281,15 @@ func (c *Client) Route(ctx context.Context, namesrv, topic string) (map[string]i
 		return nil, &CodeError{resp.Code, resp.Remark}
 	}
 	var route struct {
-		QueueDatas []struct {
-			BrokerName    string `json:"brokerName"`
-			ReadQueueNums int    `json:"readQueueNums"`
-		} `json:"queueDatas"`
+		QueueDatas []queueData `json:"queueDatas"`
 	}
 	if err := decodeFastJSON(resp.Body, &route); err != nil {
 		return nil, fmt.Errorf("topic route: %v", err)
 	}
-	out := map[string]int{}
-	for _, q := range route.QueueDatas {
-		out[q.BrokerName] = q.ReadQueueNums
+	if route.QueueDatas == nil {
+		route.QueueDatas = []queueData{}
 	}
-	return out, nil
+	return route.QueueDatas, nil
 }
 
 // CreateTopic creates (or updates) topic on the broker at addr with queues read and write queues.
