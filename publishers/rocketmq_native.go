@@ -72,6 +72,11 @@ const (
 	rmqRouteTTL         = 30 * time.Second // as the library: routes are asked for again every 30 s
 	rmqRouteRetry       = time.Second      // a route lacking the target broker, or auto-created, sooner
 	rmqDialTimeout      = 3 * time.Second
+	// rmqMaxInFlight bounds the requests outstanding per broker: the broker refuses (SYSTEM_BUSY) what
+	// waited over 200 ms in its send queue (waitTimeMillsInSendQueue), and a pipelined connection can
+	// queue far more than a broker answers in that time. Past it, publishes wait for a slot (within
+	// their deadline) on our side instead.
+	rmqMaxInFlight = 64
 	// opaque is an int32: a connection is replaced before its sequence numbers leave that range.
 	rmqMaxOpaque = 1<<31 - 1<<20
 )
@@ -84,6 +89,7 @@ var errRMQNotSent = errors.New("request not sent")
 type rmqNative struct {
 	p     *RocketMQ
 	conns []rmqNativeSlot // per host
+	done  chan struct{}   // closed by close: publishes waiting for an in-flight slot give up
 	// fixed is the part of every send header that never changes (group, default topic, flags).
 	fixed []byte
 	uniq  rmqUniqIDs
@@ -96,8 +102,9 @@ type rmqNative struct {
 }
 
 type rmqNativeSlot struct {
-	cur atomic.Pointer[wire.Conn]
-	mu  sync.Mutex // held while dialling
+	cur      atomic.Pointer[wire.Conn]
+	mu       sync.Mutex    // held while dialling
+	inFlight chan struct{} // one token per outstanding request (rmqMaxInFlight)
 }
 
 // rmqRoute is a topic's write queues per host, from the name server.
@@ -113,7 +120,10 @@ type rmqRoute struct {
 }
 
 func newRMQNative(p *RocketMQ) *rmqNative {
-	n := &rmqNative{p: p, conns: make([]rmqNativeSlot, len(p.brokers))}
+	n := &rmqNative{p: p, conns: make([]rmqNativeSlot, len(p.brokers)), done: make(chan struct{})}
+	for i := range n.conns {
+		n.conns[i].inFlight = make(chan struct{}, rmqMaxInFlight)
+	}
 	n.clientID = fmt.Sprintf("mqtarget@%d#%d", os.Getpid(), rmqInstance.Add(1))
 	n.uniq.init()
 	// SendMessageRequestHeaderV2's short field names: a producerGroup, c defaultTopic, d
@@ -185,12 +195,17 @@ func (n *rmqNative) sendOnce(ctx context.Context, dl time.Time, host int, s *rmq
 	if err != nil {
 		return err
 	}
-	ch := make(chan error, 1)
-	if err := c.Send(dl, s.encode, func(err error) { ch <- err }); err != nil {
-		return fmt.Errorf("%w: %w", errRMQNotSent, err)
-	}
 	t := time.NewTimer(time.Until(dl))
 	defer t.Stop()
+	sem := n.conns[host].inFlight
+	if err := n.acquire(sem, t.C); err != nil {
+		return err
+	}
+	ch := make(chan error, 1)
+	if err := c.Send(dl, s.encode, func(err error) { <-sem; ch <- err }); err != nil {
+		<-sem
+		return fmt.Errorf("%w: %w", errRMQNotSent, err)
+	}
 	select {
 	case err = <-ch:
 	case <-t.C:
@@ -236,6 +251,13 @@ func (n *rmqNative) publishAsync(host int, topic string, body []byte, done func(
 	if err != nil {
 		return n.result(err)
 	}
+	sem := n.conns[host].inFlight
+	wait := time.NewTimer(time.Until(dl))
+	err = n.acquire(sem, wait.C)
+	wait.Stop()
+	if err != nil {
+		return n.result(err)
+	}
 	var fired atomic.Bool
 	finish := func(err error) {
 		if !fired.Swap(true) {
@@ -258,16 +280,35 @@ func (n *rmqNative) publishAsync(host int, topic string, body []byte, done func(
 			}
 		}
 		t.Stop()
+		<-sem
 		finish(err)
 	}
 	if err := c.Send(dl, s.encode, answer); err != nil {
 		t.Stop()
+		<-sem
 		if fired.Swap(true) {
 			return nil // the timer answered already
 		}
 		return n.result(err)
 	}
 	return nil
+}
+
+// acquire takes an in-flight slot, waiting until expired fires or the publisher closes.
+func (n *rmqNative) acquire(sem chan struct{}, expired <-chan time.Time) error {
+	select {
+	case sem <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case sem <- struct{}{}:
+		return nil
+	case <-expired:
+		return wrap(ErrTimeout, fmt.Errorf("%w: %d requests to the broker outstanding until the deadline", errRMQNotSent, rmqMaxInFlight))
+	case <-n.done:
+		return ErrClosed
+	}
 }
 
 func (n *rmqNative) check(host int) error {
@@ -316,6 +357,10 @@ func (n *rmqNative) result(err error) error {
 	}
 	var ce *rmqadmin.CodeError
 	switch {
+	case errors.Is(err, wire.ErrStalled):
+		// The broker stopped answering a connection this request was written to: whether it stored the
+		// message is unknown, as after a timeout (the library's own timer answers 504 there too).
+		return wrap(ErrTimeout, fmt.Errorf("%v", err))
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrTimeout), errors.Is(err, ErrUnavailable),
 		errors.Is(err, ErrRejected), errors.Is(err, context.Canceled):
 		return err
@@ -530,6 +575,7 @@ func (n *rmqNative) close() {
 	n.mu.Lock()
 	n.closed = true
 	n.mu.Unlock()
+	close(n.done)
 	var wg sync.WaitGroup
 	for i := range n.conns {
 		s := &n.conns[i]
