@@ -35,8 +35,8 @@ import (
 
 type options struct {
 	namesrv, topic, broker, mode, cpuprofile, client string
-	senders, size, producers                 int
-	duration, warmup                         time.Duration
+	senders, size, producers                         int
+	duration, warmup                                 time.Duration
 }
 
 func main() {
