@@ -422,3 +422,30 @@ func TestRMQNativeSends(t *testing.T) {
 		}
 	})
 }
+
+func TestRMQSendFrameSigned(t *testing.T) {
+	c := DefaultRocketMQConfig()
+	c.AccessKey, c.SecretKey = "ak", "sk"
+	n := newRMQNative(&RocketMQ{cfg: c, brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: "x:1"}}})
+	for _, bodies := range [][][]byte{{[]byte("hello")}, {[]byte("one"), []byte("two")}} {
+		s := n.newSend("topic-x", 0, bodies)
+		q, err := readRMQTestRequest(bytes.NewReader(s.encode(nil, 5)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// the broker's check: the signature over the other fields (sorted) and the body
+		ext := map[string]string{}
+		for k, v := range q.ext {
+			if k != "Signature" && k != "AccessKey" {
+				ext[k] = v
+			}
+		}
+		rmqadmin.Sign(ext, q.body, rmqadmin.Credentials{AccessKey: "ak", SecretKey: "sk"})
+		if q.ext["AccessKey"] != "ak" || q.ext["Signature"] == "" || q.ext["Signature"] != ext["Signature"] {
+			t.Errorf("%d bodies: AccessKey %q, Signature %q, want %q", len(bodies), q.ext["AccessKey"], q.ext["Signature"], ext["Signature"])
+		}
+		if q.ext["b"] != "topic-x" || q.ext["a"] != "mqtarget" {
+			t.Errorf("fields %v", q.ext)
+		}
+	}
+}
