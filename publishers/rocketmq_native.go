@@ -168,9 +168,7 @@ func (n *rmqNative) publish(ctx context.Context, host int, topic string, bodies 
 		dl = d
 	}
 	// Until the request is written the caller may still leave: nothing was sent then.
-	pctx, cancel := context.WithDeadline(ctx, dl)
-	defer cancel()
-	if err := n.p.ensureTopic(pctx, topic); err != nil {
+	if err := n.ensureTopic(ctx, dl, topic); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
@@ -179,7 +177,7 @@ func (n *rmqNative) publish(ctx context.Context, host int, topic string, bodies 
 	s := n.newSend(topic, host, bodies)
 	var err error
 	for attempt := 0; ; attempt++ {
-		err = n.sendOnce(pctx, dl, host, s)
+		err = n.sendOnce(ctx, dl, host, s)
 		// Resend only what certainly stored nothing: never after a timeout or a lost connection.
 		if err == nil || attempt >= n.p.cfg.Retries || !time.Now().Before(dl) || !rmqNativeNotStored(err) {
 			break
@@ -191,7 +189,7 @@ func (n *rmqNative) publish(ctx context.Context, host int, topic string, bodies 
 // sendOnce writes s on host's connection and waits for its answer until dl, whatever ctx does once the
 // request is handed over.
 func (n *rmqNative) sendOnce(ctx context.Context, dl time.Time, host int, s *rmqSend) error {
-	c, err := n.prepare(ctx, host, s)
+	c, err := n.prepare(ctx, dl, host, s)
 	if err != nil {
 		return err
 	}
@@ -218,8 +216,8 @@ func (n *rmqNative) sendOnce(ctx context.Context, dl time.Time, host int, s *rmq
 }
 
 // prepare picks s's queue from the topic's route and returns host's connection.
-func (n *rmqNative) prepare(ctx context.Context, host int, s *rmqSend) (*wire.Conn, error) {
-	r, err := n.route(ctx, s.topic)
+func (n *rmqNative) prepare(ctx context.Context, dl time.Time, host int, s *rmqSend) (*wire.Conn, error) {
+	r, err := n.route(ctx, dl, s.topic)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +227,17 @@ func (n *rmqNative) prepare(ctx context.Context, host int, s *rmqSend) (*wire.Co
 		return nil, wrap(ErrUnavailable, fmt.Errorf("%w: topic %s has no write queue on broker %s (name server route)", errRMQNotSent, s.topic, s.broker))
 	}
 	s.queue = int(n.p.queues[host].Add(1) % uint32(q))
-	return n.conn(ctx, host)
+	return n.conn(ctx, dl, host)
+}
+
+// ensureTopic runs RocketMQ.ensureTopic (rocketmq.create_topics) within dl.
+func (n *rmqNative) ensureTopic(ctx context.Context, dl time.Time, topic string) error {
+	if !n.p.cfg.CreateTopics {
+		return nil
+	}
+	ctx, cancel := context.WithDeadline(ctx, dl)
+	defer cancel()
+	return n.p.ensureTopic(ctx, topic)
 }
 
 // publishAsync hands one message to host's connection; done runs with the outcome within the send
@@ -241,13 +249,12 @@ func (n *rmqNative) publishAsync(host int, topic string, body []byte, done func(
 		return err
 	}
 	dl := time.Now().Add(n.p.cfg.SendTimeout)
-	ctx, cancel := context.WithDeadline(context.Background(), dl)
-	defer cancel()
-	if err := n.p.ensureTopic(ctx, topic); err != nil {
+	ctx := context.Background()
+	if err := n.ensureTopic(ctx, dl, topic); err != nil {
 		return err
 	}
 	s := n.newSend(topic, host, [][]byte{body})
-	c, err := n.prepare(ctx, host, s)
+	c, err := n.prepare(ctx, dl, host, s)
 	if err != nil {
 		return n.result(err)
 	}
@@ -380,7 +387,30 @@ func (n *rmqNative) result(err error) error {
 
 // route returns topic's route, asking the name server when it is not cached; a stale one is refreshed
 // in the background.
-func (n *rmqNative) route(ctx context.Context, topic string) (*rmqRoute, error) {
+func (n *rmqNative) route(ctx context.Context, dl time.Time, topic string) (*rmqRoute, error) {
+	v, ok := n.routes.Load(topic)
+	if !ok {
+		return n.newRoute(ctx, dl, topic)
+	}
+	r := v.(*rmqRoute)
+	select {
+	case <-r.ready:
+	default:
+		return n.newRoute(ctx, dl, topic) // another request is fetching it: wait for that
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if age := r.age(); age > rmqRouteTTL || (r.deflt && age > rmqRouteRetry) {
+		n.refresh(topic, r)
+	}
+	return r, nil
+}
+
+// newRoute fetches topic's route, or waits (within dl) for a request already fetching it.
+func (n *rmqNative) newRoute(ctx context.Context, dl time.Time, topic string) (*rmqRoute, error) {
+	ctx, cancel := context.WithDeadline(ctx, dl)
+	defer cancel()
 	v, loaded := n.routes.LoadOrStore(topic, &rmqRoute{ready: make(chan struct{})})
 	r := v.(*rmqRoute)
 	if !loaded {
@@ -398,9 +428,6 @@ func (n *rmqNative) route(ctx context.Context, topic string) (*rmqRoute, error) 
 	}
 	if r.err != nil {
 		return nil, r.err
-	}
-	if age := r.age(); age > rmqRouteTTL || (r.deflt && age > rmqRouteRetry) {
-		n.refresh(topic, r)
 	}
 	return r, nil
 }
@@ -477,7 +504,7 @@ func (n *rmqNative) fetchRoute(ctx context.Context, topic string) ([]int, bool, 
 // ---------------------------------------------------------------- connections
 
 // conn returns host's live connection, dialling a new one when there is none.
-func (n *rmqNative) conn(ctx context.Context, host int) (*wire.Conn, error) {
+func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*wire.Conn, error) {
 	s := &n.conns[host]
 	if c := s.cur.Load(); rmqUsable(c) {
 		return c, nil
@@ -494,7 +521,7 @@ func (n *rmqNative) conn(ctx context.Context, host int) (*wire.Conn, error) {
 	if closed {
 		return nil, ErrClosed
 	}
-	c, err := n.dial(ctx, host)
+	c, err := n.dial(ctx, dl, host)
 	if err != nil {
 		return nil, err
 	}
@@ -522,9 +549,12 @@ func rmqUsable(c *wire.Conn) bool {
 	return cmds < rmqMaxOpaque
 }
 
-func (n *rmqNative) dial(ctx context.Context, host int) (*wire.Conn, error) {
+func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int) (*wire.Conn, error) {
 	b := n.p.brokers[host]
-	dctx, cancel := context.WithTimeout(ctx, rmqDialTimeout)
+	if limit := time.Now().Add(rmqDialTimeout); limit.Before(dl) {
+		dl = limit
+	}
+	dctx, cancel := context.WithDeadline(ctx, dl)
 	defer cancel()
 	var d net.Dialer
 	nc, err := d.DialContext(dctx, "tcp", b.Addr)
