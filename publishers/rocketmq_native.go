@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"sort"
 	"strconv"
@@ -556,8 +555,7 @@ func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int) (*wire.Con
 	}
 	dctx, cancel := context.WithDeadline(ctx, dl)
 	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(dctx, "tcp", b.Addr)
+	nc, err := n.p.admin.Dial(dctx, b.Addr) // the admin client's transport (TLS, when configured)
 	if err != nil {
 		return nil, wrap(ErrUnavailable, fmt.Errorf("%w: rocketmq broker %s: %w", errRMQNotSent, b, err))
 	}

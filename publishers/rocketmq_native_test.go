@@ -312,7 +312,7 @@ func newTestRMQNative(t *testing.T, f *fakeRMQBroker, sendTimeout time.Duration,
 	c := DefaultRocketMQConfig()
 	c.NameServers = []string{"127.0.0.1:1"}
 	c.SendTimeout = sendTimeout
-	p := &RocketMQ{cfg: c, log: slog.New(slog.DiscardHandler), closing: make(chan struct{}),
+	p := &RocketMQ{cfg: c, log: slog.New(slog.DiscardHandler), closing: make(chan struct{}), admin: &rmqadmin.Client{},
 		brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: f.ln.Addr().String()}}, queues: make([]atomic.Uint32, 1)}
 	p.native = newRMQNative(p)
 	r := &rmqRoute{ready: make(chan struct{}), queues: []int{4}}

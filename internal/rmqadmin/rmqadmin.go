@@ -94,8 +94,7 @@ func (c *Client) Call(ctx context.Context, addr string, code int, ext map[string
 	if err != nil {
 		return nil, err
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := c.Dial(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +120,13 @@ func (c *Client) Call(ctx context.Context, addr string, code int, ext map[string
 			return resp, nil
 		}
 	}
+}
+
+// Dial connects to addr within ctx, as every call does; the publisher's own send connections dial
+// through it too, so they share the transport settings.
+func (c *Client) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
 }
 
 func ctxOr(ctx context.Context, err error) error {
