@@ -40,15 +40,17 @@ type RocketMQConfig struct {
 	// message (topic and topic2 at start), so brokers with autoCreateTopicEnable=false work too.
 	CreateTopics bool `yaml:"create_topics" help:"create topics on every broker of the cluster (admin API) before publishing to them"`
 	Queues       int  `yaml:"queues" help:"read/write queues per broker of the topics mqtarget creates"`
-	Producers    int  `yaml:"producers" help:"RocketMQ producer instances (each with its own broker connections), used round-robin"`
+	Producers    int  `yaml:"producers" help:"RocketMQ producer instances (each with its own broker connections), used round-robin (client library)"`
 	// TLS to the name servers and brokers. rocketmq-client-go does not verify certificates (see
 	// rmqNewClient); mqtarget's own admin connections do.
 	TLSConfig `yaml:",inline"`
+	// Client picks the send path: mqtarget's own pipelined connection per broker, or rocketmq-client-go.
+	Client string `yaml:"client" help:"RocketMQ send path: native (mqtarget's pipelined connection per broker) or library (rocketmq-client-go producers)"`
 }
 
 // DefaultRocketMQConfig returns the RocketMQ defaults.
 func DefaultRocketMQConfig() RocketMQConfig {
-	return RocketMQConfig{Group: "mqtarget", SendTimeout: 3 * time.Second, Retries: 2, Queues: 8, Producers: 2}
+	return RocketMQConfig{Group: "mqtarget", SendTimeout: 3 * time.Second, Retries: 2, Queues: 8, Producers: 2, Client: RocketMQClientNative}
 }
 
 // rocketmq's name rules (TopicValidator / group names): these characters, at most 127 (topic) and 255
@@ -86,8 +88,12 @@ func (c RocketMQConfig) Validate(prefix string) error {
 	}
 	errs = append(errs, c.TLSConfig.validate(prefix))
 	if c.TLSConfig.CertFile != "" {
-		// the producers' connections would go without it: a broker that requires one refuses them
+		// The library's producers would go without it, and the native path's client certificate is
+		// untested (the test brokers ask for none): refused for both rather than promised.
 		add("tls_cert_file", "not supported: rocketmq-client-go cannot present a client certificate")
+	}
+	if c.Client != RocketMQClientNative && c.Client != RocketMQClientLibrary {
+		add("client", "must be %s or %s, got %q", RocketMQClientNative, RocketMQClientLibrary, c.Client)
 	}
 	return errors.Join(errs...)
 }
@@ -138,6 +144,8 @@ type RocketMQ struct {
 	pending  map[*rmqPending]struct{} // sends handed to the client, not finished yet
 	inClient sync.WaitGroup           // the client's callbacks not yet run (their goroutines still live)
 	closing  chan struct{}            // closed when Close has finished
+
+	native *rmqNative // rocketmq.client native: sends go there, and there are no producers
 }
 
 // rmqPending is one send handed to the client; finish runs its done exactly once, from the client's
@@ -238,6 +246,10 @@ func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *Rocket
 		if err := p.ensureTopic(ctx, t); err != nil {
 			return nil, fmt.Errorf("rocketmq.create_topics: topic %s: %w", t, err)
 		}
+	}
+	if c.Client == RocketMQClientNative {
+		p.native = newRMQNative(p)
+		return p, nil
 	}
 	for range c.Producers {
 		s := &rmqSlot{}
@@ -549,11 +561,17 @@ func (p *RocketMQ) pick(host int) (*rmqSlot, *rmqProducer, error) {
 
 // Publish implements Publisher with SendSync.
 func (p *RocketMQ) Publish(ctx context.Context, host int, topic string, body []byte) error {
+	if p.native != nil {
+		return p.native.publish(ctx, host, topic, [][]byte{body})
+	}
 	return p.sendSync(ctx, host, topic, [][]byte{body})
 }
 
 // PublishBatch implements Publisher with one SendSync of all bodies (a RocketMQ batch).
 func (p *RocketMQ) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
+	if p.native != nil {
+		return p.native.publish(ctx, host, topic, bodies)
+	}
 	return p.sendSync(ctx, host, topic, bodies)
 }
 
@@ -678,6 +696,9 @@ func rmqCode(err error) (int, bool) {
 
 // PublishAsync implements Publisher with SendAsync; done runs on the client's goroutine.
 func (p *RocketMQ) PublishAsync(host int, topic string, body []byte, done func(error)) error {
+	if p.native != nil {
+		return p.native.publishAsync(host, topic, body, done)
+	}
 	s, pr, err := p.pick(host)
 	if err != nil {
 		return err
@@ -901,6 +922,9 @@ func (p *RocketMQ) Close() error {
 	}
 	p.mu.Unlock()
 	defer close(p.closing)
+	if p.native != nil {
+		p.native.close()
+	}
 	p.gate.Lock() // every send inside the client has registered itself; none enters any more
 	p.gate.Unlock()
 	p.pmu.Lock()

@@ -16,6 +16,8 @@
 #   BENCH_WARMUP    [5]         warm-up seconds per run, not measured
 #   BENCH_PORT      [18080]     mqtarget's HTTP port on 127.0.0.1
 #   BENCH_TOPIC     [mqtarget-bench]
+#   BENCH_RMQ_CLIENTS ["native library"]  rocketmq.client values measured, one after the other per N
+#       (the Go publisher with -client, mqtarget with -rocketmq.client), each beside the same Java run
 #   MQTARGET_ROCKETMQ_NAMESRV   a running RocketMQ's name server (host:port) to use as it is; without it
 #       the RocketMQ of scripts/rocketmq.sh (ROCKETMQ_NAMESRV_PORT, ROCKETMQ_BROKER_A_PORT, ROCKETMQ_DATA,
 #       ...) is used, and started (then stopped again at the end) when it is not running.
@@ -57,8 +59,7 @@ scripts/rocketmq.sh mqadmin updateTopic -b "$BROKER_ADDR" -t "$TOPIC" -r 8 -w 8 
 log "building the Go sender (internal/bench/rmqdirect)"
 go build -o "$TMP/rmqdirect" ./internal/bench/rmqdirect
 URL="http://127.0.0.1:$PORT/send1?broker=rocketmq&topic=$TOPIC&size=$SIZE"
-start_mqtarget "$URL" -rocketmq.name_servers "$NAMESRV"
-curl -fsS "$URL" | grep -q 'broker-a@' || die "mqtarget does not publish to broker-a: $(curl -sS "$URL")"
+CLIENTS="${BENCH_RMQ_CLIENTS:-native library}"
 
 # java_run N: the Java producer with N threads reporting every second; the first 2*WARMUP reports (a
 # fresh JVM: start-up and JIT warm-up take longer than Go's) are dropped and the next DURATION averaged
@@ -90,16 +91,21 @@ java_run() {
         END { printf "%d %.3f %d %.0f\n", tps / k, (tps ? rt / tps : 0), failed, (tps ? ticks / hz * 1e6 / tps : 0) }'
 }
 
-echo "| N | Java Producer msg/s | Java avg RT | Java CPU/msg | Go publisher msg/s (no HTTP) | Go p50 | Go CPU/msg | mqtarget /send1 req/s | wrk p50 | wrk p99 | mqtarget CPU/req | mqtarget / Java | Go publisher / Java | failed (Java / Go / wrk non-2xx / wrk socket) |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| N | client | Java Producer msg/s | Java avg RT | Java CPU/msg | Go publisher msg/s (no HTTP) | Go p50 | Go CPU/msg | mqtarget /send1 req/s | wrk p50 | wrk p99 | mqtarget CPU/req | mqtarget / Java | Go publisher / Java | failed (Java / Go / wrk non-2xx / wrk socket) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for n in $CONNS; do
     log "N=$n: Java benchmark Producer -w $n"
     java_run "$n" >"$TMP/java.res" # not in a subshell: cleanup must see JAVA_PID
     read -r jtps jrt jfail jcpu <"$TMP/java.res"
-    log "N=$n: Go publisher, $n senders"
-    read -r grps gp50 _ gfail _ gcpu < <("$TMP/rmqdirect" -namesrv "$NAMESRV" -topic "$TOPIC" -broker broker-a -c "$n" \
-        -size "$SIZE" -d "${DURATION}s" -warmup "${WARMUP}s")
-    log "N=$n: wrk -c$n on /send1"
-    read -r rps _ p50 p99 non2xx sock mcpu < <(wrk_run "$n" "$URL")
-    echo "| $n | $jtps | ${jrt}ms | ${jcpu}µs | $grps | ${gp50}ms | ${gcpu}µs | $rps | $p50 | $p99 | ${mcpu}µs | $(ratio "$rps" "$jtps") | $(ratio "$grps" "$jtps") | $jfail / $gfail / $non2xx / $sock |"
+    for client in $CLIENTS; do
+        log "N=$n: Go publisher ($client), $n senders"
+        read -r grps gp50 _ gfail _ gcpu < <("$TMP/rmqdirect" -namesrv "$NAMESRV" -topic "$TOPIC" -broker broker-a -c "$n" \
+            -client "$client" -size "$SIZE" -d "${DURATION}s" -warmup "${WARMUP}s")
+        start_mqtarget "$URL" -rocketmq.name_servers "$NAMESRV" -rocketmq.client "$client"
+        curl -fsS "$URL" | grep -q 'broker-a@' || die "mqtarget does not publish to broker-a: $(curl -sS "$URL")"
+        log "N=$n: wrk -c$n on /send1 ($client)"
+        read -r rps _ p50 p99 non2xx sock mcpu < <(wrk_run "$n" "$URL")
+        stop_mqtarget
+        echo "| $n | $client | $jtps | ${jrt}ms | ${jcpu}µs | $grps | ${gp50}ms | ${gcpu}µs | $rps | $p50 | $p99 | ${mcpu}µs | $(ratio "$rps" "$jtps") | $(ratio "$grps" "$jtps") | $jfail / $gfail / $non2xx / $sock |"
+    done
 done

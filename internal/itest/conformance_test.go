@@ -109,16 +109,22 @@ func TestConformanceRocketMQ(t *testing.T) {
 			goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal.(*rmqClient).Start.func1.4"),
 		},
 	}
-	publishertest.Run(t, f, h, func(t testing.TB) publishers.Publisher {
-		c := publishers.DefaultRocketMQConfig()
-		c.NameServers = []string{ns}
-		c.SendTimeout = sendTimeout
-		c.CreateTopics = true // the suite's fresh topics then exist on every broker
-		c.Queues = rocketmqQueues
-		p, err := publishers.NewRocketMQ(c, nil, publishertest.Logger(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	})
+	// Both send paths (rocketmq.client) keep the same guarantees.
+	for _, client := range []string{publishers.RocketMQClientNative, publishers.RocketMQClientLibrary} {
+		t.Run(client, func(t *testing.T) {
+			publishertest.Run(t, f, h, func(t testing.TB) publishers.Publisher {
+				c := publishers.DefaultRocketMQConfig()
+				c.NameServers = []string{ns}
+				c.SendTimeout = sendTimeout
+				c.CreateTopics = true // the suite's fresh topics then exist on every broker
+				c.Queues = rocketmqQueues
+				c.Client = client
+				p, err := publishers.NewRocketMQ(c, nil, publishertest.Logger(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p
+			})
+		})
+	}
 }

@@ -97,7 +97,7 @@ func (c *Client) Call(ctx context.Context, addr string, code int, ext map[string
 	if err != nil {
 		return nil, err
 	}
-	conn, err := c.dial(ctx, addr)
+	conn, err := c.Dial(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -125,8 +125,9 @@ func (c *Client) Call(ctx context.Context, addr string, code int, ext map[string
 	}
 }
 
-// dial connects to addr, over TLS when c.TLS is set, within ctx.
-func (c *Client) dial(ctx context.Context, addr string) (net.Conn, error) {
+// Dial connects to addr, over TLS when c.TLS is set, within ctx; the publisher's own send
+// connections dial through it too, so they share the transport settings.
+func (c *Client) Dial(ctx context.Context, addr string) (net.Conn, error) {
 	if c.TLS == nil {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", addr)
@@ -176,6 +177,10 @@ func readCommand(r io.Reader) (*Command, error) {
 	cmd.Body = buf[hl:]
 	return &cmd, nil
 }
+
+// Sign adds AccessKey and Signature to ext for body, as rocketmq-client-go's ACL interceptor does; the
+// publisher's own send connection signs its requests with it.
+func Sign(ext map[string]string, body []byte, cr Credentials) { sign(ext, body, cr) }
 
 // sign adds AccessKey and Signature as rocketmq-client-go's ACL interceptor does.
 func sign(ext map[string]string, body []byte, cr Credentials) {
@@ -246,6 +251,46 @@ func (c *Client) Brokers(ctx context.Context, namesrv string) ([]Broker, error) 
 // Route returns, per broker name, the number of read queues the topic has there; nil when the name
 // server knows no such topic.
 func (c *Client) Route(ctx context.Context, namesrv, topic string) (map[string]int, error) {
+	qs, err := c.queueData(ctx, namesrv, topic)
+	if qs == nil || err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, q := range qs {
+		out[q.BrokerName] = q.ReadQueueNums
+	}
+	return out, nil
+}
+
+// WriteQueues returns, per broker name, the number of write queues the topic has there (0 where the
+// broker forbids writes); nil when the name server knows no such topic.
+func (c *Client) WriteQueues(ctx context.Context, namesrv, topic string) (map[string]int, error) {
+	qs, err := c.queueData(ctx, namesrv, topic)
+	if qs == nil || err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, q := range qs {
+		if q.Perm&permWrite != 0 {
+			out[q.BrokerName] = q.WriteQueueNums
+		} else {
+			out[q.BrokerName] = 0
+		}
+	}
+	return out, nil
+}
+
+const permWrite = 2 // PermName.PERM_WRITE
+
+type queueData struct {
+	BrokerName     string `json:"brokerName"`
+	ReadQueueNums  int    `json:"readQueueNums"`
+	WriteQueueNums int    `json:"writeQueueNums"`
+	Perm           int    `json:"perm"`
+}
+
+// queueData is the topic route's queue table; nil (and no error) when the name server knows no such topic.
+func (c *Client) queueData(ctx context.Context, namesrv, topic string) ([]queueData, error) {
 	resp, err := c.Call(ctx, namesrv, codeGetRouteInfoByTopic, map[string]string{"topic": topic}, nil)
 	if err != nil {
 		return nil, err
@@ -258,19 +303,15 @@ func (c *Client) Route(ctx context.Context, namesrv, topic string) (map[string]i
 		return nil, &CodeError{resp.Code, resp.Remark}
 	}
 	var route struct {
-		QueueDatas []struct {
-			BrokerName    string `json:"brokerName"`
-			ReadQueueNums int    `json:"readQueueNums"`
-		} `json:"queueDatas"`
+		QueueDatas []queueData `json:"queueDatas"`
 	}
 	if err := decodeFastJSON(resp.Body, &route); err != nil {
 		return nil, fmt.Errorf("topic route: %v", err)
 	}
-	out := map[string]int{}
-	for _, q := range route.QueueDatas {
-		out[q.BrokerName] = q.ReadQueueNums
+	if route.QueueDatas == nil {
+		route.QueueDatas = []queueData{}
 	}
-	return out, nil
+	return route.QueueDatas, nil
 }
 
 // CreateTopic creates (or updates) topic on the broker at addr with queues read and write queues.

@@ -34,9 +34,9 @@ import (
 )
 
 type options struct {
-	namesrv, topic, broker, mode, cpuprofile string
-	senders, size, producers                 int
-	duration, warmup                         time.Duration
+	namesrv, topic, broker, mode, cpuprofile, client string
+	senders, size, producers                         int
+	duration, warmup                                 time.Duration
 }
 
 func main() {
@@ -46,6 +46,7 @@ func main() {
 	flag.StringVar(&o.broker, "broker", "broker-a", "broker name whose queues get the messages")
 	flag.StringVar(&o.mode, "mode", "publisher", "publisher (mqtarget's RocketMQ publisher) or client (bare rocketmq-client-go)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured part here")
+	flag.StringVar(&o.client, "client", publishers.DefaultRocketMQConfig().Client, "the publisher's send path (rocketmq.client): native or library")
 	flag.IntVar(&o.senders, "c", 1, "concurrent senders")
 	flag.IntVar(&o.size, "size", 100, "message size in bytes")
 	flag.IntVar(&o.producers, "producers", publishers.DefaultRocketMQConfig().Producers, "producer instances")
@@ -126,6 +127,7 @@ func sender(o options) (sendFunc, func(), error) {
 		c := publishers.DefaultRocketMQConfig()
 		c.NameServers = []string{o.namesrv}
 		c.Producers = o.producers
+		c.Client = o.client
 		p, err := publishers.NewRocketMQ(c, nil, log)
 		if err != nil {
 			return nil, nil, err

@@ -1,0 +1,451 @@
+package publishers
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mqtarget/mqtarget/internal/rmqadmin"
+	"github.com/mqtarget/mqtarget/publishers/wire"
+)
+
+func TestRocketMQClientValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name, client string
+		ok           bool
+	}{
+		{"native", RocketMQClientNative, true},
+		{"library", RocketMQClientLibrary, true},
+		{"empty", "", false},
+		{"unknown", "java", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultRocketMQConfig()
+			c.Client = tc.client
+			err := c.Validate("rocketmq")
+			if tc.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "rocketmq.client:")) {
+				t.Errorf("Validate = %v, want ok=%v naming rocketmq.client", err, tc.ok)
+			}
+		})
+	}
+}
+
+// rmqTestRequest is a request frame as a broker decodes it.
+type rmqTestRequest struct {
+	code   int
+	opaque int32
+	ext    map[string]string
+	body   []byte
+}
+
+// readRMQTestRequest decodes one binary-header request frame (RocketMQSerializable's layout).
+func readRMQTestRequest(r io.Reader) (rmqTestRequest, error) {
+	var q rmqTestRequest
+	var head [8]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return q, err
+	}
+	if head[4] != rmqSerializeBinary {
+		return q, errors.New("not a binary header")
+	}
+	total := binary.BigEndian.Uint32(head[:4])
+	hl := binary.BigEndian.Uint32(head[4:]) & 0xFFFFFF
+	buf := make([]byte, total-4)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return q, err
+	}
+	h := buf[:hl]
+	q.code = int(binary.BigEndian.Uint16(h))
+	q.opaque = int32(binary.BigEndian.Uint32(h[5:]))
+	rl := binary.BigEndian.Uint32(h[13:])
+	h = h[17+rl:]
+	ml := binary.BigEndian.Uint32(h)
+	m := h[4 : 4+ml]
+	q.ext = map[string]string{}
+	for len(m) > 0 {
+		kl := binary.BigEndian.Uint16(m)
+		k := string(m[2 : 2+kl])
+		m = m[2+kl:]
+		vl := binary.BigEndian.Uint32(m)
+		q.ext[k] = string(m[4 : 4+vl])
+		m = m[4+vl:]
+	}
+	q.body = buf[hl:]
+	return q, nil
+}
+
+// rmqTestResponse is a response frame; json picks the broker's other header format.
+func rmqTestResponse(code int, opaque int32, remark string, asJSON bool) []byte {
+	if asJSON {
+		h, _ := json.Marshal(map[string]any{"code": code, "opaque": opaque, "flag": 1, "remark": remark, "language": "JAVA"})
+		b := binary.BigEndian.AppendUint32(nil, uint32(4+len(h)))
+		b = binary.BigEndian.AppendUint32(b, uint32(len(h)))
+		return append(b, h...)
+	}
+	b, at := rmqAppendHeader(nil, code, opaque)
+	binary.BigEndian.PutUint32(b[at+8+9:], rmqFlagResponse)
+	if remark != "" {
+		// the remark sits before the field map: rebuild the tail
+		b = b[:len(b)-8]
+		b = binary.BigEndian.AppendUint32(b, uint32(len(remark)))
+		b = append(b, remark...)
+		b = binary.BigEndian.AppendUint32(b, 0)
+		hl := len(b) - at - 8
+		binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+		b[at+5], b[at+6], b[at+7] = byte(hl>>16), byte(hl>>8), byte(hl)
+		return b
+	}
+	return rmqFinishFrame(b, at, []byte("ignored body"))
+}
+
+func TestRMQSendFrame(t *testing.T) {
+	n := newRMQNative(&RocketMQ{cfg: DefaultRocketMQConfig(), brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: "x:1"}}})
+	for _, tc := range []struct {
+		name   string
+		bodies [][]byte
+		code   int
+	}{
+		{"one message", [][]byte{[]byte("hello")}, rmqCodeSendV2},
+		{"batch", [][]byte{[]byte("one"), []byte("two!")}, rmqCodeSendBatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := n.newSend("topic-x", 0, tc.bodies)
+			s.queue = 3
+			q, err := readRMQTestRequest(bytes.NewReader(s.encode([]byte("prefix"), 42)[len("prefix"):]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{"a": "mqtarget", "b": "topic-x", "c": "TBW102", "d": "4", "e": "3", "f": "0", "h": "0",
+				"j": "0", "k": "false", "l": "0", "n": "broker-a", "m": "false"}
+			if len(tc.bodies) > 1 {
+				want["m"] = "true"
+				want["i"] = ""
+			}
+			for k, v := range want {
+				if q.ext[k] != v {
+					t.Errorf("field %s = %q, want %q", k, q.ext[k], v)
+				}
+			}
+			if q.code != tc.code || q.opaque != 42 || q.ext["g"] == "" {
+				t.Errorf("code %d opaque %d born %q", q.code, q.opaque, q.ext["g"])
+			}
+			if len(tc.bodies) == 1 {
+				if p := q.ext["i"]; !strings.HasPrefix(p, "UNIQ_KEY\x01") || len(p) != len(rmqPropUniq)+rmqUniqLen+1 {
+					t.Errorf("properties %q", p)
+				}
+				if string(q.body) != "hello" {
+					t.Errorf("body %q", q.body)
+				}
+				return
+			}
+			// MessageDecoder's batch layout, decoded as the broker does
+			var got []string
+			for b := q.body; len(b) > 0; {
+				size := binary.BigEndian.Uint32(b)
+				bl := binary.BigEndian.Uint32(b[16:])
+				got = append(got, string(b[20:20+bl]))
+				pl := binary.BigEndian.Uint16(b[20+bl:])
+				if props := string(b[22+bl : 22+bl+uint32(pl)]); !strings.HasPrefix(props, "UNIQ_KEY\x01") || 22+bl+uint32(pl) != size {
+					t.Errorf("message %d: properties %q, size %d", len(got), props, size)
+				}
+				b = b[size:]
+			}
+			if strings.Join(got, ",") != "one,two!" {
+				t.Errorf("batch bodies %q", got)
+			}
+			if bytes.Equal(s.ids[0][:], s.ids[1][:]) {
+				t.Error("two messages with one UNIQ_KEY")
+			}
+		})
+	}
+}
+
+func TestReadRMQAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		want  wire.Answer
+		code  int
+	}{
+		{"binary success", rmqTestResponse(0, 7, "", false), wire.Answer{Kind: wire.ByID, ID: 7}, -1},
+		{"json success", rmqTestResponse(0, 8, "", true), wire.Answer{Kind: wire.ByID, ID: 8}, -1},
+		{"binary busy", rmqTestResponse(2, 9, "[TIMEOUT_CLEAN_QUEUE]broker busy", false), wire.Answer{Kind: wire.ByID, ID: 9}, 2},
+		{"json illegal", rmqTestResponse(13, 10, "too big", true), wire.Answer{Kind: wire.ByID, ID: 10}, 13},
+		{"heart-beat answer", rmqTestResponse(0, 0, "", false), wire.Answer{}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// followed by a second frame: the first must be consumed exactly
+			r := bufio.NewReader(bytes.NewReader(append(tc.frame, rmqTestResponse(0, 99, "", false)...)))
+			a, err := readRMQAnswer(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ce *rmqadmin.CodeError
+			gotCode := -1
+			if errors.As(a.Err, &ce) {
+				gotCode = ce.Code
+				if ce.Remark == "" {
+					t.Error("remark lost")
+				}
+			}
+			if a.Kind != tc.want.Kind || a.ID != tc.want.ID || gotCode != tc.code {
+				t.Errorf("answer %+v (code %d), want %+v (code %d)", a, gotCode, tc.want, tc.code)
+			}
+			if next, err := readRMQAnswer(r); err != nil || next.ID != 99 {
+				t.Errorf("next frame %+v, %v", next, err)
+			}
+		})
+	}
+}
+
+func TestRMQNativeOutcome(t *testing.T) {
+	code := func(c int) error { return &rmqadmin.CodeError{Code: c, Remark: "x"} }
+	n := &rmqNative{}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		kind      error
+		notStored bool
+	}{
+		{"system error", code(1), ErrUnavailable, true},
+		{"system busy", code(2), ErrUnavailable, true},
+		{"service not available", code(14), ErrUnavailable, true},
+		{"no permission", code(16), ErrRejected, true},
+		{"topic not exist", code(17), ErrRejected, true},
+		{"message illegal", code(13), ErrRejected, false},
+		{"flush disk timeout", code(10), ErrRejected, false},
+		{"not sent", wrap(ErrUnavailable, errRMQNotSent), ErrUnavailable, true},
+		{"not sent: closing", errors.Join(errRMQNotSent, ErrClosed), ErrClosed, false},
+		{"timeout", wrap(ErrTimeout, errors.New("no answer")), ErrTimeout, false},
+		{"stalled", wrap(ErrUnavailable, wire.ErrStalled), ErrTimeout, false},
+		{"connection lost", wrap(ErrUnavailable, io.EOF), ErrUnavailable, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := n.result(tc.err); !errors.Is(got, tc.kind) {
+				t.Errorf("result = %v, want kind %v", got, tc.kind)
+			}
+			if got := rmqNativeNotStored(tc.err); got != tc.notStored {
+				t.Errorf("notStored = %v, want %v", got, tc.notStored)
+			}
+		})
+	}
+	if got := n.result(wrap(ErrUnavailable, wire.ErrStalled)); errors.Is(got, ErrUnavailable) {
+		t.Errorf("a stalled connection's request is ambiguous, not unavailable: %v", got)
+	}
+}
+
+// fakeRMQBroker accepts connections and lets answer decide, per request, what to write back (nil: nothing).
+type fakeRMQBroker struct {
+	ln     net.Listener
+	answer func(q rmqTestRequest) []byte
+	mu     sync.Mutex
+	sends  []rmqTestRequest
+	wg     sync.WaitGroup
+}
+
+func newFakeRMQBroker(t *testing.T, answer func(q rmqTestRequest) []byte) *fakeRMQBroker {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeRMQBroker{ln: ln, answer: answer}
+	var conns []net.Conn
+	var cmu sync.Mutex
+	f.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			cmu.Lock()
+			conns = append(conns, c)
+			cmu.Unlock()
+			f.wg.Go(func() {
+				for {
+					q, err := readRMQTestRequest(c)
+					if err != nil {
+						return
+					}
+					if q.code != rmqCodeHeartBeat {
+						f.mu.Lock()
+						f.sends = append(f.sends, q)
+						f.mu.Unlock()
+					}
+					if a := f.answer(q); a != nil {
+						_, _ = c.Write(a)
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		cmu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		cmu.Unlock()
+		f.wg.Wait()
+	})
+	return f
+}
+
+func (f *fakeRMQBroker) requests() []rmqTestRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]rmqTestRequest(nil), f.sends...)
+}
+
+// newTestRMQNative is a native publisher for one fake broker, with the topic's route cached (4 queues).
+func newTestRMQNative(t *testing.T, f *fakeRMQBroker, sendTimeout time.Duration, topic string) *RocketMQ {
+	c := DefaultRocketMQConfig()
+	c.NameServers = []string{"127.0.0.1:1"}
+	c.SendTimeout = sendTimeout
+	p := &RocketMQ{cfg: c, log: slog.New(slog.DiscardHandler), closing: make(chan struct{}), admin: &rmqadmin.Client{},
+		brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: f.ln.Addr().String()}}, queues: make([]atomic.Uint32, 1)}
+	p.native = newRMQNative(p)
+	r := &rmqRoute{ready: make(chan struct{}), queues: []int{4}}
+	r.at.Store(time.Now().UnixNano())
+	close(r.ready)
+	p.native.routes.Store(topic, r)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func TestRMQNativeSends(t *testing.T) {
+	t.Run("answers out of order", func(t *testing.T) {
+		var mu sync.Mutex
+		var held []rmqTestRequest
+		f := newFakeRMQBroker(t, func(q rmqTestRequest) []byte {
+			mu.Lock()
+			defer mu.Unlock()
+			held = append(held, q)
+			if len(held) < 3 {
+				return nil
+			}
+			var out []byte
+			for i := len(held) - 1; i >= 0; i-- { // newest first
+				code := 0
+				if string(held[i].body) == "refuse" {
+					code = 13
+				}
+				out = append(out, rmqTestResponse(code, held[i].opaque, "refused", i%2 == 0)...)
+			}
+			held = nil
+			return out
+		})
+		p := newTestRMQNative(t, f, 5*time.Second, "t")
+		errs := make([]error, 3)
+		var wg sync.WaitGroup
+		for i, body := range []string{"a", "refuse", "c"} {
+			wg.Go(func() { errs[i] = p.Publish(context.Background(), 0, "t", []byte(body)) })
+		}
+		wg.Wait()
+		if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], ErrRejected) {
+			t.Errorf("outcomes %v, want nil, rejected, nil", errs)
+		}
+	})
+	t.Run("busy is resent with the same id", func(t *testing.T) {
+		first := true
+		var mu sync.Mutex
+		f := newFakeRMQBroker(t, func(q rmqTestRequest) []byte {
+			mu.Lock()
+			defer mu.Unlock()
+			if first {
+				first = false
+				return rmqTestResponse(rmqResSystemBusy, q.opaque, "[TIMEOUT_CLEAN_QUEUE]broker busy", false)
+			}
+			return rmqTestResponse(0, q.opaque, "", false)
+		})
+		p := newTestRMQNative(t, f, 5*time.Second, "t")
+		if err := p.Publish(context.Background(), 0, "t", []byte("m")); err != nil {
+			t.Fatal(err)
+		}
+		qs := f.requests()
+		if len(qs) != 2 || qs[0].ext["i"] != qs[1].ext["i"] {
+			t.Errorf("%d requests, want 2 with one UNIQ_KEY: %+v", len(qs), qs)
+		}
+	})
+	t.Run("no resend after a timeout", func(t *testing.T) {
+		f := newFakeRMQBroker(t, func(rmqTestRequest) []byte { return nil })
+		p := newTestRMQNative(t, f, 300*time.Millisecond, "t")
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // the caller hangs up at once: the send still runs under its own deadline
+		ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel2()
+		if err := p.Publish(ctx2, 0, "t", []byte("m")); !errors.Is(err, ErrTimeout) {
+			t.Errorf("Publish = %v, want ErrTimeout", err)
+		}
+		if err := p.Publish(ctx, 0, "t", []byte("m")); !errors.Is(err, context.Canceled) {
+			t.Errorf("Publish with a cancelled context = %v, want context.Canceled before sending", err)
+		}
+		if n := len(f.requests()); n != 1 {
+			t.Errorf("%d requests reached the broker, want 1", n)
+		}
+	})
+	t.Run("close fails pending", func(t *testing.T) {
+		f := newFakeRMQBroker(t, func(rmqTestRequest) []byte { return nil })
+		p := newTestRMQNative(t, f, 10*time.Second, "t")
+		async := make(chan error, 1)
+		if err := p.PublishAsync(0, "t", []byte("a"), func(err error) { async <- err }); err != nil {
+			t.Fatal(err)
+		}
+		syncErr := make(chan error, 1)
+		go func() { syncErr <- p.Publish(context.Background(), 0, "t", []byte("s")) }()
+		for end := time.Now().Add(5 * time.Second); len(f.requests()) < 2; { // both written before Close
+			if time.Now().After(end) {
+				t.Fatalf("%d requests reached the broker within 5s, want 2", len(f.requests()))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		_ = p.Close()
+		_ = p.Close()
+		if err := <-async; !errors.Is(err, ErrClosed) {
+			t.Errorf("async = %v, want ErrClosed", err)
+		}
+		if err := <-syncErr; !errors.Is(err, ErrClosed) {
+			t.Errorf("sync = %v, want ErrClosed", err)
+		}
+		if err := p.Publish(context.Background(), 0, "t", []byte("late")); !errors.Is(err, ErrClosed) {
+			t.Errorf("after Close = %v, want ErrClosed", err)
+		}
+	})
+}
+
+func TestRMQSendFrameSigned(t *testing.T) {
+	c := DefaultRocketMQConfig()
+	c.AccessKey, c.SecretKey = "ak", "sk"
+	n := newRMQNative(&RocketMQ{cfg: c, brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: "x:1"}}})
+	for _, bodies := range [][][]byte{{[]byte("hello")}, {[]byte("one"), []byte("two")}} {
+		s := n.newSend("topic-x", 0, bodies)
+		q, err := readRMQTestRequest(bytes.NewReader(s.encode(nil, 5)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// the broker's check: the signature over the other fields (sorted) and the body
+		ext := map[string]string{}
+		for k, v := range q.ext {
+			if k != "Signature" && k != "AccessKey" {
+				ext[k] = v
+			}
+		}
+		rmqadmin.Sign(ext, q.body, rmqadmin.Credentials{AccessKey: "ak", SecretKey: "sk"})
+		if q.ext["AccessKey"] != "ak" || q.ext["Signature"] == "" || q.ext["Signature"] != ext["Signature"] {
+			t.Errorf("%d bodies: AccessKey %q, Signature %q, want %q", len(bodies), q.ext["AccessKey"], q.ext["Signature"], ext["Signature"])
+		}
+		if q.ext["b"] != "topic-x" || q.ext["a"] != "mqtarget" {
+			t.Errorf("fields %v", q.ext)
+		}
+	}
+}
