@@ -13,11 +13,26 @@ type ConnCounts struct {
 	DialFailures uint64 // dials or handshakes that failed
 }
 
-// ConnCounter is implemented by the publishers that make their own broker connections (NSQ and STOMP,
-// through the pool). RocketMQ's client library keeps its connections to itself, so it has no counts.
+// ConnCounter is implemented by the publishers that make their own broker connections: NSQ and STOMP
+// through the pool, RocketMQ with rocketmq.client native. rocketmq-client-go (rocketmq.client library)
+// keeps its connections to itself, so that publisher has no counts.
 type ConnCounter interface {
 	ConnCounts(host int) ConnCounts
 }
+
+// connCounting is implemented by a ConnCounter whose counting depends on its configuration.
+type connCounting interface{ countsConnections() bool }
+
+// ConnCounts implements ConnCounter: the native send path's connections per broker; none with the
+// client library.
+func (p *RocketMQ) ConnCounts(host int) ConnCounts {
+	if p.native == nil || host < 0 || host >= len(p.native.conns) {
+		return ConnCounts{}
+	}
+	return p.native.conns[host].counts.get()
+}
+
+func (p *RocketMQ) countsConnections() bool { return p.native != nil }
 
 // ConnCounts implements ConnCounter.
 func (p *NSQ) ConnCounts(host int) ConnCounts { return p.pool.ConnCounts(host) }

@@ -75,7 +75,9 @@ func NewMetrics(reg prometheus.Registerer, log *slog.Logger) *Metrics {
 func (m *Metrics) Instrument(broker string, p Publisher) Publisher {
 	hosts := p.Hosts()
 	if cc, ok := p.(ConnCounter); ok {
-		m.conns.add(broker, hosts, cc)
+		if c, ok := p.(connCounting); !ok || c.countsConnections() {
+			m.conns.add(broker, hosts, cc)
+		}
 	}
 	ip := &instrumented{Publisher: p, obs: make([][]modeObs, len(hosts)), epoch: time.Now()}
 	// Resolve every label combination once so the hot path does no label lookups.

@@ -89,8 +89,11 @@ func (p *pool[L]) ConnCounts(host int) ConnCounts {
 	if p.checkHost(host) != nil {
 		return ConnCounts{}
 	}
-	c := &p.conns[host]
-	return ConnCounts{Opened: c.opened.Load(), Reopened: c.reopened.Load(), DialFailures: c.failed.Load()}
+	return p.conns[host].get()
+}
+
+func (h *hostConns) get() ConnCounts {
+	return ConnCounts{Opened: h.opened.Load(), Reopened: h.reopened.Load(), DialFailures: h.failed.Load()}
 }
 
 // checkHost reports an out-of-range host index.

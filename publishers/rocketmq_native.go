@@ -104,6 +104,7 @@ type rmqNativeSlot struct {
 	cur      atomic.Pointer[wire.Conn]
 	mu       sync.Mutex    // held while dialling
 	inFlight chan struct{} // one token per outstanding request (rmqMaxInFlight)
+	counts   hostConns     // connections made, replaced and failed (ConnCounts)
 }
 
 // rmqRoute is a topic's write queues per host, from the name server.
@@ -521,6 +522,9 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*wire.Con
 		return nil, ErrClosed
 	}
 	c, err := n.dial(ctx, dl, host)
+	if ctx.Err() == nil || err == nil { // a caller that left says nothing about the broker
+		s.counts.dialed(n.p.log, n.p.brokers[host].String(), err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -531,6 +535,10 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*wire.Con
 		return nil, ErrClosed
 	}
 	s.cur.Store(c)
+	s.counts.opened.Add(1)
+	if old != nil {
+		s.counts.reopened.Add(1)
+	}
 	if old != nil {
 		// Close waits for its goroutines (and, for one replaced for its opaque range, its answers).
 		n.bg.Add(1)

@@ -449,3 +449,44 @@ func TestRMQSendFrameSigned(t *testing.T) {
 		}
 	}
 }
+
+// TestRMQNativeConnCounts: the native path counts its connections like the pool does: the first, a
+// replacement for one that broke, and a dial that failed; the library path exports none.
+func TestRMQNativeConnCounts(t *testing.T) {
+	f := newFakeRMQBroker(t, func(q rmqTestRequest) []byte { return rmqTestResponse(0, q.opaque, "", false) })
+	p := newTestRMQNative(t, f, 5*time.Second, "t")
+	publish := func() {
+		t.Helper()
+		if err := p.Publish(context.Background(), 0, "t", []byte("m")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish()
+	publish()
+	if got, want := p.ConnCounts(0), (ConnCounts{Opened: 1}); got != want {
+		t.Fatalf("after two publishes: %+v, want %+v", got, want)
+	}
+	p.native.conns[0].cur.Load().Close() // the connection breaks
+	publish()
+	if got, want := p.ConnCounts(0), (ConnCounts{Opened: 2, Reopened: 1}); got != want {
+		t.Fatalf("after a reconnect: %+v, want %+v", got, want)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	_ = ln.Close()
+	p.brokers[0].Addr = dead
+	p.native.conns[0].cur.Load().Close()
+	if err := p.Publish(context.Background(), 0, "t", []byte("m")); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("publish to a closed port: %v, want ErrUnavailable", err)
+	}
+	if got := p.ConnCounts(0); got.DialFailures == 0 || got.Opened != 2 {
+		t.Fatalf("after a failed dial: %+v, want a dial failure and still 2 opened", got)
+	}
+	if !p.countsConnections() || (&RocketMQ{}).countsConnections() {
+		t.Error("countsConnections: want true for the native path only")
+	}
+}
