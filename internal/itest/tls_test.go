@@ -325,18 +325,23 @@ type rmqTLSHarness struct {
 	*RocketMQ
 	nameServer string
 	tls        publishers.TLSConfig
+	client     string // rocketmq.client; empty: the default
 }
 
 func (h *rmqTLSHarness) Configure(cfg *config.Config) {
 	h.RocketMQ.Configure(cfg)
 	cfg.RocketMQ.NameServers = []string{h.nameServer}
 	cfg.RocketMQ.TLSConfig = h.tls
+	if h.client != "" {
+		cfg.RocketMQ.Client = h.client
+	}
 }
 
-// TestRocketMQTLS publishes over TLS to the permissive brokers scripts/rocketmq.sh starts and consumes
-// the messages back over TLS. A relay in front of the name server shows every connection (the client
-// library's lasting ones too) speaking TLS; a wrong CA stops the start; plain and TLS producers cannot
-// live in one process (rocketmq-client-go has one TLS switch per process).
+// TestRocketMQTLS publishes over TLS to the permissive brokers scripts/rocketmq.sh starts, with both
+// send paths, and consumes the messages back over TLS. A relay in front of the name server shows every
+// connection (the client library's lasting ones too) speaking TLS; a wrong CA stops the start; with the
+// library, plain and TLS producers cannot live in one process (rocketmq-client-go has one TLS switch per
+// process).
 func TestRocketMQTLS(t *testing.T) {
 	ns := rocketmqNamesrv(t)
 	ca := os.Getenv("MQTARGET_ROCKETMQ_TLS_CA")
@@ -346,50 +351,12 @@ func TestRocketMQTLS(t *testing.T) {
 	base := NewRocketMQ(t, ns)
 	relay := startTLSRelay(t, ns)
 	verifying := publishers.TLSConfig{Enabled: true, CAFile: ca}
-	h := &rmqTLSHarness{RocketMQ: base, nameServer: relay.ln.Addr().String(), tls: verifying}
-
-	t.Run("delivery", func(t *testing.T) {
-		tg := StartTarget(t, h, noEcho)
-		topic := uniqueTopic("ittls")
-		acked := 0
-		for _, path := range []string{"/send1", "/send2Host", "/sendAsyncWait", "/send2"} {
-			for range 5 {
-				r := tg.Get(t, path+"?topic="+topic)
-				if r.Status != http.StatusOK {
-					t.Fatalf("%s over TLS: %d %s", path, r.Status, r.Error)
-				}
-				acked += r.Published
-			}
-		}
-		cfg := publishers.DefaultRocketMQConfig()
-		cfg.NameServers, cfg.TLSConfig = []string{h.nameServer}, verifying
-		cons, err := publishers.NewRocketMQConsumer(cfg, publishers.ConsumerOptions{Group: "mqtarget-itest-tls"}, testLogger(t))
-		must(t, err)
-		defer cons.Close()
-		got := 0
-		for host := range base.Brokers {
-			got += len(collect(t, cons, host, topic, base.Stored(t, host, topic), 300*time.Millisecond, 20*time.Second))
-		}
-		if got != acked {
-			t.Errorf("consumed %d messages over TLS, mqtarget acknowledged %d", got, acked)
-		}
-		conns, plain, open := relay.counts()
-		t.Logf("name server connections through the relay: %d, %d plain, %d open; %d messages consumed over TLS", conns, plain, open, got)
-		if conns == 0 || plain != 0 || open == 0 {
-			t.Errorf("name server connections through the relay: %d, %d of them plain, %d open; want all TLS and the client's still open", conns, plain, open)
-		}
-
-		mixed := config.Default()
-		mixed.HTTP.Addr, mixed.Broker = "127.0.0.1:0", "rocketmq"
-		base.Configure(&mixed) // plain, while the TLS target's producers live
-		noEcho(&mixed)
-		if a, err := app.Start(mixed, slog.New(slog.DiscardHandler)); err == nil {
-			_ = a.Shutdown(context.Background())
-			t.Error("a plain RocketMQ target started beside a TLS one")
-		} else if !strings.Contains(err.Error(), "one TLS switch per process") {
-			t.Errorf("plain beside TLS: %v, want the per-process switch named", err)
-		}
-	})
+	// Both send paths: the native one dials the brokers through the admin client's TLS transport and
+	// keeps no name server connection open; rocketmq-client-go keeps its own and has one TLS switch
+	// per process, so a plain target cannot start beside a TLS one.
+	for _, client := range []string{publishers.RocketMQClientNative, publishers.RocketMQClientLibrary} {
+		t.Run(client+"/delivery", func(t *testing.T) { rmqTLSDelivery(t, base, relay, verifying, client) })
+	}
 
 	t.Run("other CA stops the start", func(t *testing.T) {
 		cfg := config.Default()
@@ -404,4 +371,60 @@ func TestRocketMQTLS(t *testing.T) {
 			t.Errorf("app.Start: %v, want the verification error under rocketmq.name_servers", err)
 		}
 	})
+}
+
+// rmqTLSDelivery publishes over TLS with the given rocketmq.client through the relay in front of the
+// name server, consumes the messages back over TLS, and checks what the relay saw meanwhile.
+func rmqTLSDelivery(t *testing.T, base *RocketMQ, relay *tlsRelay, verifying publishers.TLSConfig, client string) {
+	h := &rmqTLSHarness{RocketMQ: base, nameServer: relay.ln.Addr().String(), tls: verifying, client: client}
+	before, beforePlain, _ := relay.counts()
+	tg := StartTarget(t, h, noEcho)
+	topic := uniqueTopic("ittls")
+	acked := 0
+	for _, path := range []string{"/send1", "/send2Host", "/sendAsyncWait", "/send2"} {
+		for range 5 {
+			r := tg.Get(t, path+"?topic="+topic)
+			if r.Status != http.StatusOK {
+				t.Fatalf("%s over TLS: %d %s", path, r.Status, r.Error)
+			}
+			acked += r.Published
+		}
+	}
+	cfg := publishers.DefaultRocketMQConfig()
+	cfg.NameServers, cfg.TLSConfig = []string{h.nameServer}, verifying
+	cons, err := publishers.NewRocketMQConsumer(cfg, publishers.ConsumerOptions{Group: "mqtarget-itest-tls"}, testLogger(t))
+	must(t, err)
+	defer cons.Close()
+	got := 0
+	for host := range base.Brokers {
+		got += len(collect(t, cons, host, topic, base.Stored(t, host, topic), 300*time.Millisecond, 20*time.Second))
+	}
+	if got != acked {
+		t.Errorf("consumed %d messages over TLS, mqtarget acknowledged %d", got, acked)
+	}
+	conns, plain, open := relay.counts()
+	conns, plain = conns-before, plain-beforePlain
+	t.Logf("name server connections through the relay: %d, %d plain, %d open; %d messages consumed over TLS", conns, plain, open, got)
+	library := client == publishers.RocketMQClientLibrary
+	if conns == 0 || plain != 0 || (library && open == 0) {
+		t.Errorf("name server connections through the relay: %d, %d of them plain, %d open; want all TLS (and, for the library, its own still open)", conns, plain, open)
+	}
+
+	mixed := config.Default()
+	mixed.HTTP.Addr, mixed.Broker = "127.0.0.1:0", "rocketmq"
+	base.Configure(&mixed) // plain, while the TLS target's producers live
+	noEcho(&mixed)
+	mixed.RocketMQ.Client = client
+	a, err := app.Start(mixed, slog.New(slog.DiscardHandler))
+	switch {
+	case err == nil && library:
+		_ = a.Shutdown(context.Background())
+		t.Error("a plain RocketMQ target started beside a TLS one")
+	case err == nil:
+		_ = a.Shutdown(context.Background())
+	case !library:
+		t.Errorf("a plain native target beside a TLS one: %v, want it to start", err)
+	case !strings.Contains(err.Error(), "one TLS switch per process"):
+		t.Errorf("plain beside TLS: %v, want the per-process switch named", err)
+	}
 }
