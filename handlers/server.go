@@ -388,7 +388,17 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	}
 	brokers := map[string]any{}
 	for name, p := range s.pubs {
-		brokers[name] = map[string]any{"hosts": p.Hosts()}
+		b := map[string]any{"hosts": p.Hosts()}
+		if v, ok := p.(publishers.BrokerVersioner); ok {
+			// What each host said it runs at its last handshake ("" before the first): dynamic, unlike
+			// the setup's versions of embedded brokers.
+			versions := make([]string, len(p.Hosts()))
+			for h := range versions {
+				versions[h] = v.BrokerVersion(h)
+			}
+			b["versions"] = versions
+		}
+		brokers[name] = b
 	}
 	body, _ := json.MarshalIndent(map[string]any{
 		"endpoints": s.sends,

@@ -103,7 +103,8 @@ type NSQ struct {
 	tls        *tls.Config // nil: plain TCP
 	log        *slog.Logger
 	coalesce   bool
-	coalescers sync.Map // coalesceKey → *coalescer, while busy
+	coalescers sync.Map       // coalesceKey → *coalescer, while busy
+	versions   brokerVersions // what each nsqd said it runs (IDENTIFY)
 }
 
 // Timings of the connection handling.
@@ -287,18 +288,22 @@ func (c *nsqConn) checkOne(host int, body []byte) error {
 // answer: JSON, from which it takes max_msg_size should nsqd announce it (v1.3.0 does not: limit 0).
 // With nsq.tls, IDENTIFY asks for tls_v1 and, once nsqd agreed, the connection continues over TLS.
 func (p *NSQ) handshake(ctx context.Context, addr string) (net.Conn, int64, error) {
-	return nsqHandshake(ctx, addr, p.dial, p.tls)
+	conn, ans, err := nsqHandshake(ctx, addr, p.dial, p.tls)
+	if err == nil && ans.Version != "" {
+		p.versions.set(addr, "nsqd "+ans.Version)
+	}
+	return conn, ans.MaxMsgSize, err
 }
 
 // nsqHandshake is handshake for the publisher and the consumer's TLS check: within ctx and timeout,
 // over TLS with tc when it is not nil.
-func nsqHandshake(ctx context.Context, addr string, timeout time.Duration, tc *tls.Config) (net.Conn, int64, error) {
+func nsqHandshake(ctx context.Context, addr string, timeout time.Duration, tc *tls.Config) (net.Conn, nsqIdentifyAnswer, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, 0, wrap(ErrUnavailable, err)
+		return nil, nsqIdentifyAnswer{}, wrap(ErrUnavailable, err)
 	}
 	dl, _ := ctx.Deadline()
 	_ = conn.SetDeadline(dl)
@@ -309,12 +314,12 @@ func nsqHandshake(ctx context.Context, addr string, timeout time.Duration, tc *t
 	if err != nil {
 		conn.Close()
 		if errors.Is(err, ErrRejected) || errors.Is(err, ErrUnavailable) {
-			return nil, 0, err
+			return nil, nsqIdentifyAnswer{}, err
 		}
-		return nil, 0, wrap(ErrUnavailable, err)
+		return nil, nsqIdentifyAnswer{}, wrap(ErrUnavailable, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	return conn, ans.MaxMsgSize, nil
+	return conn, ans, nil
 }
 
 // nsqUpgrade continues the connection over TLS as nsqd does after an IDENTIFY with tls_v1: the handshake,
@@ -342,8 +347,9 @@ var errNSQTLSRequired = errors.New("nsqd requires TLS")
 
 // nsqIdentifyAnswer is what the handshake uses of nsqd's IDENTIFY answer.
 type nsqIdentifyAnswer struct {
-	MaxMsgSize int64 `json:"max_msg_size"`
-	TLSv1      bool  `json:"tls_v1"`
+	MaxMsgSize int64  `json:"max_msg_size"`
+	TLSv1      bool   `json:"tls_v1"`
+	Version    string `json:"version"`
 }
 
 func identify(conn net.Conn, wantTLS bool) (nsqIdentifyAnswer, error) {

@@ -149,10 +149,11 @@ func checkHeaderText(s string) error {
 // runs each callback when its RECEIPT (or an ERROR) arrives. Sync publishes wait for their callback or
 // their context; PublishAsync returns once queued.
 type STOMP struct {
-	cfg  STOMPConfig
-	tls  *tls.Config // nil: plain TCP
-	pool *pool[*stompConn]
-	log  *slog.Logger
+	cfg      STOMPConfig
+	tls      *tls.Config // nil: plain TCP
+	pool     *pool[*stompConn]
+	log      *slog.Logger
+	versions brokerVersions // what each broker said it runs (CONNECTED's server header)
 }
 
 // Timings of the connection handling.
@@ -399,6 +400,7 @@ func (p *STOMP) connect(conn net.Conn, addr string) (heartBeats, error) {
 	}
 	switch f.Command {
 	case frame.CONNECTED:
+		p.versions.set(addr, f.Header.Get(frame.Server))
 	case frame.ERROR:
 		return heartBeats{}, wrap(ErrRejected, fmt.Errorf("CONNECT refused: %s", errorText(f)))
 	default:

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +43,10 @@ type App struct {
 	served        chan error  // receives Serve's result once
 	admin         *sideServer // nil unless http.admin_addr is set
 	pprof         *sideServer // nil unless pprof.addr is set
+	// greet pings every broker host once at start, so what each runs is known (GET /, mqtarget load)
+	// before the first request; closeBrokers cancels and waits for it.
+	greet       sync.WaitGroup
+	greetCancel context.CancelFunc
 }
 
 // Start starts the brokers' publishers in registry order (with embedded brokers where the configuration
@@ -132,6 +137,7 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 		Setup:             setup,
 		Config:            redactedConfig(cfg),
 	})
+	a.greetBrokers(cfg.Readyz.Timeout)
 	a.ln, err = net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("http.addr: %w", err)
@@ -293,6 +299,10 @@ func (a *App) Shutdown(ctx context.Context) error {
 // closeBrokers stops the echoes and round-trip consumers, then closes publishers, then embedded
 // brokers; all are idempotent.
 func (a *App) closeBrokers() {
+	if a.greetCancel != nil {
+		a.greetCancel()
+	}
+	a.greet.Wait()
 	for i := len(a.stoppers) - 1; i >= 0; i-- {
 		_ = a.stoppers[i]()
 	}
@@ -303,6 +313,22 @@ func (a *App) closeBrokers() {
 	for _, c := range a.closers {
 		if err := c(); err != nil {
 			a.log.Warn("closing embedded broker", "err", err)
+		}
+	}
+}
+
+// greetBrokers pings every host of the publishers that learn their brokers' versions from the
+// handshake, all at once in the background within timeout; a host that does not answer stays unknown
+// until a request connects to it.
+func (a *App) greetBrokers(timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	a.greetCancel = cancel
+	for _, p := range a.raw {
+		if _, ok := p.(publishers.BrokerVersioner); !ok {
+			continue
+		}
+		for h := range p.Hosts() {
+			a.greet.Go(func() { _ = p.Ping(ctx, h) })
 		}
 	}
 }

@@ -223,6 +223,7 @@ func RunSuite(t *testing.T, h Harness) {
 func RunDelivery(t *testing.T, h Harness) {
 	tg := StartTarget(t, h, nil)
 	hosts := h.Hosts()
+	t.Run("broker versions on the index", func(t *testing.T) { checkVersions(t, tg, h.Broker()) })
 	cases := []struct {
 		name      string
 		path      string
@@ -468,4 +469,39 @@ func Integration(t testing.TB) {
 	if os.Getenv("MQTARGET_INTEGRATION") == "" {
 		t.Skip("real-broker test: run scripts/test.sh, or set MQTARGET_INTEGRATION=1 with the broker binaries")
 	}
+}
+
+// checkVersions: GET / names what every host of broker runs, learned from the handshakes (the pings
+// at start, at the latest the first publish); brokers whose publisher does not learn it (RocketMQ)
+// list no versions.
+func checkVersions(t *testing.T, tg *Target, broker string) {
+	if broker == "rocketmq" {
+		return
+	}
+	var last []string
+	Eventually(t, 10*time.Second, "every host's version on GET /", func() error {
+		req, _ := http.NewRequest(http.MethodGet, tg.Base+"/", nil)
+		req.Header.Set("Accept", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var idx struct {
+			Brokers map[string]struct {
+				Hosts    []string `json:"hosts"`
+				Versions []string `json:"versions"`
+			} `json:"brokers"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&idx); err != nil {
+			return err
+		}
+		b := idx.Brokers[broker]
+		last = b.Versions
+		if len(b.Versions) != len(b.Hosts) || slices.Contains(b.Versions, "") {
+			return fmt.Errorf("hosts %v, versions %q", b.Hosts, b.Versions)
+		}
+		return nil
+	})
+	t.Logf("%s: %q", broker, last)
 }

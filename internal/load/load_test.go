@@ -287,7 +287,8 @@ func TestDescribe(t *testing.T) {
 		}
 		switch r.URL.Path {
 		case "/":
-			w.Write([]byte(`{"endpoints":[{"path":"/send1"}],"default_broker":"stomp","setup":{"stomp":{"embedded":true}}}`))
+			w.Write([]byte(`{"endpoints":[{"path":"/send1"}],"default_broker":"stomp","setup":{"stomp":{"embedded":false}},` +
+				`"brokers":{"stomp":{"hosts":["a:1","b:1"],"versions":["","ActiveMQ/5.17.2"]}}}`))
 		case "/config":
 			w.Write([]byte(`{"version":{"version":"v1.2.3","revision":"abc","go_version":"go1.26"},"config":{"topic":"t","stomp":{"passcode":"<redacted>"}}}`))
 		default:
@@ -302,6 +303,12 @@ func TestDescribe(t *testing.T) {
 	if got == nil || got.Version != "v1.2.3" || got.Revision != "abc" || got.GoVersion != "go1.26" || got.DefaultBroker != "stomp" ||
 		got.Config["topic"] != "t" || got.Brokers["stomp"] == nil {
 		t.Errorf("mqtarget described as %+v", got)
+	}
+	// An external broker: the version its connected host told (the first host has not connected yet).
+	m := Meta{Target: got}
+	m.setEndpoint(mq.URL + "/send1")
+	if m.Broker != "stomp" || m.BrokerVersion != "ActiveMQ/5.17.2" {
+		t.Errorf("meta broker %q version %q, want stomp ActiveMQ/5.17.2", m.Broker, m.BrokerVersion)
 	}
 	if got := Describe(context.Background(), other.Client(), other.URL+"/x"); got != nil {
 		t.Errorf("another server described as a mqtarget: %+v", got)

@@ -59,8 +59,8 @@ type Meta struct {
 	Endpoint    string            `json:"endpoint"`   // the URL's path
 	Parameters  map[string]string `json:"parameters"` // the URL's query
 	Broker      string            `json:"broker,omitempty"`
-	// BrokerVersion is what the target's setup says of the broker's version (embedded brokers: the
-	// linked module's); empty when it does not say.
+	// BrokerVersion is what the target says of the broker's version: for embedded brokers the linked
+	// module's, for external ones what a host said at its handshake (NSQ, STOMP); empty when unknown.
 	BrokerVersion string    `json:"broker_version,omitempty"`
 	Start         time.Time `json:"start"`
 	End           time.Time `json:"end"`
@@ -89,6 +89,15 @@ func (m *Meta) setEndpoint(raw string) {
 	}
 	if setup, ok := m.Target.Brokers[m.Broker].(map[string]any); ok {
 		m.BrokerVersion, _ = setup["version"].(string)
+	}
+	if m.BrokerVersion == "" {
+		// An external broker: what its first host said it runs, else any of its hosts.
+		for _, v := range m.Target.BrokerVersions[m.Broker] {
+			if v != "" {
+				m.BrokerVersion = v
+				break
+			}
+		}
 	}
 }
 

@@ -16,7 +16,10 @@ type Target struct {
 	GoVersion     string         `json:"go_version,omitempty"`
 	DefaultBroker string         `json:"default_broker,omitempty"`
 	Brokers       map[string]any `json:"brokers,omitempty"` // the index's "setup": hosts, embedded or not
-	Config        map[string]any `json:"config,omitempty"`
+	// BrokerVersions are what each broker's hosts said they run (the index's brokers.*.versions; "" for
+	// a host not connected yet).
+	BrokerVersions map[string][]string `json:"broker_versions,omitempty"`
+	Config         map[string]any      `json:"config,omitempty"`
 }
 
 // Describe asks the server at u's scheme and host whether it is a mqtarget, with two GETs; nil when
@@ -39,12 +42,23 @@ func Describe(ctx context.Context, client *http.Client, u string) *Target {
 		Endpoints     []any          `json:"endpoints"`
 		DefaultBroker string         `json:"default_broker"`
 		Setup         map[string]any `json:"setup"`
+		Brokers       map[string]struct {
+			Versions []string `json:"versions"`
+		} `json:"brokers"`
 	}
 	base.Path = "/"
 	if !getJSON(ctx, client, base.String(), &index) || index.Endpoints == nil {
 		return nil
 	}
 	t := &Target{DefaultBroker: index.DefaultBroker, Brokers: index.Setup, Version: "unknown"}
+	for name, b := range index.Brokers {
+		if b.Versions != nil {
+			if t.BrokerVersions == nil {
+				t.BrokerVersions = map[string][]string{}
+			}
+			t.BrokerVersions[name] = b.Versions
+		}
+	}
 	base.Path = "/config"
 	if getJSON(ctx, client, base.String(), &cfg) && cfg.Config != nil {
 		t.Version, t.Revision, t.GoVersion, t.Config = cfg.Version.Version, cfg.Version.Revision, cfg.Version.GoVersion, cfg.Config
