@@ -116,11 +116,12 @@ func ValidateRocketMQTopic(name string) error {
 // masters), discovered from the name server at start and sorted by broker name; every publish targets
 // one of them through a queue selector that picks a queue of that broker.
 type RocketMQ struct {
-	cfg     RocketMQConfig
-	brokers []rmqadmin.Broker
-	hosts   []string
-	admin   *rmqadmin.Client
-	log     *slog.Logger
+	cfg      RocketMQConfig
+	brokers  []rmqadmin.Broker
+	hosts    []string
+	admin    *rmqadmin.Client
+	versions brokerVersions // what each broker said it runs (Ping: its runtime information)
+	log      *slog.Logger
 
 	slots   []*rmqSlot
 	targets []*primitive.MessageQueue // per host: what message() puts in Queue for brokerSelector
@@ -902,12 +903,14 @@ func (p *RocketMQ) Ping(ctx context.Context, host int) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
 	defer cancel()
-	if err := p.admin.Ping(ctx, p.brokers[host].Addr); err != nil {
+	v, err := p.admin.BrokerVersion(ctx, p.brokers[host].Addr)
+	if err != nil {
 		if ctx.Err() != nil {
 			return ctxErr(ctx)
 		}
 		return wrap(ErrUnavailable, err)
 	}
+	p.versions.set(p.brokers[host].Addr, v)
 	return nil
 }
 

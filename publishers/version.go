@@ -2,9 +2,10 @@ package publishers
 
 import "sync"
 
-// BrokerVersioner is implemented by the publishers that learn what their brokers run from the handshake:
-// nsqd's IDENTIFY answer (its version) and a STOMP broker's CONNECTED frame (its server header, e.g.
-// "ActiveMQ-Artemis/2.40.0 ActiveMQ Artemis Messaging Engine").
+// BrokerVersioner is implemented by the publishers that learn what their brokers run: nsqd's IDENTIFY
+// answer (its version), a STOMP broker's CONNECTED frame (its server header, e.g.
+// "ActiveMQ-Artemis/2.40.0 ActiveMQ Artemis Messaging Engine"), a RocketMQ broker's runtime information
+// (Ping asks for it: "RocketMQ V5_3_3").
 type BrokerVersioner interface {
 	// BrokerVersion is what host's broker said it runs; "" until a connection to it told.
 	BrokerVersion(host int) string
@@ -39,6 +40,14 @@ func (p *STOMP) BrokerVersion(host int) string {
 		return ""
 	}
 	return p.versions.get(p.pool.hosts[host])
+}
+
+// BrokerVersion implements BrokerVersioner; Ping (at start, and /readyz) learns it.
+func (p *RocketMQ) BrokerVersion(host int) string {
+	if host < 0 || host >= len(p.brokers) {
+		return ""
+	}
+	return p.versions.get(p.brokers[host].Addr)
 }
 
 // BrokerVersion passes the wrapped publisher's on ("" when it has none).

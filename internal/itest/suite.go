@@ -471,13 +471,9 @@ func Integration(t testing.TB) {
 	}
 }
 
-// checkVersions: GET / names what every host of broker runs, learned from the handshakes (the pings
-// at start, at the latest the first publish); brokers whose publisher does not learn it (RocketMQ)
-// list no versions.
+// checkVersions: GET / names what every host of broker runs, learned from the handshakes or RocketMQ's
+// runtime information (the pings at start; for NSQ and STOMP at the latest the first publish).
 func checkVersions(t *testing.T, tg *Target, broker string) {
-	if broker == "rocketmq" {
-		return
-	}
 	var last []string
 	Eventually(t, 10*time.Second, "every host's version on GET /", func() error {
 		req, _ := http.NewRequest(http.MethodGet, tg.Base+"/", nil)

@@ -332,14 +332,27 @@ func (c *Client) CreateTopic(ctx context.Context, addr, topic string, queues int
 
 // Ping asks the broker at addr for its runtime info, which any live broker answers.
 func (c *Client) Ping(ctx context.Context, addr string) error {
+	_, err := c.BrokerVersion(ctx, addr)
+	return err
+}
+
+// BrokerVersion asks the broker at addr for its runtime information (what Ping does) and returns the
+// version it states, e.g. "RocketMQ V5_3_3"; "" when the answer names none.
+func (c *Client) BrokerVersion(ctx context.Context, addr string) (string, error) {
 	resp, err := c.Call(ctx, addr, codeGetBrokerRuntimeInfo, nil, nil)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if resp.Code != resSuccess {
-		return &CodeError{resp.Code, resp.Remark}
+		return "", &CodeError{resp.Code, resp.Remark}
 	}
-	return nil
+	var info struct {
+		Table map[string]string `json:"table"`
+	}
+	if decodeFastJSON(resp.Body, &info) != nil || info.Table["brokerVersionDesc"] == "" {
+		return "", nil // the broker answered: it is up, whatever its answer's shape
+	}
+	return "RocketMQ " + info.Table["brokerVersionDesc"], nil
 }
 
 // MaxOffset returns the number of messages ever written to one queue (its max logical offset).
