@@ -23,6 +23,23 @@ func embeddedConfig(mod func(*config.Config)) config.Config {
 	})
 }
 
+// runApp starts an app on cfg and shuts it down when the test ends.
+func runApp(t *testing.T, cfg config.Config) *App {
+	t.Helper()
+	a, err := Start(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := a.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return a
+}
+
 // TestRoundTripWiring: with the default echo settings /sendRoundTrip comes back on both embedded brokers
 // and the round-trip metrics count it; with the echo off it times out with 504; an ack topic a broker
 // refuses stops the start naming echo.ack_suffix.
@@ -40,17 +57,7 @@ func TestRoundTripWiring(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a, err := Start(embeddedConfig(c.mod), slog.New(slog.DiscardHandler))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				if err := a.Shutdown(ctx); err != nil {
-					t.Error(err)
-				}
-			}()
+			a := runApp(t, embeddedConfig(c.mod))
 			for _, broker := range []string{"nsq", "stomp"} {
 				// Connect first: on a busy machine a dial within the round trip's short timeout could
 				// fail it with 503 before the missing echo is what times it out.

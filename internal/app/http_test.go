@@ -16,7 +16,8 @@ import (
 	"github.com/mqtarget/mqtarget/config"
 )
 
-// startApp starts mqtarget on an ephemeral port with external brokers that are never dialled at start.
+// startApp starts mqtarget on an ephemeral port with external brokers nothing listens on (only the
+// pings at start dial them).
 func startApp(t *testing.T, mod func(*config.Config)) *App {
 	t.Helper()
 	a, err := Start(testConfig(mod), slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -26,8 +27,8 @@ func startApp(t *testing.T, mod func(*config.Config)) *App {
 	return a
 }
 
-// testConfig is the default configuration on an ephemeral port with external brokers that are never
-// dialled at start, changed by mod.
+// testConfig is the default configuration on an ephemeral port with external brokers nothing listens on,
+// changed by mod.
 func testConfig(mod func(*config.Config)) config.Config {
 	cfg := config.Default()
 	cfg.HTTP.Addr = "127.0.0.1:0"

@@ -1,9 +1,7 @@
 package app
 
 import (
-	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,17 +13,7 @@ import (
 // TestIndexBrokerVersions: without any request, GET / soon shows what every host of the brokers in use
 // runs, from the pings at start.
 func TestIndexBrokerVersions(t *testing.T) {
-	a, err := Start(embeddedConfig(func(c *config.Config) { c.Echo.Enabled = false }), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := a.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
+	a := runApp(t, embeddedConfig(func(c *config.Config) { c.Echo.Enabled = false }))
 	want := map[string]string{"nsq": "nsqd 1.3.0", "stomp": "stompd/"}
 	var last map[string]map[string][]string
 	for end := time.Now().Add(10 * time.Second); ; {
