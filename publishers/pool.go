@@ -84,6 +84,14 @@ func (h *hostConns) dialed(log *slog.Logger, addr string, err error) {
 	}
 }
 
+// connected counts a connection made; replacing says it replaces an earlier one (a reconnect).
+func (h *hostConns) connected(replacing bool) {
+	h.opened.Add(1)
+	if replacing {
+		h.reopened.Add(1)
+	}
+}
+
 // ConnCounts implements ConnCounter.
 func (p *pool[L]) ConnCounts(host int) ConnCounts {
 	if p.checkHost(host) != nil {
@@ -216,10 +224,7 @@ func (s *slot[L]) get(ctx context.Context, p *pool[L]) (L, error) {
 	}
 	s.lastErr, s.failures = nil, 0
 	s.cur, s.live = c, true
-	s.counts.opened.Add(1)
-	if s.opened {
-		s.counts.reopened.Add(1)
-	}
+	s.counts.connected(s.opened)
 	s.opened = true
 	s.ready.Store(&liveConn[L]{c})
 	return c, nil

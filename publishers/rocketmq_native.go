@@ -535,10 +535,7 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*wire.Con
 		return nil, ErrClosed
 	}
 	s.cur.Store(c)
-	s.counts.opened.Add(1)
-	if old != nil {
-		s.counts.reopened.Add(1)
-	}
+	s.counts.connected(old != nil)
 	if old != nil {
 		// Close waits for its goroutines (and, for one replaced for its opaque range, its answers).
 		n.bg.Add(1)

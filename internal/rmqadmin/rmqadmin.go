@@ -330,14 +330,8 @@ func (c *Client) CreateTopic(ctx context.Context, addr, topic string, queues int
 	return nil
 }
 
-// Ping asks the broker at addr for its runtime info, which any live broker answers.
-func (c *Client) Ping(ctx context.Context, addr string) error {
-	_, err := c.BrokerVersion(ctx, addr)
-	return err
-}
-
-// BrokerVersion asks the broker at addr for its runtime information (what Ping does) and returns the
-// version it states, e.g. "RocketMQ V5_3_3"; "" when the answer names none.
+// BrokerVersion asks the broker at addr for its runtime information, which also tells that it answers,
+// and returns the version it states, e.g. "RocketMQ V5_3_3"; "" when the answer names none.
 func (c *Client) BrokerVersion(ctx context.Context, addr string) (string, error) {
 	resp, err := c.Call(ctx, addr, codeGetBrokerRuntimeInfo, nil, nil)
 	if err != nil {
