@@ -38,8 +38,7 @@ func (s *Server) sendRoundTrip(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := s.ids.NextID()
 	body := s.ids.Build(id, req.size)
-	ctx, cancel := s.publishCtx(r)
-	defer cancel()
+	ctx := s.publishCtx()
 	ack, err := rt.RoundTrip(ctx, 0, req.topic, body)
 	switch {
 	case errors.Is(err, roundtrip.ErrTopic):

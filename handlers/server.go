@@ -69,6 +69,7 @@ type Server struct {
 	topic, topic2  string
 	size, maxSize  int
 	publishTimeout time.Duration
+	deadlines      *deadlines
 	ids            *message.Source
 	topicSeq       roundRobin
 	async          *asyncLimiter
@@ -185,6 +186,7 @@ func New(o Options) *Server {
 		size:           o.MessageSize,
 		maxSize:        o.MaxMessageSize,
 		publishTimeout: o.PublishTimeout,
+		deadlines:      &deadlines{timeout: o.PublishTimeout},
 		ids:            message.NewSource(),
 		async:          &asyncLimiter{limit: int64(o.AsyncLimit)},
 		readTimeout:    o.ReadTimeout,

@@ -139,9 +139,13 @@ func NewNSQ(c NSQConfig, log *slog.Logger) (*NSQ, error) {
 // Hosts implements Publisher.
 func (p *NSQ) Hosts() []string { return p.pool.hosts }
 
+// nsqName is the byte set of nsqd's topic and channel names (go-nsq's IsValidTopicName, which
+// topic_fuzz_test.go checks this against).
+var nsqName = newNameChars("._-")
+
 // ValidateTopic applies nsqd's rules: 1-64 characters of [.a-zA-Z0-9_-], optionally ending in #ephemeral.
 func (p *NSQ) ValidateTopic(name string) error {
-	if !nsq.IsValidTopicName(name) {
+	if len(name) > 64 || !nsqName.all(strings.TrimSuffix(name, "#ephemeral")) {
 		return fmt.Errorf("%q is not a valid NSQ topic (1-64 of [.a-zA-Z0-9_-], optional #ephemeral)", name)
 	}
 	return nil

@@ -81,3 +81,33 @@ func Result(err error) string {
 		return "error"
 	}
 }
+
+// nameChars is the set of bytes a broker allows in its names. Topics are checked on every request, and
+// a table lookup per byte costs nanoseconds where the equivalent regexp cost half a microsecond (a CPU
+// profile of /send1 under wrk).
+type nameChars [256]bool
+
+// newNameChars allows ASCII letters, digits and the bytes of extra.
+func newNameChars(extra string) *nameChars {
+	var c nameChars
+	for b := '0'; b <= '9'; b++ {
+		c[b] = true
+	}
+	for b := 'a'; b <= 'z'; b++ {
+		c[b], c[b-'a'+'A'] = true, true
+	}
+	for i := 0; i < len(extra); i++ {
+		c[extra[i]] = true
+	}
+	return &c
+}
+
+// all reports whether s is non-empty and holds only allowed bytes.
+func (c *nameChars) all(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !c[s[i]] {
+			return false
+		}
+	}
+	return s != ""
+}

@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"reflect"
-	"regexp"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -55,7 +54,7 @@ func DefaultRocketMQConfig() RocketMQConfig {
 
 // rocketmq's name rules (TopicValidator / group names): these characters, at most 127 (topic) and 255
 // (group) of them.
-var rmqName = regexp.MustCompile(`^[%|a-zA-Z0-9_-]+$`)
+var rmqName = newNameChars("%|_-")
 
 // Validate checks c; errors name the field under prefix (e.g. "rocketmq").
 func (c RocketMQConfig) Validate(prefix string) error {
@@ -68,7 +67,7 @@ func (c RocketMQConfig) Validate(prefix string) error {
 			add(fmt.Sprintf("name_servers[%d]", i), "%v", err)
 		}
 	}
-	if c.Group == "" || len(c.Group) > 255 || !rmqName.MatchString(c.Group) {
+	if c.Group == "" || len(c.Group) > 255 || !rmqName.all(c.Group) {
 		add("group", "%q must be 1..255 characters of [%%|a-zA-Z0-9_-]", c.Group)
 	}
 	if c.SendTimeout <= 0 {
@@ -101,7 +100,7 @@ func (c RocketMQConfig) Validate(prefix string) error {
 // ValidateRocketMQTopic applies RocketMQ's topic rules (TopicValidator): 1..127 characters of
 // [%|a-zA-Z0-9_-], not the default topic TBW102 and not a system topic.
 func ValidateRocketMQTopic(name string) error {
-	if name == "" || len(name) > 127 || !rmqName.MatchString(name) {
+	if name == "" || len(name) > 127 || !rmqName.all(name) {
 		return fmt.Errorf("%q is not a valid RocketMQ topic (1-127 of [%%|a-zA-Z0-9_-])", name)
 	}
 	upper := strings.ToUpper(name)

@@ -55,7 +55,7 @@ func NewRocketMQConsumer(c RocketMQConfig, o ConsumerOptions, log *slog.Logger) 
 	if o.Group == "" {
 		o.Group = DefaultConsumerGroup
 	}
-	if !rmqName.MatchString(o.Group) || len(o.Group) > 255 {
+	if !rmqName.all(o.Group) || len(o.Group) > 255 {
 		return nil, wrap(ErrBadGroup, fmt.Errorf("rocketmq consumer group %q: want 1..255 characters of [%%|a-zA-Z0-9_-]", o.Group))
 	}
 	admin, err := newRMQAdmin(c)

@@ -1,9 +1,12 @@
 package publishers
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/nsqio/go-nsq"
 )
 
 // Topics come from ?topic= and ?topic2= of any client, and the accepted ones go into protocol frames:
@@ -21,17 +24,9 @@ func FuzzValidateNSQTopic(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if (*NSQ)(nil).ValidateTopic(name) != nil {
-			return
-		}
-		// nsqd's rule, written out independently: 1-64 bytes of [.a-zA-Z0-9_-] with an optional
-		// "#ephemeral" suffix that counts towards the 64.
-		base := strings.TrimSuffix(name, "#ephemeral")
-		if len(name) > 64 || base == "" {
-			t.Fatalf("accepted %q: length %d", name, len(name))
-		}
-		if c, ok := onlyAlnumAnd(base, "._-"); !ok {
-			t.Fatalf("accepted %q with byte %q", name, c)
+		// The table lookup must agree with go-nsq's regexp, nsqd's own rule, both ways.
+		if got, want := (*NSQ)(nil).ValidateTopic(name) == nil, nsq.IsValidTopicName(name); got != want {
+			t.Fatalf("ValidateTopic(%q) accepts: %v, go-nsq: %v", name, got, want)
 		}
 	})
 }
@@ -67,7 +62,17 @@ func FuzzValidateRocketMQTopic(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if ValidateRocketMQTopic(name) != nil {
+		err := ValidateRocketMQTopic(name)
+		if want := rmqNameRegexp.MatchString(name) && len(name) <= 127; !want {
+			if err == nil {
+				t.Fatalf("accepted %q, which RocketMQ's rule (%v) refuses", name, rmqNameRegexp)
+			}
+			return
+		}
+		if err != nil && !strings.Contains(err.Error(), "system topic") {
+			t.Fatalf("refused %q, which RocketMQ's rule (%v) allows: %v", name, rmqNameRegexp, err)
+		}
+		if err != nil {
 			return
 		}
 		if name == "" || len(name) > 127 {
@@ -83,6 +88,9 @@ func FuzzValidateRocketMQTopic(f *testing.F) {
 		}
 	})
 }
+
+// rmqNameRegexp is RocketMQ's name rule as its TopicValidator writes it; rmqName must agree with it.
+var rmqNameRegexp = regexp.MustCompile(`^[%|a-zA-Z0-9_-]+$`)
 
 // onlyAlnumAnd reports whether s holds only ASCII letters, digits and bytes of extra; else the first other byte.
 func onlyAlnumAnd(s, extra string) (byte, bool) {
