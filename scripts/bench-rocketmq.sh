@@ -91,8 +91,8 @@ java_run() {
         END { printf "%d %.3f %d %.0f\n", tps / k, (tps ? rt / tps : 0), failed, (tps ? ticks / hz * 1e6 / tps : 0) }'
 }
 
-echo "| N | client | Java Producer msg/s | Java avg RT | Java CPU/msg | Go publisher msg/s (no HTTP) | Go p50 | Go CPU/msg | mqtarget /send1 req/s | wrk p50 | wrk p99 | mqtarget CPU/req | mqtarget / Java | Go publisher / Java | failed (Java / Go / wrk non-2xx / wrk socket) |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| N | client | Java Producer msg/s | Java avg RT | Java CPU/msg | Go publisher msg/s (no HTTP) | Go p50 | Go CPU/msg | mqtarget /send1 req/s | wrk p50 | wrk p99 | mqtarget CPU/req | mqtarget / Java | Go publisher / Java | /healthz req/s | latency ceiling | failed (Java / Go / wrk non-2xx / wrk socket) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for n in $CONNS; do
     log "N=$n: Java benchmark Producer -w $n"
     java_run "$n" >"$TMP/java.res" # not in a subshell: cleanup must see JAVA_PID
@@ -105,7 +105,11 @@ for n in $CONNS; do
         curl -fsS "$URL" | grep -q 'broker-a@' || die "mqtarget does not publish to broker-a: $(curl -sS "$URL")"
         log "N=$n: wrk -c$n on /send1 ($client)"
         read -r rps _ p50 p99 non2xx sock mcpu < <(wrk_run "$n" "$URL")
+        # The HTTP hop alone at the same N: what the ratio can reach if the hop only adds its latency
+        # (latency_ceiling).
+        log "N=$n: wrk -c$n on /healthz (the HTTP hop alone)"
+        read -r hrps _ < <(wrk_run "$n" "http://127.0.0.1:$PORT/healthz")
         stop_mqtarget
-        echo "| $n | $client | $jtps | ${jrt}ms | ${jcpu}µs | $grps | ${gp50}ms | ${gcpu}µs | $rps | $p50 | $p99 | ${mcpu}µs | $(ratio "$rps" "$jtps") | $(ratio "$grps" "$jtps") | $jfail / $gfail / $non2xx / $sock |"
+        echo "| $n | $client | $jtps | ${jrt}ms | ${jcpu}µs | $grps | ${gp50}ms | ${gcpu}µs | $rps | $p50 | $p99 | ${mcpu}µs | $(ratio "$rps" "$jtps") | $(ratio "$grps" "$jtps") | $hrps | $(latency_ceiling "$hrps" "$jtps") | $jfail / $gfail / $non2xx / $sock |"
     done
 done

@@ -36,6 +36,7 @@ fi
 log "building the anchor (internal/bench/stompanchor)"
 go build -o "$TMP/stompanchor" ./internal/bench/stompanchor
 URL="http://127.0.0.1:$PORT/send1?broker=stomp&topic=$TOPIC&size=$SIZE"
+HEALTHZ_URL="http://127.0.0.1:$PORT/healthz"
 start_mqtarget "$URL" -broker stomp -stomp.hosts "$STOMP_ADDR" \
     -stomp.login "$ARTEMIS_LOGIN" -stomp.passcode "$ARTEMIS_PASSCODE"
 
@@ -49,8 +50,8 @@ drain() {
 }
 
 drain
-echo "| N | direct Go client msg/s | direct p50 | direct p99 | mqtarget /send1 req/s | wrk p50 | wrk p99 | mqtarget CPU/req | ratio mqtarget/direct | errors (direct / wrk non-2xx / wrk socket) |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| N | direct Go client msg/s | direct p50 | direct p99 | mqtarget /send1 req/s | wrk p50 | wrk p99 | mqtarget CPU/req | ratio mqtarget/direct | /healthz req/s | latency ceiling | errors (direct / wrk non-2xx / wrk socket) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for n in $CONNS; do
     log "N=$n: direct client, $n senders"
     read -r arps ap50 ap99 aerr _ < <(timeout $((WARMUP + DURATION + 60)) "$TMP/stompanchor" -addr "$STOMP_ADDR" -login "$ARTEMIS_LOGIN" \
@@ -60,5 +61,9 @@ for n in $CONNS; do
     log "N=$n: wrk -c$n on /send1"
     read -r rps _ p50 p99 non2xx sock mcpu < <(wrk_run "$n" "$URL")
     drain
-    echo "| $n | $arps | ${ap50}ms | ${ap99}ms | $rps | $p50 | $p99 | ${mcpu}µs | $(ratio "$rps" "$arps") | $aerr / $non2xx / $sock |"
+    # The HTTP hop alone at the same N: what the ratio can reach if the hop only adds its latency
+    # (latency_ceiling).
+    log "N=$n: wrk -c$n on /healthz (the HTTP hop alone)"
+    read -r hrps _ < <(wrk_run "$n" "$HEALTHZ_URL")
+    echo "| $n | $arps | ${ap50}ms | ${ap99}ms | $rps | $p50 | $p99 | ${mcpu}µs | $(ratio "$rps" "$arps") | $hrps | $(latency_ceiling "$hrps" "$arps") | $aerr / $non2xx / $sock |"
 done

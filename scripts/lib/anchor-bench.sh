@@ -96,5 +96,14 @@ wrk_run() {
         END { printf "%d %s %s %s %d %d %.0f\n", rps, avg, p50, p99, non2xx, sock, (total ? ticks / hz * 1e6 / total : 0) }' "$out"
 }
 
+# latency_ceiling HOP_RPS DIRECT_RPS: the highest mqtarget/direct ratio a run can reach when every request
+# adds the HTTP hop to the direct client's latency and the broker answers as fast as for the direct
+# client. N closed-loop clients have mean latency N / rate (Little's law), so the direct client's is
+# N/DIRECT_RPS, the hop's N/HOP_RPS (wrk on /healthz at the same N), and the ceiling is
+# (N/DIRECT_RPS) / (N/DIRECT_RPS + N/HOP_RPS) = HOP_RPS / (HOP_RPS + DIRECT_RPS).
+latency_ceiling() {
+    awk -v h="$1" -v d="$2" 'BEGIN { if (h + d > 0) printf "%.2f", h / (h + d); else printf "-" }'
+}
+
 # ratio A B: A/B with two decimals ("-" when B is 0).
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'; }
