@@ -6,17 +6,20 @@ import (
 	"time"
 )
 
-// deadlineSlack is how much later than publish_timeout a publish's deadline may fall: the requests that
-// start within it share one context.
-const deadlineSlack = time.Millisecond
-
 // deadlines hands out the contexts publishes run under: detached from the client and ending
-// publish_timeout (plus at most deadlineSlack) after the request. A context with its own timer per
-// request cost about 0.7 µs and four allocations of a /send1 (CPU profile under wrk, docs/benchmarks.md);
-// the requests of one millisecond share one instead.
+// publish_timeout (plus at most slack) after the request. A context with its own timer per request cost
+// about 0.7 µs and four allocations of a /send1 (CPU profile under wrk, docs/benchmarks.md); the
+// requests that start within slack of each other share one instead.
 type deadlines struct {
 	timeout time.Duration
-	cur     atomic.Pointer[sharedDeadline]
+	// slack is a thousandth of the timeout, at least 1 ms: under steady traffic at most about a
+	// thousand shared contexts are alive at once, whatever publish_timeout is.
+	slack time.Duration
+	cur   atomic.Pointer[sharedDeadline]
+}
+
+func newDeadlines(timeout time.Duration) *deadlines {
+	return &deadlines{timeout: timeout, slack: max(time.Millisecond, timeout/1000)}
 }
 
 type sharedDeadline struct {
@@ -26,13 +29,13 @@ type sharedDeadline struct {
 	cancel context.CancelFunc
 }
 
-// get returns a context whose deadline lies in [now+timeout, now+timeout+deadlineSlack].
+// get returns a context whose deadline lies in [now+timeout, now+timeout+slack].
 func (d *deadlines) get() context.Context {
 	want := time.Now().Add(d.timeout)
-	if s := d.cur.Load(); s != nil && !s.at.Before(want) && s.at.Sub(want) <= deadlineSlack {
+	if s := d.cur.Load(); s != nil && !s.at.Before(want) && s.at.Sub(want) <= d.slack {
 		return s.ctx
 	}
-	s := &sharedDeadline{at: want.Add(deadlineSlack)}
+	s := &sharedDeadline{at: want.Add(d.slack)}
 	s.ctx, s.cancel = context.WithDeadline(context.Background(), s.at)
 	// Racing stores are harmless: each context is right for the requests that got it.
 	d.cur.Store(s)

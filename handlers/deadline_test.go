@@ -9,7 +9,8 @@ import (
 
 func TestDeadlines(t *testing.T) {
 	const timeout = 50 * time.Millisecond
-	d := &deadlines{timeout: timeout}
+	d := newDeadlines(timeout)
+	slack := d.slack
 
 	t.Run("within publish_timeout plus the slack", func(t *testing.T) {
 		for i := 0; i < 1000; i++ {
@@ -20,8 +21,8 @@ func TestDeadlines(t *testing.T) {
 			if !ok {
 				t.Fatal("no deadline")
 			}
-			if at.Before(before.Add(timeout)) || at.After(after.Add(timeout+deadlineSlack)) {
-				t.Fatalf("deadline %v after the call, want %v..%v", at.Sub(before), timeout, timeout+deadlineSlack)
+			if at.Before(before.Add(timeout)) || at.After(after.Add(timeout+slack)) {
+				t.Fatalf("deadline %v after the call, want %v..%v", at.Sub(before), timeout, timeout+slack)
 			}
 		}
 	})
@@ -40,12 +41,27 @@ func TestDeadlines(t *testing.T) {
 
 	t.Run("a later request gets a later deadline", func(t *testing.T) {
 		first := d.get()
-		time.Sleep(3 * deadlineSlack)
+		time.Sleep(3 * slack)
 		second := d.get()
 		a, _ := first.Deadline()
 		b, _ := second.Deadline()
 		if !b.After(a) {
 			t.Fatalf("deadline %v after %v", b, a)
+		}
+	})
+
+	t.Run("slack is a thousandth of publish_timeout, at least 1 ms", func(t *testing.T) {
+		for _, tc := range []struct {
+			name           string
+			timeout, slack time.Duration
+		}{
+			{"short timeout", 50 * time.Millisecond, time.Millisecond},
+			{"default", 5 * time.Second, 5 * time.Millisecond},
+			{"ten minutes", 10 * time.Minute, 600 * time.Millisecond},
+		} {
+			if got := newDeadlines(tc.timeout).slack; got != tc.slack {
+				t.Errorf("%s: slack %v for %v, want %v", tc.name, got, tc.timeout, tc.slack)
+			}
 		}
 	})
 

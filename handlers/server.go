@@ -186,7 +186,7 @@ func New(o Options) *Server {
 		size:           o.MessageSize,
 		maxSize:        o.MaxMessageSize,
 		publishTimeout: o.PublishTimeout,
-		deadlines:      &deadlines{timeout: o.PublishTimeout},
+		deadlines:      newDeadlines(o.PublishTimeout),
 		ids:            message.NewSource(),
 		async:          &asyncLimiter{limit: int64(o.AsyncLimit)},
 		readTimeout:    o.ReadTimeout,
