@@ -118,7 +118,7 @@ func Default() Config {
 		ShutdownLameDuck: 2 * time.Second,
 		ShutdownGrace:    10 * time.Second,
 		// mqtarget's live heap is a few MB, so at Go's default of 100 it collects about 17 times a second
-		// under load; at 400 a quarter as often, for less CPU per request and a peak RSS of 41-61 MB
+		// under load; at 400 a quarter as often, for less CPU per request and a peak RSS of 41-55 MB
 		// instead of 27-33 (docs/benchmarks.md).
 		GCPercent: 400,
 		// A ?topics= sweep up to 1000 fits; a runaway loop of new names stops there instead of filling
