@@ -13,7 +13,8 @@
 # Environment (defaults in brackets):
 #   MQTARGET_CACHE          [$HOME/.cache/mqtarget]  jars: rocketmq-<version>/lib
 #   MQTARGET_DATA           [~/.local/state/mqtarget] (see scripts/lib/broker.sh)
-#   ROCKETMQ_DATA           [$MQTARGET_DATA/rocketmq]  stores, logs, pid files
+#   ROCKETMQ_DATA           [$MQTARGET_DATA/rocketmq]  stores, logs, pid files, and the lock that start,
+#                                    stop and restart take turns on (MQTARGET_BROKER_LOCK_TIMEOUT [600] s)
 #   ROCKETMQ_NAMESRV_PORT   [9876]
 #   ROCKETMQ_BROKER_A_PORT  [10911]  (a broker also uses port-2 and port+1)
 #   ROCKETMQ_BROKER_B_PORT  [10921]
@@ -510,4 +511,7 @@ cmd_classpath() {
     if [[ "${1:-}" == bench ]]; then echo "$BENCH_LIB_DIR/*"; else echo "$LIB_DIR/*"; fi
 }
 
+case "${1:-}" in
+    start | stop | restart | start-broker | stop-broker | launch-broker) lock_instance "$RUN_DIR/lock" ;;
+esac
 dispatch "$@"

@@ -89,9 +89,21 @@ spawn() {
   shift 2
   mkdir -p "$(dirname "$out")"
   printf '\n==== %s %s start ====\n' "$(date -u +%FT%TZ)" "$NAME" >>"$out"
-  (cd "$dir" && exec setsid "$@") >>"$out" 2>&1 </dev/null &
+  # 8>&-: the broker must not hold lock_instance's lock for as long as it runs.
+  (cd "$dir" && exec setsid "$@") >>"$out" 2>&1 </dev/null 8>&- &
   # shellcheck disable=SC2034 # read by the caller
   SPAWNED=$!
+}
+
+# lock_instance FILE: take turns with every other start or stop of the same broker instance (FILE lives in
+# its data directory). Without it, a start that ran while another caller's stop was still ending the
+# processes took the dying name server for a running one. The lock is held on fd 8 until the script
+# exits; spawn keeps it from the broker processes.
+lock_instance() {
+  mkdir -p "$(dirname "$1")"
+  exec 8>"$1"
+  flock -w "${MQTARGET_BROKER_LOCK_TIMEOUT:-600}" 8 ||
+    die "another start or stop of this broker held $1 for ${MQTARGET_BROKER_LOCK_TIMEOUT:-600} s"
 }
 
 # await TIMEOUT PID LOG CHECK [ARGS...]: run CHECK ARGS until it succeeds (its stdout is kept in
