@@ -105,10 +105,7 @@ for n in $CONNS; do
         curl -fsS "$URL" | grep -q 'broker-a@' || die "mqtarget does not publish to broker-a: $(curl -sS "$URL")"
         log "N=$n: wrk -c$n on /send1 ($client)"
         read -r rps _ p50 p99 non2xx sock mcpu < <(wrk_run "$n" "$URL")
-        # The HTTP hop alone at the same N: what the ratio can reach if the hop only adds its latency
-        # (latency_ceiling).
-        log "N=$n: wrk -c$n on /healthz (the HTTP hop alone)"
-        read -r hrps _ < <(wrk_run "$n" "http://127.0.0.1:$PORT/healthz")
+        hrps=$(hop_rps "$n")
         stop_mqtarget
         echo "| $n | $client | $jtps | ${jrt}ms | ${jcpu}µs | $grps | ${gp50}ms | ${gcpu}µs | $rps | $p50 | $p99 | ${mcpu}µs | $(ratio "$rps" "$jtps") | $(ratio "$grps" "$jtps") | $hrps | $(latency_ceiling "$hrps" "$jtps") | $jfail / $gfail / $non2xx / $sock |"
     done

@@ -36,7 +36,6 @@ fi
 log "building the anchor (internal/bench/stompanchor)"
 go build -o "$TMP/stompanchor" ./internal/bench/stompanchor
 URL="http://127.0.0.1:$PORT/send1?broker=stomp&topic=$TOPIC&size=$SIZE"
-HEALTHZ_URL="http://127.0.0.1:$PORT/healthz"
 start_mqtarget "$URL" -broker stomp -stomp.hosts "$STOMP_ADDR" \
     -stomp.login "$ARTEMIS_LOGIN" -stomp.passcode "$ARTEMIS_PASSCODE"
 
@@ -61,9 +60,6 @@ for n in $CONNS; do
     log "N=$n: wrk -c$n on /send1"
     read -r rps _ p50 p99 non2xx sock mcpu < <(wrk_run "$n" "$URL")
     drain
-    # The HTTP hop alone at the same N: what the ratio can reach if the hop only adds its latency
-    # (latency_ceiling).
-    log "N=$n: wrk -c$n on /healthz (the HTTP hop alone)"
-    read -r hrps _ < <(wrk_run "$n" "$HEALTHZ_URL")
+    hrps=$(hop_rps "$n")
     echo "| $n | $arps | ${ap50}ms | ${ap99}ms | $rps | $p50 | $p99 | ${mcpu}µs | $(ratio "$rps" "$arps") | $hrps | $(latency_ceiling "$hrps" "$arps") | $aerr / $non2xx / $sock |"
 done

@@ -96,6 +96,13 @@ wrk_run() {
         END { printf "%d %s %s %s %d %d %.0f\n", rps, avg, p50, p99, non2xx, sock, (total ? ticks / hz * 1e6 / total : 0) }' "$out"
 }
 
+# hop_rps N: wrk -cN on mqtarget's /healthz, the HTTP hop alone at the same N; prints its req/s for
+# latency_ceiling.
+hop_rps() {
+    log "N=$1: wrk -c$1 on /healthz (the HTTP hop alone)"
+    wrk_run "$1" "http://127.0.0.1:$PORT/healthz" | awk '{ print $1 }'
+}
+
 # latency_ceiling HOP_RPS DIRECT_RPS: the highest mqtarget/direct ratio a run can reach when every request
 # adds the HTTP hop to the direct client's latency and the broker answers as fast as for the direct
 # client. N closed-loop clients have mean latency N / rate (Little's law), so the direct client's is
