@@ -15,18 +15,24 @@ import (
 	"github.com/mqtarget/mqtarget/internal/version"
 )
 
-const loadUsage = `usage: mqtarget load [-rate R | -connections C] -duration D [-method M] [-body TEXT|@FILE] [-timeout D] [-max-workers N] [-o table|json|csv] URL
+const loadUsage = `usage: mqtarget load [-rate R | -connections C] -duration D [-method M] [-body TEXT|@FILE] [-timeout D] [-max-workers N] [-max-error-rate F] [-o table|json|csv] URL
 
-Sends requests to URL for -duration and reports requests, 2xx answers (ok), answers by status, transport
-errors, throughput (2xx per second only) and latency percentiles in milliseconds.
+Sends requests to URL for -duration and reports requests, 2xx answers (ok), answers by status (with up
+to 3 sample bodies of each non-2xx status), transport errors, throughput (2xx per second only) and
+latency percentiles in milliseconds.
 
   -connections C  closed model: C connections, each sends its next request when its answer arrived (wrk).
-  -rate R         open model: R requests per second whatever the answers do (wrk2). Latency counts from
-                  each request's intended send time, so a stall of the target shows in the percentiles.
+  -rate R         open model: R requests per second whatever the answers do (wrk2). latency_ms counts
+                  from each request's intended send time, so a stall of the target shows in the
+                  percentiles; service_ms from the actual send (what wrk, hey and vegeta show); lag_ms
+                  from intended to actual send (the generator's own lateness).
 
 When URL is a mqtarget, its version and effective configuration (GET /config, secrets redacted) and its
-broker setup (GET /) go into the JSON's meta. Requests go only to URL's host. A progress line is
-printed on stderr when it is a terminal. Exit status: 0 after a run, 1 when it could not run, 2 for bad input.
+broker setup (GET /) go into the JSON's meta. Requests go only to URL's host: no proxy from the
+environment, no redirect followed (a 3xx is counted as an answer). A progress line is printed on stderr
+when it is a terminal. Exit status: 0 after a run; 1 when it could not run, or when no answer was 2xx,
+or when more than -max-error-rate of the requests were answered non-2xx or not at all (the result is
+printed all the same); 2 for bad input.
 
 `
 
@@ -41,6 +47,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	body := fs.String("body", "", "request body: the text itself, or @FILE for a file's content")
 	timeout := fs.Duration("timeout", load.DefaultTimeout, "per-request timeout (then it counts as an error)")
 	maxWorkers := fs.Int("max-workers", 0, fmt.Sprintf("open model: requests in flight at most (0: %d)", load.DefaultMaxWorkers))
+	maxErrorRate := fs.Float64("max-error-rate", load.DefaultMaxErrorRate, "share of requests (0..1) answered non-2xx or not at all above which the run failed (exit 1)")
 	format := fs.String("o", "table", "output format: "+strings.Join(load.Formats, ", "))
 	fs.Usage = func() {
 		fmt.Fprint(stderr, loadUsage)
@@ -57,9 +64,12 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !slices.Contains(load.Formats, *format) {
 		return bad("-o: unknown output format %q, want %s", *format, strings.Join(load.Formats, ", "))
 	}
+	if !(*maxErrorRate >= 0 && *maxErrorRate <= 1) { // NaN too
+		return bad("-max-error-rate: must be 0..1, got %v", *maxErrorRate)
+	}
 	var payload []byte
 	if name, ok := strings.CutPrefix(*body, "@"); ok {
-		b, err := os.ReadFile(name)
+		b, err := readBody(name)
 		if err != nil {
 			return bad("-body: %v", err)
 		}
@@ -78,7 +88,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	describeCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	o.Target = load.Describe(describeCtx, &http.Client{}, o.URL)
+	o.Target = load.Describe(describeCtx, o.URL)
 	cancel()
 	r, err := load.Run(ctx, o)
 	if o.Progress != nil {
@@ -92,7 +102,29 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mqtarget load: %v\n", err)
 		return 1
 	}
+	if err := r.Check(*maxErrorRate); err != nil {
+		fmt.Fprintf(stderr, "mqtarget load: failed: %v\n", err)
+		return 1
+	}
 	return 0
+}
+
+// readBody reads a -body @FILE, refusing one larger than load.MaxBodyBytes before reading it all (a
+// device or a huge file would take the memory).
+func readBody(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, load.MaxBodyBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > load.MaxBodyBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, load.MaxBodyBytes)
+	}
+	return b, nil
 }
 
 // parseInterleaved parses fs's flags from args wherever they stand among the positional arguments

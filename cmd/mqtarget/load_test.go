@@ -6,13 +6,18 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/internal/app"
+	"github.com/mqtarget/mqtarget/internal/load"
 	"github.com/mqtarget/mqtarget/internal/version"
 )
 
@@ -110,6 +115,16 @@ func TestLoadCommandBadInput(t *testing.T) {
 		{"two URLs", []string{"-rate", "10", u, u}, "one URL"},
 		{"URL scheme", []string{"-rate", "10", "ftp://127.0.0.1/x"}, "URL"},
 		{"URL without host", []string{"-rate", "10", "http:///send1"}, "URL"},
+		{"rate too high", []string{"-rate", "2000000", u}, "-rate: must be 1..1000000"},
+		{"rate past int", []string{"-rate", "9223372036854775808", u}, "-rate"},
+		{"connections too many", []string{"-connections", "100000", u}, "-connections: must be 1..10000"},
+		{"duration too long", []string{"-rate", "10", "-duration", "1000h", u}, "-duration: must be > 0 and <= 24h0m0s"},
+		{"timeout too long", []string{"-rate", "10", "-timeout", "1000h", u}, "-timeout: must be > 0 and <= 10m0s"},
+		{"max workers too many", []string{"-rate", "10", "-max-workers", "9223372036854775807", u}, "-max-workers: must be 0..100000"},
+		{"body file too large", []string{"-rate", "10", "-body", "@" + bigFile(t), u}, "-body: "},
+		{"max error rate negative", []string{"-rate", "10", "-max-error-rate", "-0.1", u}, "-max-error-rate: must be 0..1"},
+		{"max error rate over 1", []string{"-rate", "10", "-max-error-rate", "5", u}, "-max-error-rate: must be 0..1"},
+		{"max error rate NaN", []string{"-rate", "10", "-max-error-rate", "NaN", u}, "-max-error-rate: must be 0..1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -124,13 +139,114 @@ func TestLoadCommandBadInput(t *testing.T) {
 	}
 }
 
+// bigFile is a sparse file one byte larger than a -body may be: no disk is used, and nothing reads it all.
+func bigFile(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "big")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(load.MaxBodyBytes + 1); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestLoadCommandFlagsAfterURL: flags may follow the URL (the flag package alone stops at it).
 func TestLoadCommandFlagsAfterURL(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
 	var out, errOut bytes.Buffer
-	if code := run([]string{"load", "http://127.0.0.1:1/send1", "-connections", "1", "-duration", "50ms", "-o", "csv"}, &out, &errOut); code != 0 {
+	if code := run([]string{"load", srv.URL + "/send1", "-connections", "1", "-duration", "50ms", "-o", "csv"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	if !strings.HasPrefix(out.String(), "endpoint,broker,model,connections") || !strings.Contains(out.String(), "/send1,,closed,1,") {
 		t.Errorf("csv %q", out.String())
+	}
+}
+
+// TestLoadCommandFailure: a run is a failure (exit 1, the result printed all the same, the reason on
+// stderr) when no answer was 2xx, when nothing answered, or when more requests failed than
+// -max-error-rate allows; the error bodies are in the table and the JSON.
+func TestLoadCommandFailure(t *testing.T) {
+	var n atomic.Int64
+	mixed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%10 == 0 {
+			http.Error(w, "broker unavailable", http.StatusServiceUnavailable)
+		}
+	}))
+	defer mixed.Close()
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":"size: must be 1..1048576"}`, http.StatusBadRequest)
+	}))
+	defer bad.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + ln.Addr().String() + "/send1"
+	ln.Close()
+	cases := []struct {
+		name     string
+		args     []string
+		code     int
+		stderr   string
+		stdout   []string
+		notInOut string
+	}{
+		{"all 400, table", []string{"-connections", "1", bad.URL + "/send1?size=0"}, 1, "failed: no 2xx answer: ",
+			[]string{"400:", `400 said`, `size: must be 1..1048576`}, ""},
+		{"all 400, json", []string{"-connections", "1", "-o", "json", bad.URL + "/send1?size=0"}, 1, "failed: no 2xx answer",
+			[]string{`"error_bodies": {`, `"400": [`, `size: must be 1..1048576`}, ""},
+		{"all 400, open model", []string{"-rate", "100", bad.URL + "/send1"}, 1, "failed: no 2xx answer", []string{"400 said"}, ""},
+		{"refused", []string{"-connections", "1", refused}, 1, "without an answer", []string{"connection refused"}, ""},
+		{"refused, even with -max-error-rate 1", []string{"-rate", "100", "-max-error-rate", "1", refused}, 1, "no 2xx answer", nil, ""},
+		{"10% 503 over the default 1%", []string{"-connections", "1", mixed.URL + "/send1"}, 1, "more than -max-error-rate 1%",
+			[]string{"503 said", "broker unavailable"}, ""},
+		{"10% 503 within -max-error-rate 0.2", []string{"-connections", "1", "-max-error-rate", "0.2", mixed.URL + "/send1"}, 0, "",
+			[]string{"503 said"}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(append([]string{"load", "-duration", "150ms"}, c.args...), &out, &errOut)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d: %s\n%s", code, c.code, errOut.String(), out.String())
+			}
+			if !strings.Contains(errOut.String(), c.stderr) || c.stderr == "" && errOut.Len() > 0 {
+				t.Errorf("stderr %q, want %q", errOut.String(), c.stderr)
+			}
+			for _, want := range c.stdout {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("output lacks %q:\n%s", want, out.String())
+				}
+			}
+		})
+	}
+}
+
+// TestLoadCommandSendsOnlyToTheURL: a target that redirects everything (its index and /config too) to a
+// second listener: in neither model does anything arrive there, the 302s are counted as answers, and
+// the run failed. (TestNoProxyFromEnvironment in internal/load: no proxy either.)
+func TestLoadCommandSendsOnlyToTheURL(t *testing.T) {
+	var landed atomic.Int64
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { landed.Add(1) }))
+	defer elsewhere.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/landed", http.StatusFound)
+	}))
+	defer srv.Close()
+	for _, model := range [][]string{{"-connections", "1"}, {"-rate", "100"}} {
+		var out, errOut bytes.Buffer
+		if code := run(append([]string{"load", "-duration", "100ms", srv.URL + "/send1"}, model...), &out, &errOut); code != 1 {
+			t.Errorf("%s: exit %d, want 1: %s", model[0], code, errOut.String())
+		}
+		if !strings.Contains(out.String(), "302:") || !strings.Contains(errOut.String(), "× 302") {
+			t.Errorf("%s: 302s not counted:\n%s\n%s", model[0], out.String(), errOut.String())
+		}
+	}
+	if n := landed.Load(); n != 0 {
+		t.Errorf("%d requests followed the redirect to another listener", n)
 	}
 }

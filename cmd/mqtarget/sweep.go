@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -99,7 +98,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return bad("%q: settings configure the in-process mqtarget, and the spec has a url", settings)
 	}
 	describeCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	target := load.Describe(describeCtx, &http.Client{}, spec.URL)
+	target := load.Describe(describeCtx, spec.URL)
 	cancel()
 	fmt.Fprintf(stderr, "mqtarget sweep: %d runs against %s, %s of load\n", len(spec.Runs()), spec.URL, spec.TotalDuration())
 	results, err := sweep.Execute(ctx, spec, sweep.Options{Dir: *dir, Version: version.Get().Version, Target: target, Log: stderr, SpecText: text})

@@ -5,9 +5,13 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,22 +103,48 @@ func TestOpenModelShowsStall(t *testing.T) {
 	if r.Latency.Max < ms(stall) || r.Latency.P99 < ms(stall/2) {
 		t.Errorf("latency %+v: the %v stall does not show in p99 and max", r.Latency, stall)
 	}
+	// From the actual send only the stalled request was slow; the others waited for the one worker, which
+	// is the lag.
+	if r.Service == nil || r.Lag == nil || r.Service.Max < ms(stall) || r.Service.P90 > ms(stall/2) || r.Lag.P99 < ms(stall/2) {
+		t.Errorf("service %+v lag %+v: want one slow service time and the wait for the worker as lag", r.Service, r.Lag)
+	}
 	if r.Meta.Model != Open || r.Meta.Rate != 200 {
 		t.Errorf("meta %+v", r.Meta)
 	}
 }
 
-func TestPercentiles(t *testing.T) {
-	var lat []time.Duration
-	for i := 1000; i >= 1; i-- {
-		lat = append(lat, time.Duration(i)*time.Millisecond)
+// TestHistogram: percentiles by the nearest rank, exact to the microsecond below 2 ms and within 0.05 %
+// above, with exact max and mean; nothing recorded is all zero.
+func TestHistogram(t *testing.T) {
+	cases := []struct {
+		name string
+		unit time.Duration
+		want Latency
+		tol  float64 // relative
+	}{
+		{"microseconds, exact", time.Microsecond, Latency{P50: 0.5, P90: 0.9, P99: 0.99, P999: 0.999, Max: 1, Mean: 0.501}, 0},
+		{"milliseconds, bucketed", time.Millisecond, Latency{P50: 500, P90: 900, P99: 990, P999: 999, Max: 1000, Mean: 500.5}, 0.0005},
+		{"minutes", time.Minute, Latency{P50: 500 * 6e4, P90: 900 * 6e4, P99: 990 * 6e4, P999: 999 * 6e4, Max: 1000 * 6e4, Mean: 500.5 * 6e4}, 0.0005},
 	}
-	got := percentiles(lat)
-	want := Latency{P50: 500, P90: 900, P99: 990, P999: 999, Max: 1000, Mean: 500.5}
-	if got != want {
-		t.Errorf("got %+v, want %+v", got, want)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var h histogram
+			for i := 1000; i >= 1; i-- {
+				h.add(time.Duration(i) * c.unit)
+			}
+			got := h.latency()
+			near := func(g, w float64) bool { return g >= w*(1-c.tol)-0.001 && g <= w*(1+c.tol)+0.001 }
+			if !near(got.P50, c.want.P50) || !near(got.P90, c.want.P90) || !near(got.P99, c.want.P99) || !near(got.P999, c.want.P999) ||
+				got.Max != c.want.Max || !near(got.Mean, c.want.Mean) {
+				t.Errorf("got %+v, want %+v (±%g)", got, c.want, c.tol)
+			}
+			if len(h.counts) > 40000 {
+				t.Errorf("%d buckets", len(h.counts))
+			}
+		})
 	}
-	if (percentiles(nil) != Latency{}) {
+	var h histogram
+	if h.latency() != (Latency{}) {
 		t.Error("no samples: not zero")
 	}
 }
@@ -136,6 +166,15 @@ func TestValidate(t *testing.T) {
 		{"timeout", func(o *Options) { o.Timeout = -time.Second }, "-timeout"},
 		{"max workers", func(o *Options) { o.MaxWorkers = -1 }, "-max-workers"},
 		{"method", func(o *Options) { o.Method = "DELETE" }, "-method"},
+		{"rate too high", func(o *Options) { o.Rate = MaxRate + 1 }, "-rate: must be 1..1000000"},
+		{"connections too many", func(o *Options) { o.Rate, o.Connections = 0, MaxConnections+1 }, "-connections: must be 1..10000"},
+		{"max workers too many", func(o *Options) { o.MaxWorkers = 1 << 62 }, "-max-workers: must be 0..100000"},
+		{"duration too long", func(o *Options) { o.Duration = 1000 * time.Hour }, "-duration: must be > 0 and <= 24h0m0s"},
+		{"timeout too long", func(o *Options) { o.Timeout = time.Hour }, "-timeout: must be > 0 and <= 10m0s"},
+		{"body too large", func(o *Options) { o.Body = make([]byte, MaxBodyBytes+1) }, "-body: at most 67108864 bytes"},
+		{"largest", func(o *Options) {
+			o.Rate, o.Duration, o.MaxWorkers, o.Timeout = MaxRate, MaxDuration, MaxWorkers, MaxTimeout
+		}, ""},
 		{"scheme", func(o *Options) { o.URL = "ftp://127.0.0.1/x" }, "URL"},
 		{"no host", func(o *Options) { o.URL = "http:///send1" }, "URL"},
 		{"relative", func(o *Options) { o.URL = "/send1" }, "URL"},
@@ -242,10 +281,10 @@ func TestWriteTable(t *testing.T) {
 	}
 }
 
-// TestOpenModelCountsNotSent: one worker and a target taking 20 ms cannot offer 200 requests/s; the
-// requests that were due and never sent are counted, not dropped silently.
+// TestOpenModelCountsNotSent: one worker and a target taking 200 ms cannot offer 200 requests/s; the
+// requests that were due and still not sent a second after the end are counted, not dropped silently.
 func TestOpenModelCountsNotSent(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { time.Sleep(20 * time.Millisecond) }))
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { time.Sleep(200 * time.Millisecond) }))
 	defer srv.Close()
 	r, err := Run(context.Background(), Options{URL: srv.URL, Rate: 200, MaxWorkers: 1, Duration: 300 * time.Millisecond})
 	if err != nil {
@@ -253,6 +292,33 @@ func TestOpenModelCountsNotSent(t *testing.T) {
 	}
 	if r.NotSent == 0 || r.Requests+r.NotSent != 60 {
 		t.Errorf("requests %d + not sent %d, want 60 due", r.Requests, r.NotSent)
+	}
+}
+
+// TestOpenModelSendsEveryDueRequest: a healthy run sends every request due within the duration (the
+// last ones a little late are still sent), so not_sent is 0, and the three latencies are consistent:
+// latency from the due time is at least the service time, the lag is small.
+func TestOpenModelSendsEveryDueRequest(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { n.Add(1) }))
+	defer srv.Close()
+	for _, c := range []struct {
+		rate     int
+		duration time.Duration
+		want     int64
+	}{{200, 500 * time.Millisecond, 100}, {3, 1001 * time.Millisecond, 4}, {1000, 250 * time.Millisecond, 250}} {
+		n.Store(0)
+		r, err := Run(context.Background(), Options{URL: srv.URL, Rate: c.rate, Duration: c.duration})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.NotSent != 0 || r.Requests != c.want || n.Load() != c.want || r.OK != c.want {
+			t.Errorf("rate %d for %v: requests %d (server saw %d), ok %d, not sent %d, want %d sent", c.rate, c.duration,
+				r.Requests, n.Load(), r.OK, r.NotSent, c.want)
+		}
+		if r.Service == nil || r.Lag == nil || r.Latency.Max < r.Service.Max || r.Latency.P50 < r.Service.P50 {
+			t.Errorf("rate %d: latency %+v service %+v lag %+v", c.rate, r.Latency, r.Service, r.Lag)
+		}
 	}
 }
 
@@ -299,7 +365,7 @@ func TestDescribe(t *testing.T) {
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"hello":1}`)) }))
 	defer other.Close()
 
-	got := Describe(context.Background(), mq.Client(), mq.URL+"/send1?size=3")
+	got := Describe(context.Background(), mq.URL+"/send1?size=3")
 	if got == nil || got.Version != "v1.2.3" || got.Revision != "abc" || got.GoVersion != "go1.26" || got.DefaultBroker != "stomp" ||
 		got.Config["topic"] != "t" || got.Brokers["stomp"] == nil {
 		t.Errorf("mqtarget described as %+v", got)
@@ -310,7 +376,7 @@ func TestDescribe(t *testing.T) {
 	if m.Broker != "stomp" || m.BrokerVersion != "ActiveMQ/5.17.2" {
 		t.Errorf("meta broker %q version %q, want stomp ActiveMQ/5.17.2", m.Broker, m.BrokerVersion)
 	}
-	if got := Describe(context.Background(), other.Client(), other.URL+"/x"); got != nil {
+	if got := Describe(context.Background(), other.URL+"/x"); got != nil {
 		t.Errorf("another server described as a mqtarget: %+v", got)
 	}
 }
@@ -328,4 +394,135 @@ func TestRunLeavesNoConnections(t *testing.T) {
 		}
 	}
 	goleak.VerifyNone(t, before)
+}
+
+// TestErrorBodies: a target answering 400 with varying texts and 503 with one: up to 3 distinct bodies
+// of each status are kept, cut to one short line (a newline in a body cannot forge a table line).
+func TestErrorBodies(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := n.Add(1)
+		switch i % 3 {
+		case 0:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("broker down\n"))
+		case 1:
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, "{\"error\":\"bad size %d\"}\nforged line", i%4)
+		default:
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write(bytes.Repeat([]byte("x"), 10000))
+		}
+	}))
+	defer srv.Close()
+	r, err := Run(context.Background(), Options{URL: srv.URL, Connections: 2, Duration: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OK != 0 || r.Requests < 20 {
+		t.Fatalf("result %+v", r)
+	}
+	if got := r.ErrorBodies["503"]; len(got) != 1 || got[0] != "broker down" {
+		t.Errorf("503 bodies %q", got)
+	}
+	b400 := r.ErrorBodies["400"]
+	if len(b400) != samplesPerStatus {
+		t.Fatalf("400 bodies %q, want %d", b400, samplesPerStatus)
+	}
+	for _, b := range b400 {
+		if strings.ContainsAny(b, "\n\r") || len(b) > sampleBytes+len(" …") {
+			t.Errorf("body %q: more than one short line", b)
+		}
+	}
+	var out bytes.Buffer
+	if err := r.Write(&out, "table"); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^  503 said +"broker down"$`).MatchString(out.String()) || strings.Contains(out.String(), "\nforged") {
+		t.Errorf("table:\n%s", out.String())
+	}
+	if err := r.Check(DefaultMaxErrorRate); err == nil || !strings.Contains(err.Error(), "no 2xx answer") {
+		t.Errorf("check: %v", err)
+	}
+}
+
+// TestCheck: a run fails with no 2xx answer, or with more non-2xx answers and transport errors than the
+// allowed share of the requests.
+func TestCheck(t *testing.T) {
+	cases := []struct {
+		name string
+		r    Result
+		max  float64
+		want string // "" passes
+	}{
+		{"all ok", Result{Requests: 100, OK: 100, ByStatus: map[string]int64{"200": 100}}, 0.01, ""},
+		{"at the limit", Result{Requests: 100, OK: 99, ByStatus: map[string]int64{"200": 99, "503": 1}}, 0.01, ""},
+		{"over the limit", Result{Requests: 100, OK: 97, ByStatus: map[string]int64{"200": 97, "503": 2}, Errors: 1}, 0.01,
+			"3.00% of the requests failed, more than -max-error-rate 1%: 2 × 503, 1 without an answer"},
+		{"limit 1 allows errors", Result{Requests: 100, OK: 1, ByStatus: map[string]int64{"200": 1, "503": 99}}, 1, ""},
+		{"no 2xx", Result{Requests: 10, ByStatus: map[string]int64{"400": 10}}, 1, "no 2xx answer: 10 × 400"},
+		{"refused", Result{Requests: 10, Errors: 10}, 1, "no 2xx answer: 10 without an answer"},
+		{"nothing sent", Result{}, 1, "no request was sent"},
+		{"redirects are not ok", Result{Requests: 5, ByStatus: map[string]int64{"302": 5}}, 1, "no 2xx answer: 5 × 302"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.r.Check(c.max)
+			if c.want == "" && err != nil || c.want != "" && (err == nil || err.Error() != c.want) {
+				t.Errorf("check: %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestNoProxyFromEnvironment: with HTTP_PROXY set to a listener that counts, Describe and both models
+// send to the URL's host only. net/http reads the proxy variables once per process, so the test runs
+// itself in a child process whose environment has them from the start. 0.0.0.0 is a host net/http
+// would proxy (loopback names and addresses never are) and reaches the local target all the same.
+func TestNoProxyFromEnvironment(t *testing.T) {
+	if os.Getenv("MQTARGET_TEST_PROXY_CHILD") == "" {
+		var proxied atomic.Int64
+		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			proxied.Add(1)
+			w.WriteHeader(http.StatusBadGateway)
+		}))
+		defer proxy.Close()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestNoProxyFromEnvironment$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "MQTARGET_TEST_PROXY_CHILD=1", "HTTP_PROXY="+proxy.URL, "http_proxy="+proxy.URL,
+			"NO_PROXY=", "no_proxy=")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("child: %v\n%s", err, out)
+		}
+		if n := proxied.Load(); n != 0 {
+			t.Errorf("%d requests went to the proxy from the environment", n)
+		}
+		return
+	}
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if r.URL.Path == "/" {
+			w.Write([]byte(`{"endpoints":[]}`))
+		}
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	u := "http://0.0.0.0:" + port + "/send1"
+	if Describe(context.Background(), u) == nil {
+		t.Error("the target was not asked")
+	}
+	for _, o := range []Options{{Connections: 1}, {Rate: 100}} {
+		o.URL, o.Duration = u, 50*time.Millisecond
+		r, err := Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OK == 0 || r.OK != r.Requests {
+			t.Errorf("%s model: %d requests, %d ok, by status %v, errors %v", r.Meta.Model, r.Requests, r.OK, r.ByStatus, r.ErrorKinds)
+		}
+	}
+	if hits.Load() == 0 {
+		t.Error("nothing arrived at the target")
+	}
 }

@@ -3,6 +3,7 @@ package load
 import (
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -22,17 +23,56 @@ type Result struct {
 	ByStatus   map[string]int64 `json:"by_status"` // status code → answers
 	Errors     int64            `json:"errors"`    // no HTTP answer (transport)
 	ErrorKinds map[string]int64 `json:"error_kinds,omitempty"`
-	// NotSent counts the open model's requests that were due within the duration and never sent: the
-	// generator fell behind. Not 0 means the offered rate was not offered.
+	// ErrorBodies are up to 3 distinct beginnings (256 bytes, one line) of the bodies of each non-2xx
+	// status: what the target said.
+	ErrorBodies map[string][]string `json:"error_bodies,omitempty"`
+	// NotSent counts the open model's requests that were due within the duration and never sent (every
+	// worker busy until a second after the end): the generator fell behind. Not 0 means the offered rate
+	// was not offered.
 	NotSent    int64   `json:"not_sent,omitempty"`
 	Throughput float64 `json:"throughput"` // 2xx per second
 	DurationS  float64 `json:"duration_s"` // from the first send to the last answer
-	Latency    Latency `json:"latency_ms"`
-	Meta       Meta    `json:"meta"`
+	// Latency counts in the open model from each request's intended send time, in the closed model from
+	// the actual one.
+	Latency Latency `json:"latency_ms"`
+	// Open model only: Service counts from the actual send (what wrk, hey and vegeta show), Lag from the
+	// intended to the actual send (the generator's own lateness; Latency ≈ Lag + Service).
+	Service *Latency `json:"service_ms,omitempty"`
+	Lag     *Latency `json:"lag_ms,omitempty"`
+	Meta    Meta     `json:"meta"`
 }
 
-// Latency holds percentiles in milliseconds over every request that got an answer (any status). In the
-// open model they count from the intended send time, in the closed model from the actual one.
+// Check reports a failed run: no 2xx answer at all, or more than maxErrorRate (0..1) of the requests
+// answered non-2xx or not at all.
+func (r *Result) Check(maxErrorRate float64) error {
+	bad := r.NonOK() + r.Errors
+	switch {
+	case r.Requests == 0:
+		return errors.New("no request was sent")
+	case r.OK == 0:
+		return fmt.Errorf("no 2xx answer: %s", r.failures())
+	case float64(bad) > maxErrorRate*float64(r.Requests):
+		return fmt.Errorf("%.2f%% of the requests failed, more than -max-error-rate %g%%: %s",
+			100*float64(bad)/float64(r.Requests), 100*maxErrorRate, r.failures())
+	}
+	return nil
+}
+
+// failures says what went wrong, briefly: statuses other than 2xx and transport errors.
+func (r *Result) failures() string {
+	var parts []string
+	for _, c := range slices.Sorted(maps.Keys(r.ByStatus)) {
+		if !strings.HasPrefix(c, "2") {
+			parts = append(parts, fmt.Sprintf("%d × %s", r.ByStatus[c], c))
+		}
+	}
+	if r.Errors > 0 {
+		parts = append(parts, fmt.Sprintf("%d without an answer", r.Errors))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Latency holds percentiles in milliseconds over every request that got an answer (any status).
 type Latency struct {
 	P50  float64 `json:"p50"`
 	P90  float64 `json:"p90"`
@@ -135,7 +175,7 @@ func (r *Result) Write(w io.Writer, format string) error {
 // CSVHeader names the columns of CSVRow.
 var CSVHeader = []string{"endpoint", "broker", "model", "connections", "rate", "size", "topics", "duration_s",
 	"requests", "ok", "non_2xx", "errors", "not_sent", "throughput", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms",
-	"by_status", "start", "end"}
+	"by_status", "start", "end", "service_p50_ms", "service_p99_ms", "lag_p50_ms", "lag_p99_ms"}
 
 // CSVRow is r as one CSV row under CSVHeader; by_status is "code:count" pairs joined by spaces.
 func (r *Result) CSVRow() []string {
@@ -145,7 +185,17 @@ func (r *Result) CSVRow() []string {
 		r.Meta.Parameters["size"], r.Meta.Parameters["topics"], f(round3(r.DurationS)),
 		i(r.Requests), i(r.OK), i(r.NonOK()), i(r.Errors), i(r.NotSent), f(round3(r.Throughput)),
 		f(r.Latency.P50), f(r.Latency.P90), f(r.Latency.P99), f(r.Latency.P999), f(r.Latency.Max), f(r.Latency.Mean),
-		r.StatusList(), r.Meta.Start.Format(time.RFC3339Nano), r.Meta.End.Format(time.RFC3339Nano)}
+		r.StatusList(), r.Meta.Start.Format(time.RFC3339Nano), r.Meta.End.Format(time.RFC3339Nano),
+		opt(r.Service, func(l *Latency) float64 { return l.P50 }), opt(r.Service, func(l *Latency) float64 { return l.P99 }),
+		opt(r.Lag, func(l *Latency) float64 { return l.P50 }), opt(r.Lag, func(l *Latency) float64 { return l.P99 })}
+}
+
+// opt is a percentile of an open-model latency, empty in the closed model.
+func opt(l *Latency, p func(*Latency) float64) string {
+	if l == nil {
+		return ""
+	}
+	return strconv.FormatFloat(p(l), 'f', -1, 64)
 }
 
 // NonOK counts the answers that were not 2xx.
@@ -167,7 +217,7 @@ func (r *Result) writeTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	load := fmt.Sprintf("%d connections (closed model)", r.Meta.Connections)
 	if r.Meta.Model == Open {
-		load = fmt.Sprintf("%d requests/s (open model, latency from the intended send time)", r.Meta.Rate)
+		load = fmt.Sprintf("%d requests/s (open model)", r.Meta.Rate)
 	}
 	target := "not a mqtarget (or it did not say)"
 	if t := r.Meta.Target; t != nil {
@@ -185,8 +235,20 @@ func (r *Result) writeTable(w io.Writer) error {
 		{"errors (no answer)", strconv.FormatInt(r.Errors, 10)},
 		{"not sent (generator behind)", strconv.FormatInt(r.NotSent, 10)},
 		{"throughput", fmt.Sprintf("%.1f 2xx/s", r.Throughput)},
-		{"latency ms", fmt.Sprintf("p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f",
-			r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.P999, r.Latency.Max)},
+	}
+	pct := func(l Latency) string {
+		return fmt.Sprintf("p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f", l.P50, l.P90, l.P99, l.P999, l.Max)
+	}
+	if r.Service != nil && r.Lag != nil {
+		rows = append(rows, [2]string{"latency ms (from due)", pct(r.Latency)},
+			[2]string{"service ms (from sent)", pct(*r.Service)}, [2]string{"lag ms (due → sent)", pct(*r.Lag)})
+	} else {
+		rows = append(rows, [2]string{"latency ms", pct(r.Latency)})
+	}
+	for _, code := range slices.Sorted(maps.Keys(r.ErrorBodies)) {
+		for _, b := range r.ErrorBodies[code] {
+			rows = append(rows, [2]string{"  " + code + " said", strconv.Quote(b)})
+		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.ErrorKinds)) {
 		rows = append(rows, [2]string{"  error", fmt.Sprintf("%d × %s", r.ErrorKinds[k], k)})

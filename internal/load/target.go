@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"time"
 )
 
 // Target is what a mqtarget says about itself: its build and effective configuration (GET /config,
@@ -23,12 +24,15 @@ type Target struct {
 }
 
 // Describe asks the server at u's scheme and host whether it is a mqtarget, with two GETs; nil when
-// it does not answer like one (any other URL: nothing is claimed about it).
-func Describe(ctx context.Context, client *http.Client, u string) *Target {
+// it does not answer like one (any other URL: nothing is claimed about it). Its client is NewClient's:
+// no proxy, no redirect (a 3xx is not a mqtarget's answer), so it asks nobody but u's host.
+func Describe(ctx context.Context, u string) *Target {
 	p, err := ValidateURL(u)
 	if err != nil {
 		return nil
 	}
+	client := NewClient(describeTimeout, 1)
+	defer client.CloseIdleConnections()
 	base := url.URL{Scheme: p.Scheme, Host: p.Host, User: p.User}
 	var cfg struct {
 		Version struct {
@@ -65,6 +69,8 @@ func Describe(ctx context.Context, client *http.Client, u string) *Target {
 	}
 	return t
 }
+
+const describeTimeout = 2 * time.Second
 
 func getJSON(ctx context.Context, client *http.Client, u string, v any) bool {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -44,10 +45,15 @@ type Axes struct {
 
 // Bounds of a spec, to keep a typo from running for days.
 const (
-	MaxConnections = 10000
-	MaxRate        = 1_000_000
+	MaxConnections = load.MaxConnections
+	MaxRate        = load.MaxRate
 	MaxRuns        = 10000
 	MaxDuration    = time.Hour
+	// MaxTotalDuration bounds the sum of the runs' durations: how long a sweep sends.
+	MaxTotalDuration = 24 * time.Hour
+	MaxTimeout       = 10 * time.Minute
+	MaxSize          = 64 << 20 // the largest message.max_size a mqtarget accepts
+	MaxTopics        = 1_000_000
 )
 
 // Parse reads a spec strictly: unknown keys and bad values are errors naming the field, such as
@@ -188,11 +194,11 @@ func (s *Spec) validate(knownBroker func(string) bool) error {
 	default:
 		return fmt.Errorf("method: must be GET or POST, got %q", s.Method)
 	}
-	if s.Timeout < 0 {
-		return fmt.Errorf("timeout: must be > 0, got %v", s.Timeout)
+	if s.Timeout < 0 || s.Timeout > MaxTimeout {
+		return fmt.Errorf("timeout: must be > 0 and <= %v, got %v", MaxTimeout, s.Timeout)
 	}
-	if s.MaxWorkers < 0 {
-		return fmt.Errorf("max_workers: must be >= 0, got %d", s.MaxWorkers)
+	if s.MaxWorkers < 0 || s.MaxWorkers > load.MaxWorkers {
+		return fmt.Errorf("max_workers: must be 0..%d, got %d", load.MaxWorkers, s.MaxWorkers)
 	}
 	a := &s.Axes
 	if len(a.Endpoints) == 0 {
@@ -217,10 +223,10 @@ func (s *Spec) validate(knownBroker func(string) bool) error {
 	if err := inRange("axes.rates", a.Rates, 1, MaxRate); err != nil {
 		return err
 	}
-	if err := inRange("axes.sizes", a.Sizes, 1, 1<<30); err != nil {
+	if err := inRange("axes.sizes", a.Sizes, 1, MaxSize); err != nil {
 		return err
 	}
-	if err := inRange("axes.topics", a.Topics, 1, 1_000_000); err != nil {
+	if err := inRange("axes.topics", a.Topics, 1, MaxTopics); err != nil {
 		return err
 	}
 	if len(a.Durations) == 0 {
@@ -242,11 +248,29 @@ func (s *Spec) validate(knownBroker func(string) bool) error {
 			return fmt.Errorf("axes.%s: a value is listed twice", ax.name)
 		}
 	}
-	n := len(a.Endpoints) * max(len(a.Brokers), 1) * max(len(a.Sizes), 1) * max(len(a.Topics), 1) * len(a.Durations)
-	if n = n * (len(a.Connections) + len(a.Rates)); n > MaxRuns {
-		return fmt.Errorf("axes: %d runs, at most %d", n, MaxRuns)
+	if _, err := s.runCount(); err != nil {
+		return err
+	}
+	if total := s.TotalDuration(); total > MaxTotalDuration {
+		return fmt.Errorf("axes.durations: the runs send for %v in all, at most %v", total, MaxTotalDuration)
 	}
 	return nil
+}
+
+// runCount is the number of runs, checked: the axes' lengths multiply, and a product past MaxRuns is an
+// error before it can wrap around (2^63 becomes negative in an int and passes any upper bound).
+func (s *Spec) runCount() (int, error) {
+	a := &s.Axes
+	n := 1
+	for _, f := range []int{len(a.Endpoints), max(len(a.Brokers), 1), max(len(a.Sizes), 1), max(len(a.Topics), 1),
+		len(a.Durations), len(a.Connections) + len(a.Rates)} {
+		// Every factor is at most a list's length, far below MaxInt/MaxRuns: n*f cannot overflow while
+		// n <= MaxRuns.
+		if n *= f; n > MaxRuns {
+			return 0, fmt.Errorf("axes: more than %d runs (the axes' lengths multiply)", MaxRuns)
+		}
+	}
+	return n, nil
 }
 
 func inRange(name string, vs []int, lo, hi int) error {
@@ -283,6 +307,9 @@ type Run struct {
 // Runs expands the axes in a fixed order: endpoint, broker, size, topics, duration, then the load
 // points (connections, then rates), so the load varies fastest and a chart's line is measured in one go.
 func (s Spec) Runs() []Run {
+	if _, err := s.runCount(); err != nil {
+		return nil // not a spec Parse accepted; never expand an unbounded grid
+	}
 	a := s.Axes
 	orNone := func(v []int) []int {
 		if len(v) == 0 {
@@ -318,10 +345,20 @@ func (s Spec) Runs() []Run {
 }
 
 // TotalDuration is the sum of the runs' durations: how long the sweep sends.
+// Every run takes each duration once per other combination, so the sum is checked without expanding the
+// grid; it saturates at MaxInt64 rather than wrap.
 func (s Spec) TotalDuration() time.Duration {
-	var d time.Duration
-	for _, r := range s.Runs() {
-		d += r.Duration
+	n, err := s.runCount()
+	if err != nil || len(s.Axes.Durations) == 0 {
+		return math.MaxInt64
 	}
-	return d
+	per := int64(n / len(s.Axes.Durations)) // runs for each duration
+	var total int64
+	for _, d := range s.Axes.Durations {
+		if d < 0 || per > 0 && int64(d) > (math.MaxInt64-total)/per {
+			return math.MaxInt64
+		}
+		total += int64(d) * per
+	}
+	return time.Duration(total)
 }

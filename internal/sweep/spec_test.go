@@ -1,6 +1,8 @@
 package sweep
 
 import (
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -83,8 +85,12 @@ func TestParseErrorsNameTheField(t *testing.T) {
 		{"method", base + "method: DELETE\n", "method: must be GET or POST"},
 		{"timeout negative", base + "timeout: -1s\n", "timeout: must be > 0"},
 		{"title a list", base + "title: [a]\n", "title: must be a single value"},
-		{"max_workers", base + "max_workers: -1\n", "max_workers: must be >= 0"},
-		{"too many runs", "axes:\n  endpoints: [/a, /b, /c, /d, /e, /f, /g, /h, /i, /j]\n  sizes: [1,2,3,4,5,6,7,8,9,10]\n  topics: [1,2,3,4,5,6,7,8,9,10]\n  connections: [1,2,3,4,5,6,7,8,9,10,11]\n  durations: [1s]\n", "axes: 11000 runs"},
+		{"max_workers", base + "max_workers: -1\n", "max_workers: must be 0..100000"},
+		{"timeout too long", base + "timeout: 1000h\n", "timeout: must be > 0 and <= 10m0s"},
+		{"max_workers too many", base + "max_workers: 9223372036854775807\n", "max_workers: must be 0..100000"},
+		{"size too large", base + "  sizes: [1073741824]\n", "axes.sizes[0]: must be <= 67108864"},
+		{"sends for days", "axes:\n  endpoints: [/a, /b]\n  connections: [1,2,3,4,5,6,7,8,9,10,11,12,13]\n  durations: [1h]\n", "axes.durations: the runs send for 26h0m0s in all, at most 24h0m0s"},
+		{"too many runs", "axes:\n  endpoints: [/a, /b, /c, /d, /e, /f, /g, /h, /i, /j]\n  sizes: [1,2,3,4,5,6,7,8,9,10]\n  topics: [1,2,3,4,5,6,7,8,9,10]\n  connections: [1,2,3,4,5,6,7,8,9,10,11]\n  durations: [1s]\n", "axes: more than 10000 runs"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -133,5 +139,39 @@ func TestExampleSpecs(t *testing.T) {
 		if filepath.Base(p) == "smoke.yaml" && (s.URL != "" || s.TotalDuration() > 45*time.Second) {
 			t.Errorf("smoke.yaml: url %q, %v of load; it must need nothing running and finish within a minute", s.URL, s.TotalDuration())
 		}
+	}
+}
+
+// TestParseRunCountDoesNotWrap: five axes of 2048 values and 256 load points are 2^63 runs, which wraps
+// to a negative int (and 256 more load points to 2^64, 0); the spec is refused with an error naming the
+// axes, instead of passing the bound and expanding the grid until the process runs out of memory.
+func TestParseRunCountDoesNotWrap(t *testing.T) {
+	axis := func(n int, format string) string {
+		vs := make([]string, n)
+		for i := range vs {
+			vs[i] = fmt.Sprintf(format, i+1)
+		}
+		return "[" + strings.Join(vs, ", ") + "]"
+	}
+	spec := "axes:\n" +
+		"  endpoints: " + axis(2048, "/e%d") + "\n" +
+		"  brokers: " + axis(2048, "b%d") + "\n" +
+		"  sizes: " + axis(2048, "%d") + "\n" +
+		"  topics: " + axis(2048, "%d") + "\n" +
+		"  durations: " + axis(2048, "%dms") + "\n" +
+		"  connections: " + axis(256, "%d") + "\n"
+	for name, extra := range map[string]string{"2^63": "", "2^64": "  rates: " + axis(256, "%d") + "\n"} {
+		s, err := Parse([]byte(spec+extra), func(string) bool { return true })
+		if err == nil || !strings.HasPrefix(err.Error(), "axes: more than 10000 runs") {
+			t.Errorf("%s runs: error %v, want axes: more than 10000 runs", name, err)
+		}
+		if runs := s.Runs(); runs != nil {
+			t.Errorf("%s runs: %d expanded", name, len(runs))
+		}
+	}
+	// A Spec built by hand, never validated, does not expand either.
+	big := Spec{Axes: Axes{Endpoints: make([]string, 1<<20), Connections: make([]int, 1<<20), Durations: []time.Duration{time.Second}}}
+	if runs := big.Runs(); runs != nil || big.TotalDuration() != math.MaxInt64 {
+		t.Errorf("unvalidated spec: %d runs, total %v", len(runs), big.TotalDuration())
 	}
 }
