@@ -66,12 +66,16 @@ func runHealthcheck(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	scheme, client := "http", http.DefaultClient
+	// Only ADDR answers: no proxy from the environment, no redirect followed (a 3xx to a healthy
+	// elsewhere is not this process healthy).
+	scheme, transport := "http", &http.Transport{Proxy: nil}
+	client := &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	defer transport.CloseIdleConnections()
 	if *useTLS {
 		// A probe of the process on this machine: a certificate issued for the service's public name
 		// would not match 127.0.0.1, and its identity is not what the probe checks.
 		scheme = "https"
-		client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // see above
+		transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // see above
 	}
 	url := scheme + "://" + net.JoinHostPort(host, port) + *path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mqtarget/mqtarget/internal/version"
@@ -45,6 +46,11 @@ func TestHealthcheck(t *testing.T) {
 	}))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
+	var landed atomic.Int64
+	healthyElsewhere := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { landed.Add(1) }))
+	defer healthyElsewhere.Close()
+	redirecting := httptest.NewServer(http.RedirectHandler(healthyElsewhere.URL+"/healthz", http.StatusFound))
+	defer redirecting.Close()
 	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 	}))
@@ -65,6 +71,7 @@ func TestHealthcheck(t *testing.T) {
 		{"https listener", []string{"-https", tlsAddr}, 0, ""},
 		{"plain HTTP to an https listener", []string{tlsAddr}, 1, ""},
 		{"unknown path 404", []string{"-path", "/nope", addr}, 1, ""},
+		{"redirect not followed", []string{strings.TrimPrefix(redirecting.URL, "http://")}, 1, ""},
 		{"nothing listening", []string{closedAddr}, 1, "connection refused"},
 		{"bad address", []string{"localhost"}, 2, "address:"},
 		{"bad path", []string{"-path", "healthz", addr}, 2, "-path:"},
@@ -81,5 +88,8 @@ func TestHealthcheck(t *testing.T) {
 				t.Errorf("stderr %q does not contain %q", stderr.String(), tc.wantStderr)
 			}
 		})
+	}
+	if n := landed.Load(); n != 0 {
+		t.Errorf("%d probes followed a redirect to another listener", n)
 	}
 }
