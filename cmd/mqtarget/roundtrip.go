@@ -23,8 +23,9 @@ const roundtripUsage = `usage: mqtarget roundtrip [-broker B] [-count N] [-size 
 Publishes a batch of N messages to echo.topics[0] of broker B as fast as P producers can; an echo in this
 process (or, with -echo=false, another mqtarget with echo.enabled) returns each to its ack topic, and
 the acks are matched by id. Prints one row: send_ms, echo_receive_ms, echo_last_latency_ms,
-return_receive_ms, return_last_latency_ms, rtt_p50_ms, rtt_p99_ms, rtt_max_ms, lost, duplicates (times
-in milliseconds). Exit status: 0 when lost = duplicates = 0, 1 otherwise, 2 for bad input. When stderr
+echo_max_latency_ms, return_receive_ms, return_last_latency_ms, rtt_p50_ms, rtt_p99_ms, rtt_max_ms,
+lost, duplicates (times in milliseconds; *_last_latency_ms is the last message's to arrive, the longest
+is echo_max_latency_ms and rtt_max_ms). Exit status: 0 when lost = duplicates = 0, 1 otherwise, 2 for bad input. When stderr
 is a terminal, a batch running over a second shows its progress there, erased before the row.
 
 The broker's addresses come from the same settings, environment and config file as the service; with

@@ -25,7 +25,7 @@ func TestRoundTripCommand(t *testing.T) {
 			if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 				t.Fatalf("%v: %s", err, out.String())
 			}
-			for _, k := range []string{"broker", "count", "size", "send_ms", "echo_receive_ms", "echo_last_latency_ms", "return_receive_ms",
+			for _, k := range []string{"broker", "count", "size", "send_ms", "echo_receive_ms", "echo_last_latency_ms", "echo_max_latency_ms", "return_receive_ms",
 				"return_last_latency_ms", "rtt_p50_ms", "rtt_p99_ms", "rtt_max_ms", "lost", "duplicates"} {
 				if _, ok := r[k]; !ok {
 					t.Errorf("no %q in %s", k, out.String())

@@ -47,14 +47,18 @@ const progressEvery = 100 * time.Millisecond
 
 // Result is one batch's row; times in milliseconds.
 type Result struct {
-	Broker              string  `json:"broker"`
-	Count               int     `json:"count"`
-	Size                int     `json:"size"`
-	SendMs              float64 `json:"send_ms"`
-	EchoReceiveMs       float64 `json:"echo_receive_ms"`        // first to last message at the echo (in-process echo only)
-	EchoLastLatencyMs   float64 `json:"echo_last_latency_ms"`   // the longest send → echo latency
-	ReturnReceiveMs     float64 `json:"return_receive_ms"`      // first to last ack
-	ReturnLastLatencyMs float64 `json:"return_last_latency_ms"` // the longest round trip
+	Broker        string  `json:"broker"`
+	Count         int     `json:"count"`
+	Size          int     `json:"size"`
+	SendMs        float64 `json:"send_ms"`
+	EchoReceiveMs float64 `json:"echo_receive_ms"` // first to last message at the echo (in-process echo only)
+	// EchoLastLatencyMs is the send → echo latency of the last message to reach the echo (the seeds'
+	// "最后单条消息消耗"), EchoMaxLatencyMs the longest one.
+	EchoLastLatencyMs float64 `json:"echo_last_latency_ms"`
+	EchoMaxLatencyMs  float64 `json:"echo_max_latency_ms"`
+	ReturnReceiveMs   float64 `json:"return_receive_ms"` // first to last ack
+	// ReturnLastLatencyMs is the round trip of the last ack to come back; the longest is RTTMaxMs.
+	ReturnLastLatencyMs float64 `json:"return_last_latency_ms"`
 	RTTP50Ms            float64 `json:"rtt_p50_ms"`
 	RTTP99Ms            float64 `json:"rtt_p99_ms"`
 	RTTMaxMs            float64 `json:"rtt_max_ms"`
@@ -65,13 +69,15 @@ type Result struct {
 // OK reports a batch that came back exactly once.
 func (r Result) OK() bool { return r.Lost == 0 && r.Duplicates == 0 }
 
-// span tracks the first and last arrival and the longest latency of a stream of messages.
+// span tracks the first and last arrival of a stream of messages, the latency of the last to arrive
+// and the longest.
 type span struct {
-	mu          sync.Mutex
-	first, last time.Time
-	maxLatency  time.Duration
+	mu                      sync.Mutex
+	first, last             time.Time
+	lastLatency, maxLatency time.Duration
 }
 
+// add records one arrival; they may be added in any order (the acks are read in send order).
 func (s *span) add(received, sent time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -79,7 +85,7 @@ func (s *span) add(received, sent time.Time) {
 		s.first = received
 	}
 	if received.After(s.last) {
-		s.last = received
+		s.last, s.lastLatency = received, received.Sub(sent)
 	}
 	s.maxLatency = max(s.maxLatency, received.Sub(sent))
 }
@@ -181,10 +187,10 @@ func Batch(ctx context.Context, o BatchOptions) (Result, error) {
 		slices.Sort(rtts)
 		pct := func(q float64) float64 { return ms(rtts[int(q*float64(len(rtts)-1)+0.5)]) }
 		r.RTTP50Ms, r.RTTP99Ms, r.RTTMaxMs = pct(0.5), pct(0.99), ms(rtts[len(rtts)-1])
-		r.ReturnReceiveMs, r.ReturnLastLatencyMs = ms(back.last.Sub(back.first)), ms(back.maxLatency)
+		r.ReturnReceiveMs, r.ReturnLastLatencyMs = ms(back.last.Sub(back.first)), ms(back.lastLatency)
 	}
 	if !atEcho.first.IsZero() {
-		r.EchoReceiveMs, r.EchoLastLatencyMs = ms(atEcho.last.Sub(atEcho.first)), ms(atEcho.maxLatency)
+		r.EchoReceiveMs, r.EchoLastLatencyMs, r.EchoMaxLatencyMs = ms(atEcho.last.Sub(atEcho.first)), ms(atEcho.lastLatency), ms(atEcho.maxLatency)
 	}
 	return r, nil
 }

@@ -16,10 +16,10 @@ var Formats = []string{"table", "json", "csv"}
 // columns are the Result's fields in output order, by JSON name.
 func (r Result) columns() ([]string, []string) {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
-	names := []string{"broker", "count", "size", "send_ms", "echo_receive_ms", "echo_last_latency_ms", "return_receive_ms",
-		"return_last_latency_ms", "rtt_p50_ms", "rtt_p99_ms", "rtt_max_ms", "lost", "duplicates"}
+	names := []string{"broker", "count", "size", "send_ms", "echo_receive_ms", "echo_last_latency_ms", "echo_max_latency_ms",
+		"return_receive_ms", "return_last_latency_ms", "rtt_p50_ms", "rtt_p99_ms", "rtt_max_ms", "lost", "duplicates"}
 	values := []string{r.Broker, strconv.Itoa(r.Count), strconv.Itoa(r.Size), f(r.SendMs), f(r.EchoReceiveMs), f(r.EchoLastLatencyMs),
-		f(r.ReturnReceiveMs), f(r.ReturnLastLatencyMs), f(r.RTTP50Ms), f(r.RTTP99Ms), f(r.RTTMaxMs), strconv.Itoa(r.Lost), strconv.Itoa(r.Duplicates)}
+		f(r.EchoMaxLatencyMs), f(r.ReturnReceiveMs), f(r.ReturnLastLatencyMs), f(r.RTTP50Ms), f(r.RTTP99Ms), f(r.RTTMaxMs), strconv.Itoa(r.Lost), strconv.Itoa(r.Duplicates)}
 	return names, values
 }
 
