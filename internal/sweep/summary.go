@@ -42,7 +42,8 @@ func writeSummary(dir string, spec Spec, base string, o Options, results []*load
 	b.WriteString("\n")
 	b.WriteString("Throughput counts 2xx answers only. Latency is over every answer; in the open model (rate) it counts\n" +
 		"from each request's intended send time, so stalls are not hidden; in the closed model (connections) from\n" +
-		"the actual send time, as wrk does.\n\n")
+		"the actual send time, as wrk does. In the open model results.json and results.csv also have the service\n" +
+		"time (from the actual send, what wrk, hey and vegeta show) and the generator's lag (intended → actual).\n\n")
 	for _, c := range charts {
 		fmt.Fprintf(&b, "![%s](%s.png)\n\n", c, c)
 	}
@@ -66,15 +67,23 @@ func writeSummary(dir string, spec Spec, base string, o Options, results []*load
 		if r.NotSent > 0 {
 			what = append(what, fmt.Sprintf("%d due and never sent (the generator fell behind)", r.NotSent))
 		}
+		if r.Lag != nil && r.Lag.P99 > lagNote {
+			what = append(what, fmt.Sprintf("the generator sent late: lag p99 %.2f ms is in the latency (service p99 %.2f ms)",
+				r.Lag.P99, r.Service.P99))
+		}
 		if len(what) > 0 {
 			bad = append(bad, fmt.Sprintf("- %s %s %s: %s", r.Meta.Endpoint, r.Meta.Broker, dimLoad.get(r), strings.Join(what, "; ")))
 		}
 	}
 	if len(bad) > 0 {
-		b.WriteString("\nRuns with answers other than 2xx (not counted as throughput), errors or requests not sent:\n\n" + strings.Join(bad, "\n") + "\n")
+		b.WriteString("\nRuns with answers other than 2xx (not counted as throughput), errors, requests not sent or sent late:\n\n" +
+			strings.Join(bad, "\n") + "\n")
 	}
 	return writeFile(filepath.Join(dir, Summary), []byte(b.String()))
 }
+
+// lagNote is the generator lag p99 above which summary.md says the open model's latency includes it.
+const lagNote = 1.0 // ms
 
 func dash(s string) string {
 	if s == "" {

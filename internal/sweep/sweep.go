@@ -68,8 +68,12 @@ func Execute(ctx context.Context, spec Spec, o Options) ([]*load.Result, error) 
 		}
 		results = append(results, r)
 		if o.Log != nil {
-			fmt.Fprintf(o.Log, "[%d/%d] %s: %.0f 2xx/s, p50 %.2f ms, p99 %.2f ms, by status %s, errors %d, not sent %d\n",
-				i+1, len(runs), run, r.Throughput, r.Latency.P50, r.Latency.P99, r.StatusList(), r.Errors, r.NotSent)
+			lag := ""
+			if r.Lag != nil {
+				lag = fmt.Sprintf(" (service p99 %.2f ms, lag p99 %.2f ms)", r.Service.P99, r.Lag.P99)
+			}
+			fmt.Fprintf(o.Log, "[%d/%d] %s: %.0f 2xx/s, p50 %.2f ms, p99 %.2f ms%s, by status %s, errors %d, not sent %d\n",
+				i+1, len(runs), run, r.Throughput, r.Latency.P50, r.Latency.P99, lag, r.StatusList(), r.Errors, r.NotSent)
 		}
 		if err := writeResults(o.Dir, results); err != nil {
 			return results, err

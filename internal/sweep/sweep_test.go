@@ -116,7 +116,52 @@ axes:
 	if got, _ := os.ReadFile(filepath.Join(dir, SpecCopy)); !bytes.Equal(got, text) {
 		t.Error("spec.yaml is not the spec")
 	}
+	for _, r := range js {
+		if r.NotSent != 0 || r.Service == nil || r.Lag == nil {
+			t.Errorf("%s %d/s: not sent %d, service %v, lag %v", r.Meta.Broker, r.Meta.Rate, r.NotSent, r.Service, r.Lag)
+		}
+	}
+	if strings.Contains(string(summary), "fell behind") {
+		t.Errorf("summary.md says the generator fell behind, and every request was sent:\n%s", summary)
+	}
+}
 
+// TestSummaryGeneratorBehind: summary.md says the generator fell behind only for a run with requests
+// never sent, and that it sent late only for a run whose lag shows in the latency.
+func TestSummaryGeneratorBehind(t *testing.T) {
+	spec, err := Parse([]byte("axes:\n  endpoints: [/send1]\n  rates: [100, 200, 300]\n  durations: [1s]\n"), known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(rate int, notSent int64, lagP99 float64) *load.Result {
+		r := &load.Result{Requests: 100, OK: 100, ByStatus: map[string]int64{"200": 100}, NotSent: notSent,
+			Service: &load.Latency{P99: 0.5}, Lag: &load.Latency{P99: lagP99},
+			Meta: load.Meta{Model: load.Open, Rate: rate, Duration: "1s", Endpoint: "/send1"}}
+		return r
+	}
+	dir := t.TempDir()
+	results := []*load.Result{run(100, 0, 0.05), run(200, 7, 0.05), run(300, 0, 4.5)}
+	if err := writeSummary(dir, spec, "http://127.0.0.1:1", Options{}, results, nil); err != nil {
+		t.Fatal(err)
+	}
+	summary, _ := os.ReadFile(filepath.Join(dir, Summary))
+	lines := map[string]string{}
+	for _, l := range strings.Split(string(summary), "\n") {
+		for _, rate := range []string{"100", "200", "300"} {
+			if strings.HasPrefix(l, "- /send1  "+rate+" req/s: ") {
+				lines[rate] = l
+			}
+		}
+	}
+	if _, ok := lines["100"]; ok {
+		t.Errorf("a healthy run is listed: %q", lines["100"])
+	}
+	if !strings.Contains(lines["200"], "7 due and never sent (the generator fell behind)") || strings.Contains(lines["200"], "late") {
+		t.Errorf("run with 7 not sent: %q", lines["200"])
+	}
+	if !strings.Contains(lines["300"], "lag p99 4.50 ms") || strings.Contains(lines["300"], "fell behind") {
+		t.Errorf("run with lag: %q", lines["300"])
+	}
 }
 
 // TestReplot rewrites summary.md from results.json and spec.yaml alone (two runs at one load point
