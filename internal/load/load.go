@@ -258,8 +258,8 @@ func (s *sender) closed(ctx context.Context, deadline time.Time, workers int) {
 
 // open is the open model: request k is due at start + k/rate, and sent then by a goroutine of its own,
 // of at most workers at a time; a request that waits for a worker is late, and its latency counts from
-// when it was due. It returns the requests due within the duration that were never sent: the workers
-// were all busy until lateGrace after the end (or ctx ended).
+// when it was due. It returns the requests due within the duration that were never sent: lateGrace
+// after the end the workers were still all busy, or the pacer still behind (or ctx ended).
 func (s *sender) open(ctx context.Context, start time.Time, rate int64, duration time.Duration, workers int) (notSent int64) {
 	n := dueCount(duration, rate)
 	var wg sync.WaitGroup
@@ -278,6 +278,8 @@ func (s *sender) open(ctx context.Context, start time.Time, rate int64, duration
 				return
 			}
 			select {
+			case <-stop.C: // a generator without the CPU to catch up: what is left is not sent
+				return
 			case slots <- struct{}{}:
 			default: // every worker busy: wait for one, but not past the end
 				select {

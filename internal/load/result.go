@@ -26,8 +26,8 @@ type Result struct {
 	// ErrorBodies are up to 3 distinct beginnings (256 bytes, one line) of the bodies of each non-2xx
 	// status: what the target said.
 	ErrorBodies map[string][]string `json:"error_bodies,omitempty"`
-	// NotSent counts the open model's requests that were due within the duration and never sent (every
-	// worker busy until a second after the end): the generator fell behind. Not 0 means the offered rate
+	// NotSent counts the open model's requests that were due within the duration and never sent (still
+	// not a second after the end: every worker busy, or the pacer behind): the generator fell behind. Not 0 means the offered rate
 	// was not offered.
 	NotSent    int64   `json:"not_sent,omitempty"`
 	Throughput float64 `json:"throughput"` // 2xx per second
