@@ -38,6 +38,8 @@ const (
 	maxRoundTripCount     = 1_000_000
 	maxRoundTripProducers = 1024
 	maxRoundTripWorkers   = 4096
+	maxRoundTripWait      = time.Hour
+	maxRoundTripBytes     = 4 << 30 // -count × -size: what one batch publishes
 )
 
 // runRoundTrip is `mqtarget roundtrip`: a thin adapter over roundtrip.Batch.
@@ -73,8 +75,10 @@ func runRoundTrip(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return bad("-handoff: %v", herr)
 	case *workers < 1 || *workers > maxRoundTripWorkers:
 		return bad("-workers: must be 1..%d, got %d", maxRoundTripWorkers, *workers)
-	case *wait <= 0:
-		return bad("-wait: must be positive, got %v", *wait)
+	case *wait <= 0 || *wait > maxRoundTripWait:
+		return bad("-wait: must be > 0 and <= %v, got %v", maxRoundTripWait, *wait)
+	case int64(*count)*int64(*size) > maxRoundTripBytes:
+		return bad("-count × -size: at most %d bytes per batch, got %d × %d", maxRoundTripBytes, *count, *size)
 	case !slices.Contains(roundtrip.Formats, *format):
 		return bad("-o: unknown output format %q, want %s", *format, strings.Join(roundtrip.Formats, ", "))
 	case len(cfg.Echo.Topics) == 0:

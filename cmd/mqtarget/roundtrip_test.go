@@ -58,6 +58,8 @@ func TestRoundTripCommandBadInput(t *testing.T) {
 		{"workers", []string{"-workers", "0"}, "-workers"},
 		{"workers too many", []string{"-workers", "4097"}, "-workers"},
 		{"wait", []string{"-wait", "0s"}, "-wait"},
+		{"wait too long", []string{"-wait", "1000h"}, "-wait: must be > 0 and <= 1h0m0s"},
+		{"batch too large", []string{"-count", "1000000", "-size", "65536", "-message.max_size", "67108864"}, "-count × -size: at most 4294967296 bytes"},
 		{"format", []string{"-o", "xml"}, "-o"},
 		{"broker", []string{"-broker", "kafka"}, "broker"},
 		{"rocketmq without name servers", []string{"-broker", "rocketmq"}, "rocketmq.name_servers"},
