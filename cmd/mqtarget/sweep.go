@@ -27,7 +27,8 @@ mqtarget load JSON object per run), DIR/summary.md and charts (PNG and SVG).
 
 The runs go to -url, else the spec's url, else to a mqtarget started in this process on 127.0.0.1 with
 embedded brokers for the spec's brokers; [settings] configure that one like mqtarget serve's flags.
-Exit status: 0 after every run, 1 when the sweep failed or was interrupted, 2 for bad input.
+Exit status: 0 after every run, 1 when the sweep failed or was interrupted or a run had no 2xx answer
+at all (the files are written all the same), 2 for bad input.
 
 `
 
@@ -106,6 +107,19 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(err)
 	}
 	fmt.Fprintf(stdout, "%d runs: %s/%s, %s, %s\n", len(results), *dir, sweep.ResultsCSV, sweep.ResultsJSON, sweep.Summary)
+	// Errors under overload are what a sweep measures, but a run without a single 2xx measured nothing
+	// (a wrong URL, broker or size): the sweep failed there.
+	failed := 0
+	for i, r := range results {
+		if r.OK == 0 {
+			failed++
+			fmt.Fprintf(stderr, "mqtarget sweep: run %d (%s %s): %v\n", i+1, r.Meta.Endpoint, r.Meta.Broker, r.Check(1))
+		}
+	}
+	if failed > 0 {
+		fmt.Fprintf(stderr, "mqtarget sweep: %d of %d runs had no 2xx answer\n", failed, len(results))
+		return 1
+	}
 	return 0
 }
 

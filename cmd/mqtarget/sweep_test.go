@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/csv"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,5 +105,32 @@ func TestSweepCommandBadInput(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Error("bad input created the output directory")
+	}
+}
+
+// TestSweepCommandRunWithout2xx: a run without a single 2xx answer (here a target answering 400 for one
+// size) fails the sweep, exit 1, naming the run and what it got; the files are written all the same.
+func TestSweepCommandRunWithout2xx(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("size") == "2" {
+			http.Error(w, "size: must be 1..1048576", http.StatusBadRequest)
+		}
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(spec, []byte("url: "+srv.URL+"\naxes:\n  endpoints: [/send1]\n  connections: [1]\n  sizes: [1, 2]\n  durations: [100ms]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"sweep", "-o", out, spec}, &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "run 2 (/send1 ): no 2xx answer: ") || !strings.Contains(stderr.String(), "1 of 2 runs had no 2xx answer") {
+		t.Errorf("stderr %s", stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(out, "summary.md")); err != nil {
+		t.Error(err)
 	}
 }
