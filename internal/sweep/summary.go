@@ -67,7 +67,7 @@ func writeSummary(dir string, spec Spec, base string, o Options, results []*load
 		if r.NotSent > 0 {
 			what = append(what, fmt.Sprintf("%d due and never sent (the generator fell behind)", r.NotSent))
 		}
-		if r.Lag != nil && r.Lag.P99 > lagNote {
+		if r.Lag != nil && r.Service != nil && r.Lag.P99 > lagNote {
 			what = append(what, fmt.Sprintf("the generator sent late: lag p99 %.2f ms is in the latency (service p99 %.2f ms)",
 				r.Lag.P99, r.Service.P99))
 		}

@@ -69,7 +69,7 @@ func Execute(ctx context.Context, spec Spec, o Options) ([]*load.Result, error) 
 		results = append(results, r)
 		if o.Log != nil {
 			lag := ""
-			if r.Lag != nil {
+			if r.Lag != nil && r.Service != nil {
 				lag = fmt.Sprintf(" (service p99 %.2f ms, lag p99 %.2f ms)", r.Service.P99, r.Lag.P99)
 			}
 			fmt.Fprintf(o.Log, "[%d/%d] %s: %.0f 2xx/s, p50 %.2f ms, p99 %.2f ms%s, by status %s, errors %d, not sent %d\n",
