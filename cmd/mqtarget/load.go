@@ -69,7 +69,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var payload []byte
 	if name, ok := strings.CutPrefix(*body, "@"); ok {
-		b, err := readBody(name)
+		b, err := readLimited(name, load.MaxBodyBytes)
 		if err != nil {
 			return bad("-body: %v", err)
 		}
@@ -109,20 +109,20 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// readBody reads a -body @FILE, refusing one larger than load.MaxBodyBytes before reading it all (a
-// device or a huge file would take the memory).
-func readBody(name string) ([]byte, error) {
+// readLimited reads a file named on the command line (a -body @FILE, a sweep spec), refusing one larger
+// than limit bytes before reading it all: a device or a huge file would take the memory.
+func readLimited(name string, limit int64) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, load.MaxBodyBytes+1))
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > load.MaxBodyBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", name, load.MaxBodyBytes)
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, limit)
 	}
 	return b, nil
 }

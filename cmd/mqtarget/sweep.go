@@ -64,7 +64,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return bad("SPEC.yaml: the spec file is required after the flags")
 	}
 	specPath, settings := rest[0], rest[1:]
-	text, err := os.ReadFile(specPath)
+	text, err := readLimited(specPath, sweep.MaxSpecBytes)
 	if err != nil {
 		return bad("SPEC.yaml: %v", err)
 	}

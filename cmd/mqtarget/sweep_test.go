@@ -74,6 +74,7 @@ func TestSweepCommandBadInput(t *testing.T) {
 	unknown := write("unknown.yaml", "axes:\n  endpoints: [/send1]\n  threads: [1]\n")
 	rmq := write("rmq.yaml", "axes:\n  endpoints: [/send1]\n  brokers: [rocketmq]\n  connections: [1]\n  durations: [1s]\n")
 	withURL := write("url.yaml", "url: http://127.0.0.1:1\naxes:\n  endpoints: [/send1]\n  connections: [1]\n  durations: [1s]\n")
+	huge := write("huge.yaml", "# "+strings.Repeat("x", 1<<20)+"\n"+"axes:\n  endpoints: [/send1]\n  connections: [1]\n  durations: [1s]\n")
 	out := filepath.Join(dir, "out")
 	cases := []struct {
 		name string
@@ -91,6 +92,7 @@ func TestSweepCommandBadInput(t *testing.T) {
 		{"bad setting", []string{"-o", out, good, "-no.such.setting", "1"}, "settings"},
 		{"replot with a spec", []string{"-o", out, "-replot", good}, "-replot"},
 		{"unknown flag value", []string{"-o"}, "-o"},
+		{"spec too large", []string{"-o", out, huge}, "SPEC.yaml: " + huge + ": larger than 1048576 bytes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

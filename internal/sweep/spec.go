@@ -54,6 +54,8 @@ const (
 	MaxTimeout       = 10 * time.Minute
 	MaxSize          = 64 << 20 // the largest message.max_size a mqtarget accepts
 	MaxTopics        = 1_000_000
+	// MaxSpecBytes bounds a spec file: 10000 runs need far less.
+	MaxSpecBytes = 1 << 20
 )
 
 // Parse reads a spec strictly: unknown keys and bad values are errors naming the field, such as
