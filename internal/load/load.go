@@ -320,8 +320,10 @@ func (s *sender) send(due, sent time.Time) {
 	}
 	var sample string
 	if !ok2xx(resp.StatusCode) && s.rec.wantSample(resp.StatusCode) {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, sampleBytes))
-		sample = printable(b)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, sampleBytes+1))
+		if sample = oneLine(string(b)); sample == "" {
+			sample = "(empty)"
+		}
 	}
 	_, err = io.Copy(io.Discard, resp.Body) // the whole answer is part of its latency, and frees the connection
 	_ = resp.Body.Close()
@@ -335,30 +337,32 @@ func (s *sender) send(due, sent time.Time) {
 
 func ok2xx(code int) bool { return code >= 200 && code < 300 }
 
-// errorKind is a transport error without the method and URL every one of them repeats.
+// errorKind is a transport error without the method and URL every one of them repeats, on one short
+// line: Go's errors quote what a target sent (a malformed status line can be 1 MB long).
 func errorKind(err error) string {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	return err.Error()
+	return oneLine(err.Error())
 }
 
-// printable is an answer's beginning as one line of valid UTF-8: control characters and newlines become
-// spaces, so a hostile body cannot forge lines of the table.
-func printable(b []byte) string {
-	s := strings.ToValidUTF8(string(b), "\uFFFD")
-	s = strings.Map(func(r rune) rune {
+// oneLine is s cut to sampleBytes as one line of valid UTF-8: control characters and newlines become
+// spaces, so a hostile target cannot forge lines of the table.
+func oneLine(s string) string {
+	cut := len(s) > sampleBytes
+	if cut {
+		s = s[:sampleBytes] // a rune cut here becomes U+FFFD below
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.TrimSpace(strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
 			return ' '
 		}
 		return r
-	}, s)
-	if s = strings.TrimSpace(s); s == "" {
-		return "(empty)"
-	}
-	if len(b) == sampleBytes {
-		s += " …" // cut here (a rune cut at the limit became U+FFFD above)
+	}, s))
+	if cut {
+		s += " …"
 	}
 	return s
 }

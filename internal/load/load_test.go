@@ -526,3 +526,40 @@ func TestNoProxyFromEnvironment(t *testing.T) {
 		t.Error("nothing arrived at the target")
 	}
 }
+
+// TestErrorKindsAreShort: a target answering a status line of 100 KB (Go's error quotes it) gives an
+// error kind of one short line.
+func TestErrorKindsAreShort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close() // before the wait: it ends the accept loop
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				_, _ = c.Read(make([]byte, 4096))
+				_, _ = c.Write([]byte("HTTP/1.1 2" + strings.Repeat("x\x1b[2J", 20000) + "\r\n\r\n"))
+			})
+		}
+	})
+	r, err := Run(context.Background(), Options{URL: "http://" + ln.Addr().String() + "/", Connections: 1, Duration: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Errors == 0 || len(r.ErrorKinds) == 0 {
+		t.Fatalf("result %+v", r)
+	}
+	for k := range r.ErrorKinds {
+		if len(k) > sampleBytes+len(" …") || strings.ContainsAny(k, "\x1b\r\n") {
+			t.Errorf("error kind of %d bytes: %.80q…", len(k), k)
+		}
+	}
+}
