@@ -130,6 +130,7 @@ func NewNSQ(c NSQConfig, log *slog.Logger) (*NSQ, error) {
 	if err != nil {
 		return nil, err
 	}
+	log = limitLog(log) // a failing nsqd must not flood the log (lograte)
 	p := &NSQ{dial: c.DialTimeout, tls: tc, log: log, coalesce: c.Coalesce}
 	p.pool = newPool("nsq", c.Hosts, c.ProducersPerHost, p.connect)
 	p.pool.log = log
@@ -223,6 +224,7 @@ func (p *NSQ) Close() error {
 type nsqConn struct {
 	*wire.Conn
 	maxMsg int64 // nsqd's --max-msg-size; 0 when unknown
+	answerMark
 }
 
 // connect dials a producer connection, learning nsqd's message size limit first.
@@ -239,9 +241,10 @@ func (p *NSQ) connect(ctx context.Context, addr string) (*nsqConn, error) {
 			p.log.Warn("nsqd message size limit unknown: oversize messages will fail their connection", "addr", addr, "err", err)
 		}
 	}
-	return &nsqConn{Conn: wire.New(netConn, wire.Config{
+	c := &nsqConn{maxMsg: limit}
+	c.Conn = wire.New(netConn, wire.Config{
 		Name:        "nsq",
-		Read:        readNSQAnswer,
+		Read:        c.marking(readNSQAnswer),
 		MaxWait:     nsqMaxWait,
 		StallGrace:  nsqStallGrace,
 		IdleTimeout: nsqReadTimeout,
@@ -249,7 +252,8 @@ func (p *NSQ) connect(ctx context.Context, addr string) (*nsqConn, error) {
 		Unavailable: ErrUnavailable,
 		Closed:      ErrClosed,
 		Log:         p.log,
-	}), maxMsg: limit}, nil
+	})
+	return c, nil
 }
 
 // checkNSQTopicFraming refuses a topic that would not reach nsqd as one: nsqd ends a command line at

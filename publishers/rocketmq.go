@@ -217,6 +217,7 @@ func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *Rocket
 	if err != nil {
 		return nil, err
 	}
+	log = limitLog(log) // a failing broker (or the client library) must not flood the log (lograte)
 	p := &RocketMQ{
 		rlog:    routeRlog(log),
 		cfg:     c,

@@ -52,6 +52,7 @@ func NewRocketMQConsumer(c RocketMQConfig, o ConsumerOptions, log *slog.Logger) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	log = limitLog(log)
 	if o.Group == "" {
 		o.Group = DefaultConsumerGroup
 	}

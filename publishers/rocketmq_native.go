@@ -98,13 +98,16 @@ type rmqNative struct {
 	closed   bool
 	bg       sync.WaitGroup // route refreshes, dead connections being closed
 	clientID string
+	backoff  Backoff // the redial policy (DefaultBackoff; tests shorten it)
 }
 
 type rmqNativeSlot struct {
 	cur      atomic.Pointer[wire.Conn]
 	mu       sync.Mutex    // held while dialling
 	inFlight chan struct{} // one token per outstanding request (rmqMaxInFlight)
-	counts   hostConns     // connections made, replaced and failed (ConnCounts)
+	counts   hostConns     // connections made, replaced and failed (ConnCounts); the redial backoff
+	since    time.Time     // when cur was made; zero once its loss was recorded
+	mark     *answerMark   // whether cur answered a request
 }
 
 // rmqRoute is a topic's write queues per host, from the name server.
@@ -120,7 +123,7 @@ type rmqRoute struct {
 }
 
 func newRMQNative(p *RocketMQ) *rmqNative {
-	n := &rmqNative{p: p, conns: make([]rmqNativeSlot, len(p.brokers)), done: make(chan struct{})}
+	n := &rmqNative{p: p, conns: make([]rmqNativeSlot, len(p.brokers)), done: make(chan struct{}), backoff: DefaultBackoff()}
 	for i := range n.conns {
 		n.conns[i].inFlight = make(chan struct{}, rmqMaxInFlight)
 	}
@@ -521,9 +524,20 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*wire.Con
 	if closed {
 		return nil, ErrClosed
 	}
-	c, err := n.dial(ctx, dl, host)
+	b := n.p.brokers[host].String()
+	if old != nil && old.Dead() && !s.since.IsZero() {
+		lived := time.Since(s.since)
+		s.since = time.Time{}
+		s.counts.lost(n.p.log, n.backoff, b, lived, s.mark.answered(), wrap(ErrUnavailable,
+			fmt.Errorf("%w: rocketmq broker %s: connection lost %v after it was made; redialling with backoff", errRMQNotSent, b, lived.Round(time.Millisecond))))
+	}
+	if err := s.counts.mayDial(); err != nil {
+		return nil, err
+	}
+	mark := &answerMark{}
+	c, err := n.dial(ctx, dl, host, mark)
 	if ctx.Err() == nil || err == nil { // a caller that left says nothing about the broker
-		s.counts.dialed(n.p.log, n.p.brokers[host].String(), err)
+		s.counts.dialed(n.p.log, n.backoff, b, err)
 	}
 	if err != nil {
 		return nil, err
@@ -535,6 +549,7 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*wire.Con
 		return nil, ErrClosed
 	}
 	s.cur.Store(c)
+	s.since, s.mark = time.Now(), mark
 	s.counts.connected(old != nil)
 	if old != nil {
 		// Close waits for its goroutines (and, for one replaced for its opaque range, its answers).
@@ -553,7 +568,8 @@ func rmqUsable(c *wire.Conn) bool {
 	return cmds < rmqMaxOpaque
 }
 
-func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int) (*wire.Conn, error) {
+// dial connects to host's broker; mark notes the connection's answers.
+func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int, mark *answerMark) (*wire.Conn, error) {
 	b := n.p.brokers[host]
 	if limit := time.Now().Add(rmqDialTimeout); limit.Before(dl) {
 		dl = limit
@@ -566,7 +582,7 @@ func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int) (*wire.Con
 	}
 	return wire.New(nc, wire.Config{
 		Name:           "rocketmq",
-		Read:           readRMQAnswer,
+		Read:           mark.marking(readRMQAnswer),
 		MaxWait:        n.p.cfg.SendTimeout,
 		StallGrace:     rmqNativeStallGrace,
 		IdleTimeout:    rmqNativeIdle,

@@ -178,6 +178,7 @@ func NewSTOMP(c STOMPConfig, log *slog.Logger) (*STOMP, error) {
 	if err != nil {
 		return nil, err
 	}
+	log = limitLog(log) // a failing broker must not flood the log (lograte)
 	p := &STOMP{cfg: c, tls: tc, log: log}
 	p.pool = newPool("stomp", c.Hosts, c.ConnectionsPerHost, func(ctx context.Context, addr string) (*stompConn, error) {
 		netConn, hb, err := p.handshake(ctx, addr)
@@ -461,7 +462,10 @@ func (p *STOMP) Close() error {
 }
 
 // stompConn is one publishing connection.
-type stompConn struct{ *wire.Conn }
+type stompConn struct {
+	*wire.Conn
+	answerMark
+}
 
 var (
 	stompHeartBeat  = []byte{'\n'}
@@ -471,9 +475,10 @@ var (
 func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
 	addr := conn.RemoteAddr().String()
 	read := func(r *bufio.Reader) (wire.Answer, error) { return readSTOMPAnswer(r, p.log, addr) }
-	return &stompConn{wire.New(conn, wire.Config{
+	c := &stompConn{}
+	c.Conn = wire.New(conn, wire.Config{
 		Name:           "stomp",
-		Read:           read,
+		Read:           c.marking(read),
 		MaxWait:        stompReceiptTimeout - stompStallGrace,
 		StallGrace:     stompStallGrace,
 		IdleTimeout:    hb.recv * time.Duration(p.cfg.HeartBeatGrace),
@@ -484,7 +489,8 @@ func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
 		Unavailable:    ErrUnavailable,
 		Closed:         ErrClosed,
 		Log:            p.log,
-	})}
+	})
+	return c
 }
 
 // readSTOMPAnswer reads one frame: a RECEIPT answers the request of its id; an ERROR ends the

@@ -46,6 +46,7 @@ func NewSTOMPConsumer(c STOMPConfig, log *slog.Logger) (*STOMPConsumer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	log = limitLog(log)
 	tc, err := c.TLSConfig.Client("stomp")
 	if err != nil {
 		return nil, err

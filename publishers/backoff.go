@@ -1,0 +1,116 @@
+package publishers
+
+import (
+	"bufio"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/mqtarget/mqtarget/internal/lograte"
+	"github.com/mqtarget/mqtarget/publishers/wire"
+)
+
+// limitLog is log with every line rate-limited per host and cause (lograte): the first of each, then
+// at most one per lograte.Interval with the number suppressed. Each publisher and consumer limits its
+// own lines, the connection core's and its client library's among them.
+func limitLog(log *slog.Logger) *slog.Logger { return lograte.Logger(log, lograte.New(lograte.Interval)) }
+
+// Backoff is the redial policy every broker connection follows (the NSQ and STOMP pools, the native
+// RocketMQ send path, the STOMP and RocketMQ consumers): after the n-th consecutive failure the next
+// dial waits b/2 plus a random part of b/2 (equal jitter), b = min(Max, Base·2^(n-1)), so hosts that
+// fail together do not redial in step, and a wait is never shorter than b/2.
+//
+// A failure is a dial or handshake that failed, and also a connection lost before it proved itself: a
+// broker that accepts, handshakes and closes would otherwise be redialled at once, over and over. A
+// connection that lived Healthy proved itself: its loss is redialled at once and starts the count
+// afresh. One lost younger that answered a command (a STOMP broker closes after an ERROR for a SEND,
+// nsqd after an E_* answer) is redialled at once too, but at most once per Churn: more often (a broker
+// that answers one command per connection, nsqd failing every PUB on a full disk) it is a failure.
+type Backoff struct {
+	Base, Max, Healthy, Churn time.Duration
+}
+
+// DefaultBackoff: 100 ms doubling to 2 s; a connection is healthy after 2 s; a young one that
+// answered is replaced at once at most every 100 ms.
+func DefaultBackoff() Backoff {
+	return Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second, Healthy: 2 * time.Second, Churn: 100 * time.Millisecond}
+}
+
+// wait is the pause after the n-th consecutive failure (n ≥ 1).
+func (b Backoff) wait(n int) time.Duration {
+	d := b.Max
+	if n <= 30 && b.Base<<(n-1) < b.Max {
+		d = b.Base << (n - 1)
+	}
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+// redial is one host's (or consumer session's) backoff state.
+type redial struct {
+	failures int
+	err      error     // the last failure: what callers get until retryAt
+	retryAt  time.Time // no dial before it
+	churnAt  time.Time // when a young connection that answered was last replaced at once
+}
+
+// check returns the error to fail with instead of dialling, nil when a dial may start.
+func (r *redial) check(now time.Time) error {
+	if r.err != nil && now.Before(r.retryAt) {
+		return r.err
+	}
+	return nil
+}
+
+// failed records a failure: no dial for the wait it returns.
+func (r *redial) failed(b Backoff, now time.Time, err error) time.Duration {
+	r.failures++
+	w := b.wait(r.failures)
+	r.err, r.retryAt = err, now.Add(w)
+	return w
+}
+
+// dialed records a dial that succeeded: others may dial; the failures count until a connection proved
+// itself.
+func (r *redial) dialed() { r.err = nil }
+
+// lost records the loss of a connection that lived lived and answered a command or not: a failure
+// unless it proved itself (see Backoff). It returns the wait (0: redial at once).
+func (r *redial) lost(b Backoff, now time.Time, lived time.Duration, answered bool, err error) time.Duration {
+	switch {
+	case lived >= b.Healthy:
+		r.failures, r.err = 0, nil
+		return 0
+	case answered && now.Sub(r.churnAt) >= b.Churn:
+		r.churnAt = now
+		return 0
+	}
+	return r.failed(b, now, err)
+}
+
+// answerMark notes whether a connection answered a command: proof that the broker works, whatever the
+// connection's age. The read loop sets it; the pool reads it when the connection is found dead.
+type answerMark struct{ seen atomic.Bool }
+
+func (m *answerMark) answered() bool { return m.seen.Load() }
+
+// marking wraps a connection's answer reader so that every answer to a command marks m.
+func (m *answerMark) marking(read func(*bufio.Reader) (wire.Answer, error)) func(*bufio.Reader) (wire.Answer, error) {
+	return func(r *bufio.Reader) (wire.Answer, error) {
+		a, err := read(r)
+		if err == nil && a.Kind != wire.None && !m.seen.Load() {
+			m.seen.Store(true)
+		}
+		return a, err
+	}
+}
+
+// answeredLink is implemented by the pool's links that note their answers (answerMark).
+type answeredLink interface{ answered() bool }
+
+// linkAnswered reports whether l noted an answer; false for a link that does not tell.
+func linkAnswered(l any) bool {
+	a, ok := l.(answeredLink)
+	return ok && a.answered()
+}
