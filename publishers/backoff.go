@@ -14,7 +14,9 @@ import (
 // limitLog is log with every line rate-limited per host and cause (lograte): the first of each, then
 // at most one per lograte.Interval with the number suppressed. Each publisher and consumer limits its
 // own lines, the connection core's and its client library's among them.
-func limitLog(log *slog.Logger) *slog.Logger { return lograte.Logger(log, lograte.New(lograte.Interval)) }
+func limitLog(log *slog.Logger) *slog.Logger {
+	return lograte.Logger(log, lograte.New(lograte.Interval))
+}
 
 // Backoff is the redial policy every broker connection follows (the NSQ and STOMP pools, the native
 // RocketMQ send path, the STOMP and RocketMQ consumers): after the n-th consecutive failure the next
