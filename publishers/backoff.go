@@ -73,10 +73,6 @@ func (r *redial) failed(b Backoff, now time.Time, err error) time.Duration {
 	return w
 }
 
-// dialed records a dial that succeeded: others may dial; the failures count until a connection proved
-// itself.
-func (r *redial) dialed() { r.err = nil }
-
 // lost records the loss of a connection that lived lived and answered a command or not: a failure
 // unless it proved itself (see Backoff). It returns the wait (0: redial at once).
 func (r *redial) lost(b Backoff, now time.Time, lived time.Duration, answered bool, err error) time.Duration {

@@ -105,6 +105,7 @@ type NSQ struct {
 	coalesce   bool
 	coalescers sync.Map       // coalesceKey → *coalescer, while busy
 	versions   brokerVersions // what each nsqd said it runs (IDENTIFY)
+	sizes      nsqSizes       // each nsqd's message size limit, probed once
 }
 
 // Timings of the connection handling.
@@ -115,6 +116,7 @@ const (
 	nsqCloseWait    = time.Second      // how long Close waits for the answers to commands written
 	nsqProbeTopic   = "mqtarget-size-probe"
 	nsqProbeBodyLen = 1<<31 - 1
+	nsqProbeRetry   = time.Minute // how long a failed size probe is not repeated
 )
 
 // NewNSQ creates the publisher. It does not connect: connections are made on first use and again after
@@ -231,10 +233,11 @@ type nsqConn struct {
 func (p *NSQ) connect(ctx context.Context, addr string) (*nsqConn, error) {
 	netConn, limit, err := p.handshake(ctx, addr)
 	if err != nil {
+		p.sizes.forget(addr) // an outage: nsqd may come back with another limit
 		return nil, err
 	}
 	if limit == 0 {
-		if limit, err = p.probeMaxMsgSize(ctx, addr); errors.Is(err, errNSQTLSRequired) {
+		if limit, err = p.maxMsgSize(ctx, addr); errors.Is(err, errNSQTLSRequired) {
 			netConn.Close()
 			return nil, wrap(ErrUnavailable, fmt.Errorf("nsqd %s: %w: set nsq.tls", addr, err))
 		} else if err != nil {
@@ -387,6 +390,58 @@ func identify(conn net.Conn, wantTLS bool) (nsqIdentifyAnswer, error) {
 		return answer, wrap(ErrRejected, fmt.Errorf("IDENTIFY answer %q: %v", data, err))
 	}
 	return answer, nil
+}
+
+// nsqSizes remembers each nsqd's message size limit as probed, so that a flapping nsqd is not probed
+// (one more connection) per dial: a failed dial forgets the host's limit, so an nsqd back from an
+// outage, perhaps restarted with another limit, is probed again; a failed probe is not repeated for
+// nsqProbeRetry.
+type nsqSizes struct {
+	mu sync.Mutex
+	m  map[string]nsqSize // by address: bounded by nsq.hosts
+}
+
+type nsqSize struct {
+	limit int64     // 0: the probe failed
+	at    time.Time // when it was probed
+}
+
+func (s *nsqSizes) get(addr string, now time.Time) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.m[addr]
+	return e.limit, ok && (e.limit > 0 || now.Sub(e.at) < nsqProbeRetry)
+}
+
+func (s *nsqSizes) put(addr string, limit int64, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]nsqSize{}
+	}
+	s.m[addr] = nsqSize{limit, now}
+}
+
+func (s *nsqSizes) forget(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, addr)
+}
+
+// maxMsgSize is nsqd's message size limit, probed once per host (nsqSizes); 0 when unknown.
+func (p *NSQ) maxMsgSize(ctx context.Context, addr string) (int64, error) {
+	if limit, ok := p.sizes.get(addr, time.Now()); ok {
+		return limit, nil
+	}
+	limit, err := p.probeMaxMsgSize(ctx, addr)
+	switch {
+	case errors.Is(err, errNSQTLSRequired): // fails the dial: no answer to keep
+	case err == nil:
+		p.sizes.put(addr, limit, time.Now())
+	case ctx.Err() == nil: // a caller that left says nothing about nsqd
+		p.sizes.put(addr, 0, time.Now())
+	}
+	return limit, err
 }
 
 // probeMaxMsgSize learns nsqd's --max-msg-size on a connection of its own: nsqd checks a PUB's announced

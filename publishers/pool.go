@@ -81,9 +81,7 @@ func (h *hostConns) dialed(log *slog.Logger, b Backoff, addr string, err error) 
 	h.mu.Lock()
 	if err != nil {
 		h.redial.failed(b, time.Now(), err)
-	} else {
-		h.redial.dialed()
-	}
+	} // a success leaves the count alone: only a connection that proved itself resets it
 	changed := h.down != (err != nil)
 	h.down = err != nil
 	h.mu.Unlock()

@@ -1,0 +1,381 @@
+package publishers
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mqtarget/mqtarget/internal/rmqadmin"
+)
+
+// flapServer is a misbehaving broker on 127.0.0.1: every connection it accepts is served by serve
+// (a handshake, then a close, say), or by good once the test switched it to behave.
+type flapServer struct {
+	ln       net.Listener
+	accepted atomic.Int64
+	behave   atomic.Bool
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+}
+
+func startFlapServer(t *testing.T, serve, good func(net.Conn)) *flapServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &flapServer{ln: ln, conns: map[net.Conn]struct{}{}}
+	s.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.accepted.Add(1)
+			s.mu.Lock()
+			s.conns[c] = struct{}{}
+			s.mu.Unlock()
+			s.wg.Go(func() {
+				defer func() {
+					c.Close()
+					s.mu.Lock()
+					delete(s.conns, c)
+					s.mu.Unlock()
+				}()
+				if s.behave.Load() {
+					good(c)
+				} else {
+					serve(c)
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		s.mu.Lock()
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
+	return s
+}
+
+func (s *flapServer) addr() string { return s.ln.Addr().String() }
+
+// refusedAddr is a port nobody listens on.
+func refusedAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// nsqHandshakeThen reads the magic and IDENTIFY, answers OK (an nsqd without feature negotiation)
+// and runs then.
+func nsqHandshakeThen(then func(*bufio.Reader, net.Conn)) func(net.Conn) {
+	return func(c net.Conn) {
+		r := bufio.NewReader(c)
+		if _, err := io.ReadFull(r, make([]byte, 4)); err != nil {
+			return
+		}
+		if line, err := r.ReadString('\n'); err != nil || line != "IDENTIFY\n" {
+			return
+		}
+		var size [4]byte
+		if _, err := io.ReadFull(r, size[:]); err != nil {
+			return
+		}
+		if _, err := io.ReadFull(r, make([]byte, binary.BigEndian.Uint32(size[:]))); err != nil {
+			return
+		}
+		_, _ = c.Write(nsqTestFrame(0, "OK"))
+		then(r, c)
+	}
+}
+
+func nsqTestFrame(frameType uint32, data string) []byte {
+	b := binary.BigEndian.AppendUint32(nil, uint32(4+len(data)))
+	b = binary.BigEndian.AppendUint32(b, frameType)
+	return append(b, data...)
+}
+
+// nsqServeOK answers every PUB with OK, and the size probe with nsqd's refusal.
+func nsqServeOK(r *bufio.Reader, c net.Conn) {
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		var size [4]byte
+		if _, err := io.ReadFull(r, size[:]); err != nil {
+			return
+		}
+		n := binary.BigEndian.Uint32(size[:])
+		if strings.Contains(line, nsqProbeTopic) {
+			_, _ = c.Write(nsqTestFrame(1, fmt.Sprintf("E_BAD_MESSAGE PUB message too big %d > 1048576", n)))
+			return
+		}
+		if _, err := io.CopyN(io.Discard, r, int64(n)); err != nil {
+			return
+		}
+		if _, err := c.Write(nsqTestFrame(0, "OK")); err != nil {
+			return
+		}
+	}
+}
+
+// nsqAnswerOneThenClose answers the first PUB and closes.
+func nsqAnswerOneThenClose(r *bufio.Reader, c net.Conn) {
+	line, err := r.ReadString('\n')
+	if err != nil || strings.Contains(line, nsqProbeTopic) {
+		return
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return
+	}
+	if _, err := io.CopyN(io.Discard, r, int64(binary.BigEndian.Uint32(size[:]))); err != nil {
+		return
+	}
+	_, _ = c.Write(nsqTestFrame(0, "OK"))
+}
+
+// stompHandshakeThen reads CONNECT, answers CONNECTED and runs then.
+func stompHandshakeThen(then func(*bufio.Reader, net.Conn)) func(net.Conn) {
+	return func(c net.Conn) {
+		r := bufio.NewReader(c)
+		if _, err := r.ReadString(0); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "CONNECTED\nversion:1.2\nheart-beat:0,0\n\n\x00")
+		then(r, c)
+	}
+}
+
+// stompReceipts answers every frame's receipt header; answerOne stops after the first.
+func stompReceipts(answerOne bool) func(*bufio.Reader, net.Conn) {
+	return func(r *bufio.Reader, c net.Conn) {
+		for {
+			f, err := r.ReadString(0)
+			if err != nil {
+				return
+			}
+			_, rest, ok := strings.Cut(f, "\nreceipt:")
+			if !ok {
+				continue
+			}
+			id, _, _ := strings.Cut(rest, "\n")
+			if _, err := io.WriteString(c, "RECEIPT\nreceipt-id:"+id+"\n\n\x00"); err != nil || answerOne {
+				return
+			}
+		}
+	}
+}
+
+func closeAtOnce(*bufio.Reader, net.Conn) {}
+
+// rmqServeOK answers every request with SUCCESS; rmqAnswerOneThenClose the first only.
+func rmqServe(answerOne bool) func(net.Conn) {
+	return func(c net.Conn) {
+		for {
+			q, err := readRMQTestRequest(c)
+			if err != nil {
+				return
+			}
+			if _, err := c.Write(rmqTestResponse(0, q.opaque, "", false)); err != nil || answerOne {
+				return
+			}
+		}
+	}
+}
+
+// lineCounter is a log handler counting the lines at warn and above.
+type lineCounter struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (h *lineCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h *lineCounter) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lines = append(h.lines, r.Message)
+	return nil
+}
+func (h *lineCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *lineCounter) WithGroup(string) slog.Handler      { return h }
+
+func (h *lineCounter) count() (int, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := map[string]int{}
+	for _, l := range h.lines {
+		seen[l]++
+	}
+	return len(h.lines), fmt.Sprint(seen)
+}
+
+// testBackoff is short, so that a half-second window spans many backoff periods.
+var testBackoff = Backoff{Base: 10 * time.Millisecond, Max: 80 * time.Millisecond, Healthy: time.Second, Churn: 50 * time.Millisecond}
+
+// maxDials bounds the dials one host may see in window under b with slots connections: at most one
+// per slot and backoff period, the periods being at least half their nominal length (equal jitter),
+// plus one per slot and Churn for connections that answered before they died.
+func maxDials(b Backoff, window time.Duration, slots int, answered bool) int {
+	periods, t := 1, time.Duration(0)
+	for n := 1; ; n++ {
+		t += min(b.Max, b.Base<<min(n-1, 30)) / 2
+		if t > window {
+			break
+		}
+		periods++
+	}
+	if answered {
+		periods += int(window/b.Churn) + 1
+	}
+	return slots * (periods + 1)
+}
+
+// TestRedialBounded: against a broker that fails every connection it accepts (closing right after
+// the handshake, answering one command and closing, or refusing the connection), each publisher dials
+// within its backoff and logs a few lines, however hard it is driven; once the broker behaves, its
+// publishes succeed again.
+func TestRedialBounded(t *testing.T) {
+	type publisher interface {
+		Publish(ctx context.Context, host int, topic string, body []byte) error
+		Close() error
+	}
+	const slots = 2
+	nsqPub := func(t *testing.T, addr string, log *slog.Logger) publisher {
+		c := DefaultNSQConfig()
+		c.Hosts, c.ProducersPerHost = []string{addr}, slots
+		p, err := NewNSQ(c, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		setPoolBackoff(p.pool, testBackoff)
+		return p
+	}
+	stompPub := func(t *testing.T, addr string, log *slog.Logger) publisher {
+		c := DefaultSTOMPConfig()
+		c.Hosts, c.ConnectionsPerHost = []string{addr}, slots
+		p, err := NewSTOMP(c, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		setPoolBackoff(p.pool, testBackoff)
+		return p
+	}
+	rmqPub := func(t *testing.T, addr string, log *slog.Logger) publisher {
+		c := DefaultRocketMQConfig()
+		c.NameServers = []string{"127.0.0.1:1"}
+		c.SendTimeout = 200 * time.Millisecond
+		p := &RocketMQ{cfg: c, log: rmqTestLog(log), closing: make(chan struct{}), admin: &rmqadmin.Client{},
+			brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: addr}}, queues: make([]atomic.Uint32, 1)}
+		p.native = newRMQNative(p)
+		setRMQBackoff(p.native, testBackoff)
+		r := &rmqRoute{ready: make(chan struct{}), queues: []int{4}}
+		r.at.Store(time.Now().UnixNano())
+		close(r.ready)
+		p.native.routes.Store("t", r)
+		return p
+	}
+	cases := []struct {
+		name     string
+		pub      func(*testing.T, string, *slog.Logger) publisher
+		serve    func(net.Conn) // nil: the connection is refused
+		good     func(net.Conn)
+		slots    int
+		answered bool // the broker answers a command before it closes
+		probes   int  // extra connections: NSQ's size probe, once per slot at most
+	}{
+		{"nsq closes after the handshake", nsqPub, nsqHandshakeThen(closeAtOnce), nsqHandshakeThen(nsqServeOK), slots, false, slots},
+		{"nsq answers one PUB and closes", nsqPub, nsqHandshakeThen(nsqAnswerOneThenClose), nsqHandshakeThen(nsqServeOK), slots, true, slots},
+		{"nsq refuses", nsqPub, nil, nil, slots, false, 0},
+		{"stomp closes after CONNECTED", stompPub, stompHandshakeThen(closeAtOnce), stompHandshakeThen(stompReceipts(false)), slots, false, 0},
+		{"stomp answers one receipt and closes", stompPub, stompHandshakeThen(stompReceipts(true)), stompHandshakeThen(stompReceipts(false)), slots, true, 0},
+		{"stomp refuses", stompPub, nil, nil, slots, false, 0},
+		{"rocketmq closes at once", rmqPub, func(net.Conn) {}, rmqServe(false), 1, false, 0},
+		{"rocketmq answers one and closes", rmqPub, rmqServe(true), rmqServe(false), 1, true, 0},
+		{"rocketmq refuses", rmqPub, nil, nil, 1, false, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var srv *flapServer
+			addr := ""
+			if tc.serve != nil {
+				srv = startFlapServer(t, tc.serve, tc.good)
+				addr = srv.addr()
+			} else {
+				addr = refusedAddr(t)
+			}
+			logs := &lineCounter{}
+			p := tc.pub(t, addr, slog.New(logs))
+			t.Cleanup(func() { p.Close() })
+
+			// Four clients publishing as fast as the publisher answers, for half a second.
+			start := time.Now()
+			stop := start.Add(500 * time.Millisecond)
+			var wg sync.WaitGroup
+			var published atomic.Int64
+			for range 4 {
+				wg.Go(func() {
+					for time.Now().Before(stop) {
+						ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+						_ = p.Publish(ctx, 0, "t", []byte("m"))
+						cancel()
+						published.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			var dials int64
+			if srv != nil {
+				dials = srv.accepted.Load()
+			} else if cc, ok := p.(ConnCounter); ok {
+				dials = int64(cc.ConnCounts(0).DialFailures)
+			}
+			bound := maxDials(testBackoff, elapsed, tc.slots, tc.answered) + tc.probes
+			t.Logf("%d publishes, %d dials in %v (bound %d)", published.Load(), dials, elapsed.Round(time.Millisecond), bound)
+			if dials > int64(bound) {
+				t.Errorf("%d dials in %v, want at most %d under the backoff", dials, elapsed.Round(time.Millisecond), bound)
+			}
+			if n, seen := logs.count(); n > 8 {
+				t.Errorf("%d warning lines in %v, want a few: %s", n, elapsed.Round(time.Millisecond), seen)
+			}
+			if srv == nil {
+				return
+			}
+			srv.behave.Store(true)
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				err := p.Publish(ctx, 0, "t", []byte("m"))
+				cancel()
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the broker behaves again, publishing still fails: %v", err)
+				}
+				time.Sleep(10 * time.Millisecond) // polling within the deadline
+			}
+		})
+	}
+}
