@@ -11,3 +11,5 @@ func setRMQBackoff(n *rmqNative, b Backoff) { n.backoff = b }
 
 // rmqTestLog is what NewRocketMQ makes of its logger.
 func rmqTestLog(log *slog.Logger) *slog.Logger { return limitLog(log) }
+
+func setSTOMPConsumerBackoff(c *STOMPConsumer, b Backoff) { c.backoff = b }

@@ -379,3 +379,34 @@ func TestRedialBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestSTOMPConsumerRedial: a broker that drops every subscription at once is redialled under the
+// backoff, not every 100 ms forever, and the consumer logs a few lines.
+func TestSTOMPConsumerRedial(t *testing.T) {
+	srv := startFlapServer(t, stompHandshakeThen(func(r *bufio.Reader, _ net.Conn) { _, _ = r.ReadString(0) }), nil)
+	logs := &lineCounter{}
+	c := DefaultSTOMPConfig()
+	c.Hosts = []string{srv.addr()}
+	cons, err := NewSTOMPConsumer(c, slog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	setSTOMPConsumerBackoff(cons, DefaultBackoff())
+	defer cons.Close()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	if err := cons.Consume(ctx, "t", func(Delivery) {}); err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	dials := srv.accepted.Load()
+	bound := maxDials(DefaultBackoff(), elapsed, 1, false)
+	t.Logf("%d subscriptions in %v (bound %d)", dials, elapsed.Round(time.Millisecond), bound)
+	if dials > int64(bound) {
+		t.Errorf("%d subscriptions in %v, want at most %d under the backoff", dials, elapsed.Round(time.Millisecond), bound)
+	}
+	if n, seen := logs.count(); n > 2 {
+		t.Errorf("%d warning lines in %v, want at most 2: %s", n, elapsed.Round(time.Millisecond), seen)
+	}
+}
