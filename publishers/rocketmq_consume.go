@@ -34,11 +34,11 @@ type RocketMQConsumer struct {
 // Pulling: messages per request, how often a broker's route (its queue count) is refreshed, and the
 // pause between rounds that found nothing, doubling up to the maximum while the topic stays idle.
 const (
-	rmqPullBatch        = 32
-	rmqRouteRefresh     = time.Second
-	rmqPullIdleMin      = 5 * time.Millisecond
-	rmqPullIdleMax      = 200 * time.Millisecond
-	rmqPullCallTimeout  = 5 * time.Second
+	rmqPullBatch       = 32
+	rmqRouteRefresh    = time.Second
+	rmqPullIdleMin     = 5 * time.Millisecond
+	rmqPullIdleMax     = 200 * time.Millisecond
+	rmqPullCallTimeout = 5 * time.Second
 )
 
 // NewRocketMQConsumer discovers the brokers from the name servers; it subscribes in Consume.
