@@ -1,0 +1,105 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mqtarget/mqtarget/internal/lograte"
+)
+
+// countLines is a log handler keeping the lines at warn and above.
+type countLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (h *countLines) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h *countLines) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lines = append(h.lines, r.Message)
+	return nil
+}
+func (h *countLines) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countLines) WithGroup(string) slog.Handler      { return h }
+
+func (h *countLines) get() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.lines...)
+}
+
+// TestNSQDDiskFullLogs: with its disk full, nsqd logs an error for every message it cannot write; the
+// embedded nsqd's log holds a few of them, not one per message. The queue file is /dev/full, which
+// fails every write with ENOSPC, as a full disk does.
+func TestNSQDDiskFullLogs(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	logs := &countLines{}
+	e, err := StartNSQDWith(1, NSQDOptions{MaxMsgSize: 1 << 20, MemQueueSize: 1}, slog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := os.Symlink("/dev/full", filepath.Join(e.dir, "0", "full.diskqueue.000000.dat")); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	failed := 0
+	for range n {
+		resp, err := http.Post("http://"+e.HTTPAddrs()[0]+"/pub?topic=full", "application/octet-stream", bytes.NewReader([]byte("m")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			failed++
+		}
+	}
+	if failed < n-2 { // one message fits the memory queue
+		t.Fatalf("%d of %d publishes failed: the disk is not full", failed, n)
+	}
+	lines := logs.get()
+	full := 0
+	for _, l := range lines {
+		if strings.Contains(l, "no space left on device") {
+			full++
+		}
+	}
+	t.Logf("%d publishes failed, %d lines logged, %d of them on the full disk", failed, len(lines), full)
+	if full == 0 {
+		t.Fatalf("no line says the disk is full: %q", lines)
+	}
+	if len(lines) > 6 {
+		t.Errorf("%d lines for %d failed publishes within %v, want a few:\n%s", len(lines), failed, lograte.Interval, strings.Join(lines, "\n"))
+	}
+}
+
+// TestNSQDLoggerCause: nsqd's lines are told apart by their cause, not by the topic or client they
+// name.
+func TestNSQDLoggerCause(t *testing.T) {
+	logs := &countLines{}
+	l := newNSQDLogger(slog.New(logs))
+	start := time.Now()
+	for i := range 1000 {
+		topic := []string{"a", "b", "c"}[i%3]
+		_ = l.Output(2, "ERROR: TOPIC("+topic+") ERROR: failed to write message to backend - write /tmp/x/"+topic+".diskqueue.000000.dat: no space left on device")
+		_ = l.Output(2, "ERROR: DISKQUEUE("+topic+") failed to sync - sync: no space left on device")
+		_ = l.Output(2, "ERROR: [127.0.0.1:"+string(rune('0'+i%10))+"] - E_BAD_BODY")
+	}
+	if time.Since(start) >= lograte.Interval {
+		t.Skip("too slow to be within one interval")
+	}
+	if got := logs.get(); len(got) != 3 {
+		t.Errorf("%d lines, want one per cause (3):\n%s", len(got), strings.Join(got, "\n"))
+	}
+}
