@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"unicode"
 	"time"
 )
 
@@ -139,14 +140,24 @@ func (h *handler) WithGroup(name string) slog.Handler {
 	return &handler{next: h.next.WithGroup(name), lim: h.lim, key: h.key}
 }
 
-// Cause reduces a free-text line (nsqd's, go-nsq's) to what tells its causes apart: what follows " - "
-// (nsqd's detail: the error, with file names) is dropped, as is what is in parentheses or brackets
-// (topic, channel and client names) and digits (counts, ports, file numbers). A fixed message is
-// mostly itself.
+// Cause reduces a free-text line (nsqd's, go-nsq's) to what tells its causes apart: what is in
+// parentheses or brackets (topic, channel and client names) and digits (counts, ports, file numbers)
+// are dropped, and so is what follows " - " (nsqd's detail: the error, with file names) once a word
+// came before it ("[127.0.0.1:5] - E_BAD_BODY ..." keeps E_BAD_BODY). A fixed message is mostly itself.
 func Cause(s string) string {
-	if i := strings.Index(s, " - "); i >= 0 {
-		s = s[:i]
+	var out string
+	for {
+		seg, rest, more := strings.Cut(s, " - ")
+		out += causeOf(seg)
+		if !more || strings.ContainsFunc(out, unicode.IsLetter) {
+			return out
+		}
+		out += " - "
+		s = rest
 	}
+}
+
+func causeOf(s string) string {
 	var b strings.Builder
 	depth := 0
 	for _, c := range s {
