@@ -9,8 +9,8 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"unicode"
 	"time"
+	"unicode"
 )
 
 // Interval is how often a line of one host and cause is logged at most after its first.
