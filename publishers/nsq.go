@@ -116,7 +116,7 @@ const (
 	nsqCloseWait    = time.Second      // how long Close waits for the answers to commands written
 	nsqProbeTopic   = "mqtarget-size-probe"
 	nsqProbeBodyLen = 1<<31 - 1
-	nsqProbeRetry   = time.Minute // how long a failed size probe is not repeated
+	nsqProbeEvery   = time.Minute // how long a size probe's answer (or failure) is reused
 )
 
 // NewNSQ creates the publisher. It does not connect: connections are made on first use and again after
@@ -393,9 +393,9 @@ func identify(conn net.Conn, wantTLS bool) (nsqIdentifyAnswer, error) {
 }
 
 // nsqSizes remembers each nsqd's message size limit as probed, so that a flapping nsqd is not probed
-// (one more connection) per dial: a failed dial forgets the host's limit, so an nsqd back from an
-// outage, perhaps restarted with another limit, is probed again; a failed probe is not repeated for
-// nsqProbeRetry.
+// (one more connection) per dial: an answer, or a failed probe, is reused for nsqProbeEvery, and a
+// failed dial forgets it, so an nsqd back from an outage or restarted with another limit is probed
+// again.
 type nsqSizes struct {
 	mu sync.Mutex
 	m  map[string]nsqSize // by address: bounded by nsq.hosts
@@ -410,7 +410,7 @@ func (s *nsqSizes) get(addr string, now time.Time) (int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.m[addr]
-	return e.limit, ok && (e.limit > 0 || now.Sub(e.at) < nsqProbeRetry)
+	return e.limit, ok && now.Sub(e.at) < nsqProbeEvery
 }
 
 func (s *nsqSizes) put(addr string, limit int64, now time.Time) {
@@ -447,7 +447,7 @@ func (p *NSQ) maxMsgSize(ctx context.Context, addr string) (int64, error) {
 // probeMaxMsgSize learns nsqd's --max-msg-size on a connection of its own: nsqd checks a PUB's announced
 // size before reading the body or creating the topic, and its error names the limit
 // ("E_BAD_MESSAGE PUB message too big 2147483647 > 1048576"), then closes that connection. nsqd logs the
-// refusal once per producer connection dialled.
+// refusal once per probe (nsqSizes: about once per host and minute while connections are made).
 func (p *NSQ) probeMaxMsgSize(ctx context.Context, addr string) (int64, error) {
 	conn, _, err := p.handshake(ctx, addr)
 	if err != nil {

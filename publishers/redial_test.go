@@ -115,7 +115,10 @@ func nsqTestFrame(frameType uint32, data string) []byte {
 }
 
 // nsqServeOK answers every PUB with OK, and the size probe with nsqd's refusal.
-func nsqServeOK(r *bufio.Reader, c net.Conn) {
+func nsqServeOK(r *bufio.Reader, c net.Conn) { nsqServe(r, c, nil) }
+
+// nsqServe is nsqServeOK counting the size probes in probes, unless it is nil.
+func nsqServe(r *bufio.Reader, c net.Conn, probes *atomic.Int64) {
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {
@@ -127,6 +130,9 @@ func nsqServeOK(r *bufio.Reader, c net.Conn) {
 		}
 		n := binary.BigEndian.Uint32(size[:])
 		if strings.Contains(line, nsqProbeTopic) {
+			if probes != nil {
+				probes.Add(1)
+			}
 			_, _ = c.Write(nsqTestFrame(1, fmt.Sprintf("E_BAD_MESSAGE PUB message too big %d > 1048576", n)))
 			return
 		}
@@ -408,5 +414,67 @@ func TestSTOMPConsumerRedial(t *testing.T) {
 	}
 	if n, seen := logs.count(); n > 2 {
 		t.Errorf("%d warning lines in %v, want at most 2: %s", n, elapsed.Round(time.Millisecond), seen)
+	}
+}
+
+// TestNSQProbeOnce: nsqd's size limit is probed once per host, not once per connection made, and
+// again after a dial failed (nsqd may be back with another limit).
+func TestNSQProbeOnce(t *testing.T) {
+	var probes atomic.Int64
+	var refuse atomic.Bool
+	serve := nsqHandshakeThen(func(r *bufio.Reader, c net.Conn) { nsqServe(r, c, &probes) })
+	srv := startFlapServer(t, func(c net.Conn) {
+		if !refuse.Load() {
+			serve(c)
+		}
+	}, nil)
+	c := DefaultNSQConfig()
+	c.Hosts = []string{srv.addr()}
+	p, err := NewNSQ(c, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	setPoolBackoff(p.pool, Backoff{Base: time.Millisecond, Max: time.Millisecond, Healthy: time.Hour, Churn: 0})
+	publish := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		return p.Publish(ctx, 0, "t", []byte("m"))
+	}
+	dropConns := func() {
+		srv.mu.Lock()
+		for c := range srv.conns {
+			c.Close()
+		}
+		srv.mu.Unlock()
+	}
+	eventually := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for err := publish(); err != nil; err = publish() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %v", what, err)
+			}
+			time.Sleep(time.Millisecond) // polling within the deadline
+		}
+	}
+	for i := range 3 { // three connections, one after the other
+		eventually(fmt.Sprint("connection ", i))
+		dropConns()
+	}
+	if n := probes.Load(); n != 1 {
+		t.Errorf("%d probes for 3 connections, want 1", n)
+	}
+	refuse.Store(true)
+	for deadline := time.Now().Add(5 * time.Second); p.ConnCounts(0).DialFailures == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no dial failed")
+		}
+		_ = publish()
+	}
+	refuse.Store(false)
+	eventually("after the outage")
+	if n := probes.Load(); n != 2 {
+		t.Errorf("%d probes after an outage, want 2", n)
 	}
 }
