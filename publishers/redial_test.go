@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqtarget/mqtarget/internal/logtest"
 	"github.com/mqtarget/mqtarget/internal/rmqadmin"
 )
 
@@ -210,32 +211,6 @@ func rmqServe(answerOne bool) func(net.Conn) {
 	}
 }
 
-// lineCounter is a log handler counting the lines at warn and above.
-type lineCounter struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (h *lineCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (h *lineCounter) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.lines = append(h.lines, r.Message)
-	return nil
-}
-func (h *lineCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *lineCounter) WithGroup(string) slog.Handler      { return h }
-
-func (h *lineCounter) count() (int, string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	seen := map[string]int{}
-	for _, l := range h.lines {
-		seen[l]++
-	}
-	return len(h.lines), fmt.Sprint(seen)
-}
-
 // testBackoff is short, so that a half-second window spans many backoff periods.
 var testBackoff = Backoff{Base: 10 * time.Millisecond, Max: 80 * time.Millisecond, Healthy: time.Second, Churn: 50 * time.Millisecond}
 
@@ -330,8 +305,8 @@ func TestRedialBounded(t *testing.T) {
 			} else {
 				addr = refusedAddr(t)
 			}
-			logs := &lineCounter{}
-			p := tc.pub(t, addr, slog.New(logs))
+			log, logs := logtest.Logger()
+			p := tc.pub(t, addr, log)
 			t.Cleanup(func() { p.Close() })
 
 			// Four clients publishing as fast as the publisher answers, for half a second.
@@ -362,8 +337,8 @@ func TestRedialBounded(t *testing.T) {
 			if dials > int64(bound) {
 				t.Errorf("%d dials in %v, want at most %d under the backoff", dials, elapsed.Round(time.Millisecond), bound)
 			}
-			if n, seen := logs.count(); n > 8 {
-				t.Errorf("%d warning lines in %v, want a few: %s", n, elapsed.Round(time.Millisecond), seen)
+			if n := len(logs.Lines()); n > 8 {
+				t.Errorf("%d warning lines in %v, want a few: %v", n, elapsed.Round(time.Millisecond), logs.Counts())
 			}
 			if srv == nil {
 				return
@@ -390,10 +365,10 @@ func TestRedialBounded(t *testing.T) {
 // backoff, not every 100 ms forever, and the consumer logs a few lines.
 func TestSTOMPConsumerRedial(t *testing.T) {
 	srv := startFlapServer(t, stompHandshakeThen(func(r *bufio.Reader, _ net.Conn) { _, _ = r.ReadString(0) }), nil)
-	logs := &lineCounter{}
+	log, logs := logtest.Logger()
 	c := DefaultSTOMPConfig()
 	c.Hosts = []string{srv.addr()}
-	cons, err := NewSTOMPConsumer(c, slog.New(logs))
+	cons, err := NewSTOMPConsumer(c, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,8 +387,8 @@ func TestSTOMPConsumerRedial(t *testing.T) {
 	if dials > int64(bound) {
 		t.Errorf("%d subscriptions in %v, want at most %d under the backoff", dials, elapsed.Round(time.Millisecond), bound)
 	}
-	if n, seen := logs.count(); n > 2 {
-		t.Errorf("%d warning lines in %v, want at most 2: %s", n, elapsed.Round(time.Millisecond), seen)
+	if n := len(logs.Lines()); n > 2 {
+		t.Errorf("%d warning lines in %v, want at most 2: %v", n, elapsed.Round(time.Millisecond), logs.Counts())
 	}
 }
 

@@ -2,40 +2,16 @@ package embedded
 
 import (
 	"bytes"
-	"context"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mqtarget/mqtarget/internal/lograte"
+	"github.com/mqtarget/mqtarget/internal/logtest"
 )
-
-// countLines is a log handler keeping the lines at warn and above.
-type countLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (h *countLines) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (h *countLines) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.lines = append(h.lines, r.Message)
-	return nil
-}
-func (h *countLines) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *countLines) WithGroup(string) slog.Handler      { return h }
-
-func (h *countLines) get() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.lines...)
-}
 
 // TestNSQDDiskFullLogs: with its disk full, nsqd logs an error for every message it cannot write; the
 // embedded nsqd's log holds a few of them, not one per message. The queue file is /dev/full, which
@@ -44,8 +20,8 @@ func TestNSQDDiskFullLogs(t *testing.T) {
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skip("no /dev/full")
 	}
-	logs := &countLines{}
-	e, err := StartNSQDWith(1, NSQDOptions{MaxMsgSize: 1 << 20, MemQueueSize: 1}, slog.New(logs))
+	log, logs := logtest.Logger()
+	e, err := StartNSQDWith(1, NSQDOptions{MaxMsgSize: 1 << 20, MemQueueSize: 1}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +44,7 @@ func TestNSQDDiskFullLogs(t *testing.T) {
 	if failed < n-2 { // one message fits the memory queue
 		t.Fatalf("%d of %d publishes failed: the disk is not full", failed, n)
 	}
-	lines := logs.get()
+	lines := logs.Lines()
 	full := 0
 	for _, l := range lines {
 		if strings.Contains(l, "no space left on device") {
@@ -87,8 +63,8 @@ func TestNSQDDiskFullLogs(t *testing.T) {
 // TestNSQDLoggerCause: nsqd's lines are told apart by their cause, not by the topic or client they
 // name.
 func TestNSQDLoggerCause(t *testing.T) {
-	logs := &countLines{}
-	l := newNSQDLogger(slog.New(logs))
+	log, logs := logtest.Logger()
+	l := newNSQDLogger(log)
 	start := time.Now()
 	for i := range 1000 {
 		topic := []string{"a", "b", "c"}[i%3]
@@ -99,7 +75,7 @@ func TestNSQDLoggerCause(t *testing.T) {
 	if time.Since(start) >= lograte.Interval {
 		t.Skip("too slow to be within one interval")
 	}
-	if got := logs.get(); len(got) != 3 {
+	if got := logs.Lines(); len(got) != 3 {
 		t.Errorf("%d lines, want one per cause (3):\n%s", len(got), strings.Join(got, "\n"))
 	}
 }

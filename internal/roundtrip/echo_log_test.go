@@ -2,12 +2,11 @@ package roundtrip_test
 
 import (
 	"context"
-	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mqtarget/mqtarget/internal/logtest"
 	"github.com/mqtarget/mqtarget/internal/roundtrip"
 	"github.com/mqtarget/mqtarget/publishers"
 )
@@ -38,28 +37,14 @@ func (c burstConsumer) Consume(ctx context.Context, topic string, handle func(pu
 func (burstConsumer) Hosts() []string { return []string{"a:1"} }
 func (burstConsumer) Close() error    { return nil }
 
-type warnLines struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (h *warnLines) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (h *warnLines) Handle(context.Context, slog.Record) error {
-	h.mu.Lock()
-	h.n++
-	h.mu.Unlock()
-	return nil
-}
-func (h *warnLines) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *warnLines) WithGroup(string) slog.Handler      { return h }
-
 // TestEchoFailureLogs: with the ack broker down, every echoed message fails; the echo logs a few of
 // those failures, not one line each.
 func TestEchoFailureLogs(t *testing.T) {
 	const n = 500
-	pub, logs := &downPub{}, &warnLines{}
+	pub := &downPub{}
+	log, logs := logtest.Logger()
 	echo, err := roundtrip.StartEcho(roundtrip.EchoOptions{Broker: "nsq", Consumer: burstConsumer{n}, Publisher: pub,
-		Topics: []string{"t"}, Handoff: roundtrip.Queue, Workers: 2, Log: slog.New(logs)})
+		Topics: []string{"t"}, Handoff: roundtrip.Queue, Workers: 2, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,9 +56,7 @@ func TestEchoFailureLogs(t *testing.T) {
 	if got := pub.calls.Load(); got < n {
 		t.Fatalf("%d of %d acks attempted", got, n)
 	}
-	logs.mu.Lock()
-	defer logs.mu.Unlock()
-	if logs.n > 2 {
-		t.Errorf("%d warning lines for %d failed acks, want a few", logs.n, n)
+	if got := len(logs.Lines()); got > 2 {
+		t.Errorf("%d warning lines for %d failed acks, want a few", got, n)
 	}
 }
