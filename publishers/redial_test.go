@@ -453,3 +453,40 @@ func TestNSQProbeOnce(t *testing.T) {
 		t.Errorf("%d probes after an outage, want 2", n)
 	}
 }
+
+// TestRMQRouteRedial: a name server that drops every connection is asked for a topic's route under
+// the redial policy, not once per publish.
+func TestRMQRouteRedial(t *testing.T) {
+	ns := startFlapServer(t, func(net.Conn) {}, nil)
+	broker := startFlapServer(t, rmqServe(false), nil)
+	c := DefaultRocketMQConfig()
+	c.NameServers = []string{ns.addr()}
+	c.SendTimeout = 200 * time.Millisecond
+	p := &RocketMQ{cfg: c, log: rmqTestLog(slog.New(slog.DiscardHandler)), closing: make(chan struct{}), admin: &rmqadmin.Client{},
+		brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: broker.addr()}}, queues: make([]atomic.Uint32, 1)}
+	p.native = newRMQNative(p)
+	setRMQBackoff(p.native, testBackoff)
+	defer p.Close()
+	start := time.Now()
+	stop := start.Add(500 * time.Millisecond)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				if err := p.Publish(ctx, 0, "t", []byte("m")); err == nil {
+					t.Error("published without a route")
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	dials := ns.accepted.Load()
+	bound := maxDials(testBackoff, elapsed, 1, false)
+	t.Logf("%d name server connections in %v (bound %d)", dials, elapsed.Round(time.Millisecond), bound)
+	if dials > int64(bound) {
+		t.Errorf("%d name server connections in %v, want at most %d under the backoff", dials, elapsed.Round(time.Millisecond), bound)
+	}
+}

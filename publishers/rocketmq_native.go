@@ -120,6 +120,10 @@ type rmqRoute struct {
 	deflt      bool
 	at         atomic.Int64 // when it was fetched (Unix ns); a failed refresh moves it on
 	refreshing atomic.Bool
+	// A failed fetch (err set) is answered for retry, then fetched again: the name servers are dialled
+	// under the redial policy, not once per request. failures counts the failed fetches in a row.
+	failures int
+	retry    time.Duration
 }
 
 func newRMQNative(p *RocketMQ) *rmqNative {
@@ -393,16 +397,20 @@ func (n *rmqNative) result(err error) error {
 func (n *rmqNative) route(ctx context.Context, dl time.Time, topic string) (*rmqRoute, error) {
 	v, ok := n.routes.Load(topic)
 	if !ok {
-		return n.newRoute(ctx, dl, topic)
+		return n.newRoute(ctx, dl, topic, 0)
 	}
 	r := v.(*rmqRoute)
 	select {
 	case <-r.ready:
 	default:
-		return n.newRoute(ctx, dl, topic) // another request is fetching it: wait for that
+		return n.newRoute(ctx, dl, topic, 0) // another request is fetching it: wait for that
 	}
 	if r.err != nil {
-		return nil, r.err
+		if r.age() < r.retry {
+			return nil, r.err
+		}
+		n.routes.CompareAndDelete(topic, r)
+		return n.newRoute(ctx, dl, topic, r.failures)
 	}
 	if age := r.age(); age > rmqRouteTTL || (r.deflt && age > rmqRouteRetry) {
 		n.refresh(topic, r)
@@ -410,8 +418,9 @@ func (n *rmqNative) route(ctx context.Context, dl time.Time, topic string) (*rmq
 	return r, nil
 }
 
-// newRoute fetches topic's route, or waits (within dl) for a request already fetching it.
-func (n *rmqNative) newRoute(ctx context.Context, dl time.Time, topic string) (*rmqRoute, error) {
+// newRoute fetches topic's route, or waits (within dl) for a request already fetching it; failures
+// is the number of fetches that failed before.
+func (n *rmqNative) newRoute(ctx context.Context, dl time.Time, topic string, failures int) (*rmqRoute, error) {
 	ctx, cancel := context.WithDeadline(ctx, dl)
 	defer cancel()
 	v, loaded := n.routes.LoadOrStore(topic, &rmqRoute{ready: make(chan struct{})})
@@ -419,8 +428,13 @@ func (n *rmqNative) newRoute(ctx context.Context, dl time.Time, topic string) (*
 	if !loaded {
 		r.queues, r.deflt, r.err = n.fetchRoute(ctx, topic)
 		r.at.Store(time.Now().UnixNano())
-		if r.err != nil {
+		switch {
+		case r.err == nil:
+		case ctx.Err() != nil: // the caller's deadline says nothing about the name servers
 			n.routes.CompareAndDelete(topic, r)
+		default:
+			r.failures = failures + 1
+			r.retry = n.backoff.wait(r.failures)
 		}
 		close(r.ready)
 	}
