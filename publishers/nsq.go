@@ -105,7 +105,7 @@ type NSQ struct {
 	coalesce   bool
 	coalescers sync.Map       // coalesceKey → *coalescer, while busy
 	versions   brokerVersions // what each nsqd said it runs (IDENTIFY)
-	sizes      nsqSizes       // each nsqd's message size limit, probed once
+	sizes      nsqSizes       // each nsqd's message size limit, probed at most once a minute
 }
 
 // Timings of the connection handling.
@@ -428,7 +428,8 @@ func (s *nsqSizes) forget(addr string) {
 	delete(s.m, addr)
 }
 
-// maxMsgSize is nsqd's message size limit, probed once per host (nsqSizes); 0 when unknown.
+// maxMsgSize is nsqd's message size limit, probed at most once a minute per host (nsqSizes); 0 when
+// unknown.
 func (p *NSQ) maxMsgSize(ctx context.Context, addr string) (int64, error) {
 	if limit, ok := p.sizes.get(addr, time.Now()); ok {
 		return limit, nil

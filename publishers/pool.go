@@ -102,7 +102,7 @@ func (h *hostConns) lost(log *slog.Logger, b Backoff, addr string, lived time.Du
 	wait := h.redial.lost(b, time.Now(), lived, answered, err)
 	h.mu.Unlock()
 	if wait > 0 && log != nil {
-		log.Warn("broker host closes connections soon after they are made: redialling with backoff",
+		log.Warn("broker host connections lost soon after they were made: redialling with backoff",
 			"host", addr, "lived", lived.Round(time.Millisecond), "next_dial_in", wait.Round(time.Millisecond))
 	}
 }
