@@ -13,3 +13,5 @@ func setRMQBackoff(n *rmqNative, b Backoff) { n.backoff = b }
 func rmqTestLog(log *slog.Logger) *slog.Logger { return limitLog(log) }
 
 func setSTOMPConsumerBackoff(c *STOMPConsumer, b Backoff) { c.backoff = b }
+
+func setRMQConsumerBackoff(r *RocketMQConsumer, b Backoff) { r.backoff = b }

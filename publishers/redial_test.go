@@ -490,3 +490,26 @@ func TestRMQRouteRedial(t *testing.T) {
 		t.Errorf("%d name server connections in %v, want at most %d under the backoff", dials, elapsed.Round(time.Millisecond), bound)
 	}
 }
+
+// TestRMQConsumerRedial: a consumer whose name server drops every connection retries its rounds
+// under the redial policy, not every 200 ms.
+func TestRMQConsumerRedial(t *testing.T) {
+	ns := startFlapServer(t, func(net.Conn) {}, nil)
+	broker := startFlapServer(t, func(net.Conn) {}, nil)
+	c := DefaultRocketMQConfig()
+	c.NameServers = []string{ns.addr()}
+	r := &RocketMQConsumer{cfg: c, log: slog.New(slog.DiscardHandler), admin: &rmqadmin.Client{}, scope: newConsumeScope(),
+		brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: broker.addr()}}}
+	setRMQConsumerBackoff(r, DefaultBackoff())
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	r.pullBroker(ctx, 0, r.brokers[0], "t", func(Delivery) {})
+	elapsed := time.Since(start)
+	dials := ns.accepted.Load() + broker.accepted.Load()
+	bound := maxDials(DefaultBackoff(), elapsed, 1, false)
+	t.Logf("%d connections in %v (bound %d)", dials, elapsed.Round(time.Millisecond), bound)
+	if dials > int64(bound) {
+		t.Errorf("%d connections in %v, want at most %d under the backoff", dials, elapsed.Round(time.Millisecond), bound)
+	}
+}
