@@ -20,6 +20,9 @@ const Interval = 10 * time.Second
 // text (topic names in an nsqd line) cannot grow the limiter or turn into one line each.
 const MaxKeys = 512
 
+// maxKeyLen bounds a key's bytes, so that MaxKeys bounds the limiter's memory whatever the lines say.
+const maxKeyLen = 256
+
 // SuppressedKey is the attribute a logged line carries when lines of its key were suppressed before it.
 const SuppressedKey = "suppressed"
 
@@ -115,7 +118,11 @@ func (h *handler) Handle(ctx context.Context, r slog.Record) error {
 		}
 		return true
 	})
-	ok, n := h.lim.Allow(b.String())
+	key := b.String()
+	if len(key) > maxKeyLen {
+		key = key[:maxKeyLen]
+	}
+	ok, n := h.lim.Allow(key)
 	if !ok {
 		return nil
 	}
