@@ -2,8 +2,10 @@ package publishers
 
 import (
 	"bufio"
+	"context"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -111,4 +113,66 @@ type answeredLink interface{ answered() bool }
 func linkAnswered(l any) bool {
 	a, ok := l.(answeredLink)
 	return ok && a.answered()
+}
+
+// pingReuse is how long a health check's result (Ping) may answer for its host: /readyz pings every
+// host per request, and without it each request would make a broker connection of its own.
+const pingReuse = time.Second
+
+// pingLimit runs at most one health check per host at a time and reuses its result for pingReuse
+// unless the host's connections showed news since (a dial or a loss: events), so the connections Ping
+// makes are bounded whatever the rate of /readyz requests, and a broker that went down is seen by the
+// next check once a publish met it. The zero value is ready.
+type pingLimit struct {
+	mu    sync.Mutex
+	hosts map[int]*pingState
+}
+
+type pingState struct {
+	at      time.Time     // when err was learned; zero: never
+	events  uint64        // the host's events then
+	err     error         // the last check's result
+	running chan struct{} // closed when the check in progress ends; nil: none
+}
+
+// do returns host's last result if it is recent and nothing happened to the host's connections since
+// (events: nil, results are never reused), waits for a check in progress, or runs check.
+func (l *pingLimit) do(ctx context.Context, host int, events func(int) uint64, check func(context.Context, int) error) error {
+	for {
+		l.mu.Lock()
+		if l.hosts == nil {
+			l.hosts = map[int]*pingState{}
+		}
+		st := l.hosts[host]
+		if st == nil {
+			st = &pingState{}
+			l.hosts[host] = st
+		}
+		if st.running == nil && !st.at.IsZero() && time.Since(st.at) < pingReuse && events != nil && events(host) == st.events {
+			err := st.err
+			l.mu.Unlock()
+			return err
+		}
+		if running := st.running; running != nil {
+			l.mu.Unlock()
+			select {
+			case <-running: // its result, or a turn of our own when its caller left
+			case <-ctx.Done():
+				return ctxErr(ctx)
+			}
+			continue
+		}
+		running := make(chan struct{})
+		st.running = running
+		l.mu.Unlock()
+		err := check(ctx, host)
+		l.mu.Lock()
+		if ctx.Err() == nil && events != nil { // a caller that left says nothing about the host
+			st.at, st.events, st.err = time.Now(), events(host), err
+		}
+		st.running = nil
+		close(running)
+		l.mu.Unlock()
+		return err
+	}
 }

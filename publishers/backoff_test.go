@@ -1,8 +1,11 @@
 package publishers
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -62,5 +65,59 @@ func TestRedialLost(t *testing.T) {
 		if err := r.check(now.Add(w)); err != nil {
 			t.Fatalf("%s: check after the wait: %v", s.name, err)
 		}
+	}
+}
+
+// TestPingLimit: concurrent checks of a host share one run and its result is reused for pingReuse;
+// news of the host (events) or none to tell (nil) makes a run of its own; a result of a caller that
+// left is not kept; hosts are apart.
+func TestPingLimit(t *testing.T) {
+	var l pingLimit
+	var runs atomic.Int64
+	release := make(chan struct{})
+	errDown := errors.New("down")
+	var news atomic.Uint64
+	events := func(int) uint64 { return news.Load() }
+	check := func(ctx context.Context, host int) error {
+		runs.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return errDown
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 5)
+	for i := range errs {
+		wg.Go(func() { errs[i] = l.do(context.Background(), 0, events, check) })
+	}
+	for runs.Load() == 0 {
+		time.Sleep(time.Millisecond) // polling: until the first check runs
+	}
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		if err != errDown {
+			t.Errorf("caller %d: %v, want the shared result", i, err)
+		}
+	}
+	if err := l.do(context.Background(), 0, events, check); err != errDown || runs.Load() != 1 {
+		t.Errorf("within pingReuse: %v after %d runs, want the kept result after 1", err, runs.Load())
+	}
+	news.Add(1)
+	if err := l.do(context.Background(), 0, events, check); err != errDown || runs.Load() != 2 {
+		t.Errorf("after news of the host: %v after %d runs, want a run of its own (2)", err, runs.Load())
+	}
+	if err := l.do(context.Background(), 0, nil, check); err != errDown || runs.Load() != 3 {
+		t.Errorf("without news: %v after %d runs, want a run of its own (3)", err, runs.Load())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.do(ctx, 1, events, check); !errors.Is(err, context.Canceled) {
+		t.Errorf("host 1, caller gone: %v", err)
+	}
+	if err := l.do(context.Background(), 1, events, check); err != errDown || runs.Load() != 5 {
+		t.Errorf("host 1 after a caller that left: %v after %d runs, want a run of its own (5)", err, runs.Load())
 	}
 }

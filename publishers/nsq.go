@@ -106,6 +106,7 @@ type NSQ struct {
 	coalescers sync.Map       // coalesceKey → *coalescer, while busy
 	versions   brokerVersions // what each nsqd said it runs (IDENTIFY)
 	sizes      nsqSizes       // each nsqd's message size limit, probed at most once a minute
+	pings      pingLimit      // Ping's connections: one per host and pingReuse
 }
 
 // Timings of the connection handling.
@@ -199,6 +200,10 @@ func (p *NSQ) Ping(ctx context.Context, host int) error {
 	if err := p.pool.checkHost(host); err != nil {
 		return err
 	}
+	return p.pings.do(ctx, host, p.pool.events, p.ping)
+}
+
+func (p *NSQ) ping(ctx context.Context, host int) error {
 	// A plain connection to an nsqd with --tls-required identifies fine and is refused at its first
 	// command: unless a producer connection lives, dial one (its size probe meets the refusal). Dialled,
 	// it answers for the host; a failure other than that refusal (perhaps one kept by the pool's

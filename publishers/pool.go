@@ -62,6 +62,9 @@ type hostConns struct {
 	mu                       sync.Mutex
 	down                     bool // the last dial of any of the host's slots failed
 	redial                   redial
+	// events counts dial outcomes and connections found lost: news about the host, which a Ping
+	// result learned before does not know (pingLimit).
+	events atomic.Uint64
 }
 
 // mayDial returns the error to fail with while the host's backoff runs; nil: a dial may start.
@@ -78,6 +81,7 @@ func (h *hostConns) dialed(log *slog.Logger, b Backoff, addr string, err error) 
 	if err != nil {
 		h.failed.Add(1)
 	}
+	h.events.Add(1)
 	h.mu.Lock()
 	if err != nil {
 		h.redial.failed(b, time.Now(), err)
@@ -98,6 +102,7 @@ func (h *hostConns) dialed(log *slog.Logger, b Backoff, addr string, err error) 
 // lost records that a connection made lived ago was found dead. One that had not proved itself (see
 // Backoff) holds the host's next dial back like a failed dial, failing requests with err meanwhile.
 func (h *hostConns) lost(log *slog.Logger, b Backoff, addr string, lived time.Duration, answered bool, err error) {
+	h.events.Add(1)
 	h.mu.Lock()
 	wait := h.redial.lost(b, time.Now(), lived, answered, err)
 	h.mu.Unlock()
@@ -114,6 +119,9 @@ func (h *hostConns) connected(replacing bool) {
 		h.reopened.Add(1)
 	}
 }
+
+// events is host's hostConns.events, for pingLimit.
+func (p *pool[L]) events(host int) uint64 { return p.conns[host].events.Load() }
 
 // ConnCounts implements ConnCounter.
 func (p *pool[L]) ConnCounts(host int) ConnCounts {

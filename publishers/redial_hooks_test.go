@@ -1,6 +1,9 @@
 package publishers
 
-import "log/slog"
+import (
+	"log/slog"
+	"time"
+)
 
 // The redial tests reach the policy through these, so that the same tests can be run against code
 // without it (where these are no-ops) to see them fail.
@@ -15,3 +18,5 @@ func rmqTestLog(log *slog.Logger) *slog.Logger { return limitLog(log) }
 func setSTOMPConsumerBackoff(c *STOMPConsumer, b Backoff) { c.backoff = b }
 
 func setRMQConsumerBackoff(r *RocketMQConsumer, b Backoff) { r.backoff = b }
+
+func pingReuseForTest() time.Duration { return pingReuse }

@@ -513,3 +513,69 @@ func TestRMQConsumerRedial(t *testing.T) {
 		t.Errorf("%d connections in %v, want at most %d under the backoff", dials, elapsed.Round(time.Millisecond), bound)
 	}
 }
+
+// TestPingBounded: health checks (/readyz pings every host per request) make at most one connection
+// per host and pingReuse, however many run, and the pool's own dials stay under the backoff.
+func TestPingBounded(t *testing.T) {
+	type pinger interface {
+		Ping(ctx context.Context, host int) error
+		Close() error
+	}
+	cases := []struct {
+		name  string
+		serve func(net.Conn)
+		pub   func(t *testing.T, addr string) pinger
+		pool  bool // Ping may dial a pool connection too (NSQ: with its size probe)
+	}{
+		{"nsq", nsqHandshakeThen(closeAtOnce), func(t *testing.T, addr string) pinger {
+			c := DefaultNSQConfig()
+			c.Hosts = []string{addr}
+			p, err := NewNSQ(c, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, true},
+		{"stomp", stompHandshakeThen(closeAtOnce), func(t *testing.T, addr string) pinger {
+			return newTestSTOMP(t, nil, addr)
+		}, false},
+		{"rocketmq native", rmqServe(false), func(t *testing.T, addr string) pinger {
+			c := DefaultRocketMQConfig()
+			c.NameServers = []string{"127.0.0.1:1"}
+			p := &RocketMQ{cfg: c, log: slog.New(slog.DiscardHandler), closing: make(chan struct{}), admin: &rmqadmin.Client{},
+				brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: addr}}, queues: make([]atomic.Uint32, 1)}
+			p.native = newRMQNative(p)
+			return p
+		}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startFlapServer(t, tc.serve, nil)
+			p := tc.pub(t, srv.addr())
+			defer p.Close()
+			start := time.Now()
+			stop := start.Add(500 * time.Millisecond)
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					for time.Now().Before(stop) {
+						ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+						_ = p.Ping(ctx, 0)
+						cancel()
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			bound := int(elapsed/pingReuseForTest()) + 2
+			if tc.pool {
+				bound += maxDials(DefaultBackoff(), elapsed, 1, false) + 1
+			}
+			dials := srv.accepted.Load()
+			t.Logf("%d connections in %v (bound %d)", dials, elapsed.Round(time.Millisecond), bound)
+			if dials > int64(bound) {
+				t.Errorf("%d connections in %v of pings, want at most %d", dials, elapsed.Round(time.Millisecond), bound)
+			}
+		})
+	}
+}

@@ -154,6 +154,7 @@ type STOMP struct {
 	pool     *pool[*stompConn]
 	log      *slog.Logger
 	versions brokerVersions // what each broker said it runs (CONNECTED's server header)
+	pings    pingLimit      // Ping's connections: one per host and pingReuse
 }
 
 // Timings of the connection handling.
@@ -325,6 +326,10 @@ func (p *STOMP) Ping(ctx context.Context, host int) error {
 	if err := p.pool.checkHost(host); err != nil {
 		return err
 	}
+	return p.pings.do(ctx, host, p.pool.events, p.ping)
+}
+
+func (p *STOMP) ping(ctx context.Context, host int) error {
 	conn, _, err := p.handshake(ctx, p.pool.hosts[host])
 	if err != nil {
 		return err
