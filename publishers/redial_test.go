@@ -211,6 +211,19 @@ func rmqServe(answerOne bool) func(net.Conn) {
 	}
 }
 
+// newRMQNativeTo is a native RocketMQ publisher for one broker at addr and the name server ns, with
+// testBackoff and the logger NewRocketMQ would make of log.
+func newRMQNativeTo(ns, addr string, log *slog.Logger) *RocketMQ {
+	c := DefaultRocketMQConfig()
+	c.NameServers = []string{ns}
+	c.SendTimeout = 200 * time.Millisecond
+	p := &RocketMQ{cfg: c, log: rmqTestLog(log), closing: make(chan struct{}), admin: &rmqadmin.Client{},
+		brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: addr}}, queues: make([]atomic.Uint32, 1)}
+	p.native = newRMQNative(p)
+	setRMQBackoff(p.native, testBackoff)
+	return p
+}
+
 // testBackoff is short, so that a half-second window spans many backoff periods.
 var testBackoff = Backoff{Base: 10 * time.Millisecond, Max: 80 * time.Millisecond, Healthy: time.Second, Churn: 50 * time.Millisecond}
 
@@ -263,13 +276,7 @@ func TestRedialBounded(t *testing.T) {
 		return p
 	}
 	rmqPub := func(t *testing.T, addr string, log *slog.Logger) publisher {
-		c := DefaultRocketMQConfig()
-		c.NameServers = []string{"127.0.0.1:1"}
-		c.SendTimeout = 200 * time.Millisecond
-		p := &RocketMQ{cfg: c, log: rmqTestLog(log), closing: make(chan struct{}), admin: &rmqadmin.Client{},
-			brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: addr}}, queues: make([]atomic.Uint32, 1)}
-		p.native = newRMQNative(p)
-		setRMQBackoff(p.native, testBackoff)
+		p := newRMQNativeTo("127.0.0.1:1", addr, log)
 		r := &rmqRoute{ready: make(chan struct{}), queues: []int{4}}
 		r.at.Store(time.Now().UnixNano())
 		close(r.ready)
@@ -459,13 +466,7 @@ func TestNSQProbeOnce(t *testing.T) {
 func TestRMQRouteRedial(t *testing.T) {
 	ns := startFlapServer(t, func(net.Conn) {}, nil)
 	broker := startFlapServer(t, rmqServe(false), nil)
-	c := DefaultRocketMQConfig()
-	c.NameServers = []string{ns.addr()}
-	c.SendTimeout = 200 * time.Millisecond
-	p := &RocketMQ{cfg: c, log: rmqTestLog(slog.New(slog.DiscardHandler)), closing: make(chan struct{}), admin: &rmqadmin.Client{},
-		brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: broker.addr()}}, queues: make([]atomic.Uint32, 1)}
-	p.native = newRMQNative(p)
-	setRMQBackoff(p.native, testBackoff)
+	p := newRMQNativeTo(ns.addr(), broker.addr(), slog.New(slog.DiscardHandler))
 	defer p.Close()
 	start := time.Now()
 	stop := start.Add(500 * time.Millisecond)
@@ -540,12 +541,7 @@ func TestPingBounded(t *testing.T) {
 			return newTestSTOMP(t, nil, addr)
 		}, false},
 		{"rocketmq native", rmqServe(false), func(t *testing.T, addr string) pinger {
-			c := DefaultRocketMQConfig()
-			c.NameServers = []string{"127.0.0.1:1"}
-			p := &RocketMQ{cfg: c, log: slog.New(slog.DiscardHandler), closing: make(chan struct{}), admin: &rmqadmin.Client{},
-				brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: addr}}, queues: make([]atomic.Uint32, 1)}
-			p.native = newRMQNative(p)
-			return p
+			return newRMQNativeTo("127.0.0.1:1", addr, slog.New(slog.DiscardHandler))
 		}, false},
 	}
 	for _, tc := range cases {
