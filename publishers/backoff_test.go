@@ -80,6 +80,9 @@ func TestPingLimit(t *testing.T) {
 	events := func(int) uint64 { return news.Load() }
 	check := func(ctx context.Context, host int) error {
 		runs.Add(1)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		select {
 		case <-release:
 		case <-ctx.Done():
