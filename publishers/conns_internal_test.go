@@ -33,6 +33,7 @@ func TestPoolConnCounts(t *testing.T) {
 		return l, nil
 	})
 	p.log = slog.New(slog.NewTextHandler(&logs, nil))
+	p.backoff.Healthy = 0 // connections breaking young are redial_test.go's
 	ctx := context.Background()
 	get := func() error { _, err := p.get(ctx, 0); return err }
 	want := func(step string, c ConnCounts) {
@@ -61,9 +62,7 @@ func TestPoolConnCounts(t *testing.T) {
 	want("host down", ConnCounts{Opened: 2, DialFailures: 2})
 
 	refuse = nil
-	for _, s := range p.slots[0] {
-		s.retryAt = time.Time{} // the backoff is over
-	}
+	p.conns[0].redial.retryAt = time.Time{} // the backoff is over
 	if err := get(); err != nil {
 		t.Fatal(err)
 	}

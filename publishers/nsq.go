@@ -105,6 +105,8 @@ type NSQ struct {
 	coalesce   bool
 	coalescers sync.Map       // coalesceKey → *coalescer, while busy
 	versions   brokerVersions // what each nsqd said it runs (IDENTIFY)
+	sizes      nsqSizes       // each nsqd's message size limit, probed at most once a minute
+	pings      pingLimit      // Ping's connections: one per host and pingReuse
 }
 
 // Timings of the connection handling.
@@ -115,6 +117,7 @@ const (
 	nsqCloseWait    = time.Second      // how long Close waits for the answers to commands written
 	nsqProbeTopic   = "mqtarget-size-probe"
 	nsqProbeBodyLen = 1<<31 - 1
+	nsqProbeEvery   = time.Minute // how long a size probe's answer (or failure) is reused
 )
 
 // NewNSQ creates the publisher. It does not connect: connections are made on first use and again after
@@ -130,6 +133,7 @@ func NewNSQ(c NSQConfig, log *slog.Logger) (*NSQ, error) {
 	if err != nil {
 		return nil, err
 	}
+	log = limitLog(log) // a failing nsqd must not flood the log (lograte)
 	p := &NSQ{dial: c.DialTimeout, tls: tc, log: log, coalesce: c.Coalesce}
 	p.pool = newPool("nsq", c.Hosts, c.ProducersPerHost, p.connect)
 	p.pool.log = log
@@ -196,6 +200,10 @@ func (p *NSQ) Ping(ctx context.Context, host int) error {
 	if err := p.pool.checkHost(host); err != nil {
 		return err
 	}
+	return p.pings.do(ctx, host, p.pool.events, p.ping)
+}
+
+func (p *NSQ) ping(ctx context.Context, host int) error {
 	// A plain connection to an nsqd with --tls-required identifies fine and is refused at its first
 	// command: unless a producer connection lives, dial one (its size probe meets the refusal). Dialled,
 	// it answers for the host; a failure other than that refusal (perhaps one kept by the pool's
@@ -223,25 +231,28 @@ func (p *NSQ) Close() error {
 type nsqConn struct {
 	*wire.Conn
 	maxMsg int64 // nsqd's --max-msg-size; 0 when unknown
+	answerMark
 }
 
 // connect dials a producer connection, learning nsqd's message size limit first.
 func (p *NSQ) connect(ctx context.Context, addr string) (*nsqConn, error) {
 	netConn, limit, err := p.handshake(ctx, addr)
 	if err != nil {
+		p.sizes.forget(addr) // an outage: nsqd may come back with another limit
 		return nil, err
 	}
 	if limit == 0 {
-		if limit, err = p.probeMaxMsgSize(ctx, addr); errors.Is(err, errNSQTLSRequired) {
+		if limit, err = p.maxMsgSize(ctx, addr); errors.Is(err, errNSQTLSRequired) {
 			netConn.Close()
 			return nil, wrap(ErrUnavailable, fmt.Errorf("nsqd %s: %w: set nsq.tls", addr, err))
 		} else if err != nil {
 			p.log.Warn("nsqd message size limit unknown: oversize messages will fail their connection", "addr", addr, "err", err)
 		}
 	}
-	return &nsqConn{Conn: wire.New(netConn, wire.Config{
+	c := &nsqConn{maxMsg: limit}
+	c.Conn = wire.New(netConn, wire.Config{
 		Name:        "nsq",
-		Read:        readNSQAnswer,
+		Read:        c.marking(readNSQAnswer),
 		MaxWait:     nsqMaxWait,
 		StallGrace:  nsqStallGrace,
 		IdleTimeout: nsqReadTimeout,
@@ -249,7 +260,8 @@ func (p *NSQ) connect(ctx context.Context, addr string) (*nsqConn, error) {
 		Unavailable: ErrUnavailable,
 		Closed:      ErrClosed,
 		Log:         p.log,
-	}), maxMsg: limit}, nil
+	})
+	return c, nil
 }
 
 // checkNSQTopicFraming refuses a topic that would not reach nsqd as one: nsqd ends a command line at
@@ -385,10 +397,63 @@ func identify(conn net.Conn, wantTLS bool) (nsqIdentifyAnswer, error) {
 	return answer, nil
 }
 
+// nsqSizes remembers each nsqd's message size limit as probed, so that a flapping nsqd is not probed
+// (one more connection) per dial: an answer, or a failed probe, is reused for nsqProbeEvery, and a
+// failed dial forgets it, so an nsqd back from an outage or restarted with another limit is probed
+// again.
+type nsqSizes struct {
+	mu sync.Mutex
+	m  map[string]nsqSize // by address: bounded by nsq.hosts
+}
+
+type nsqSize struct {
+	limit int64     // 0: the probe failed
+	at    time.Time // when it was probed
+}
+
+func (s *nsqSizes) get(addr string, now time.Time) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.m[addr]
+	return e.limit, ok && now.Sub(e.at) < nsqProbeEvery
+}
+
+func (s *nsqSizes) put(addr string, limit int64, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]nsqSize{}
+	}
+	s.m[addr] = nsqSize{limit, now}
+}
+
+func (s *nsqSizes) forget(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, addr)
+}
+
+// maxMsgSize is nsqd's message size limit, probed at most once a minute per host (nsqSizes); 0 when
+// unknown.
+func (p *NSQ) maxMsgSize(ctx context.Context, addr string) (int64, error) {
+	if limit, ok := p.sizes.get(addr, time.Now()); ok {
+		return limit, nil
+	}
+	limit, err := p.probeMaxMsgSize(ctx, addr)
+	switch {
+	case errors.Is(err, errNSQTLSRequired): // fails the dial: no answer to keep
+	case err == nil:
+		p.sizes.put(addr, limit, time.Now())
+	case ctx.Err() == nil: // a caller that left says nothing about nsqd
+		p.sizes.put(addr, 0, time.Now())
+	}
+	return limit, err
+}
+
 // probeMaxMsgSize learns nsqd's --max-msg-size on a connection of its own: nsqd checks a PUB's announced
 // size before reading the body or creating the topic, and its error names the limit
 // ("E_BAD_MESSAGE PUB message too big 2147483647 > 1048576"), then closes that connection. nsqd logs the
-// refusal once per producer connection dialled.
+// refusal once per probe (nsqSizes: about once per host and minute while connections are made).
 func (p *NSQ) probeMaxMsgSize(ctx context.Context, addr string) (int64, error) {
 	conn, _, err := p.handshake(ctx, addr)
 	if err != nil {

@@ -42,6 +42,7 @@ func NewNSQConsumer(c NSQConfig, o ConsumerOptions, log *slog.Logger) (*NSQConsu
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	log = limitLog(log)
 	if o.Group == "" {
 		o.Group = DefaultConsumerGroup
 	}

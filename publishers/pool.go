@@ -25,29 +25,26 @@ type pool[L link] struct {
 	next  []atomic.Uint32
 	dial  func(ctx context.Context, addr string) (L, error)
 	conns []hostConns // [host]: connection counts, for ConnCounts
-	// log gets one line per host and change of reachability as the slots see it when dialing; nil: none.
-	// The publisher's logger names the broker already.
+	// log gets one line per host and change of reachability as the slots see it when dialing, and a
+	// line when connections die young; nil: none. The publisher's logger names the broker already and
+	// is rate-limited (lograte).
 	log *slog.Logger
+	// backoff is the redial policy of every host (DefaultBackoff; tests shorten it).
+	backoff Backoff
 
 	closed    atomic.Bool
 	closeOnce sync.Once
 }
 
-// Redial backoff: after a failed dial a slot fails fast with that error for poolBackoffMin, doubling
-// per consecutive failure up to poolBackoffMax, instead of queueing every request behind another dial.
-const (
-	poolBackoffMin = 100 * time.Millisecond
-	poolBackoffMax = 2 * time.Second
-)
-
 func newPool[L link](name string, hosts []string, perHost int, dial func(context.Context, string) (L, error)) *pool[L] {
 	p := &pool[L]{
-		name:  name,
-		hosts: append([]string(nil), hosts...),
-		slots: make([][]*slot[L], len(hosts)),
-		next:  make([]atomic.Uint32, len(hosts)),
-		dial:  dial,
-		conns: make([]hostConns, len(hosts)),
+		name:    name,
+		hosts:   append([]string(nil), hosts...),
+		slots:   make([][]*slot[L], len(hosts)),
+		next:    make([]atomic.Uint32, len(hosts)),
+		dial:    dial,
+		conns:   make([]hostConns, len(hosts)),
+		backoff: DefaultBackoff(),
 	}
 	for h, addr := range hosts {
 		for range perHost {
@@ -57,20 +54,38 @@ func newPool[L link](name string, hosts []string, perHost int, dial func(context
 	return p
 }
 
-// hostConns counts one host's connection set-ups, over all its slots.
+// hostConns counts one host's connection set-ups, over all its slots, and holds the host's redial
+// backoff: while it runs, every slot of the host fails fast with the last failure instead of queueing
+// requests behind another dial.
 type hostConns struct {
 	opened, reopened, failed atomic.Uint64
 	mu                       sync.Mutex
 	down                     bool // the last dial of any of the host's slots failed
+	redial                   redial
+	// events counts dial outcomes and connections found lost: news about the host, which a Ping
+	// result learned before does not know (pingLimit).
+	events atomic.Uint64
 }
 
-// dialed records a slot's dial outcome and logs when it changes the host's reachability: an outage
-// shows as one warning and one recovery line per host, however many requests fail in between.
-func (h *hostConns) dialed(log *slog.Logger, addr string, err error) {
+// mayDial returns the error to fail with while the host's backoff runs; nil: a dial may start.
+func (h *hostConns) mayDial() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.redial.check(time.Now())
+}
+
+// dialed records a slot's dial outcome (a failure starts or extends the backoff) and logs when it
+// changes the host's reachability: an outage shows as one warning and one recovery line per host,
+// however many requests fail in between.
+func (h *hostConns) dialed(log *slog.Logger, b Backoff, addr string, err error) {
 	if err != nil {
 		h.failed.Add(1)
 	}
+	h.events.Add(1)
 	h.mu.Lock()
+	if err != nil {
+		h.redial.failed(b, time.Now(), err)
+	} // a success leaves the count alone: only a connection that proved itself resets it
 	changed := h.down != (err != nil)
 	h.down = err != nil
 	h.mu.Unlock()
@@ -84,6 +99,19 @@ func (h *hostConns) dialed(log *slog.Logger, addr string, err error) {
 	}
 }
 
+// lost records that a connection made lived ago was found dead. One that had not proved itself (see
+// Backoff) holds the host's next dial back like a failed dial, failing requests with err meanwhile.
+func (h *hostConns) lost(log *slog.Logger, b Backoff, addr string, lived time.Duration, answered bool, err error) {
+	h.events.Add(1)
+	h.mu.Lock()
+	wait := h.redial.lost(b, time.Now(), lived, answered, err)
+	h.mu.Unlock()
+	if wait > 0 && log != nil {
+		log.Warn("broker host connections lost soon after they were made: redialling with backoff",
+			"host", addr, "lived", lived.Round(time.Millisecond), "next_dial_in", wait.Round(time.Millisecond))
+	}
+}
+
 // connected counts a connection made; replacing says it replaces an earlier one (a reconnect).
 func (h *hostConns) connected(replacing bool) {
 	h.opened.Add(1)
@@ -91,6 +119,9 @@ func (h *hostConns) connected(replacing bool) {
 		h.reopened.Add(1)
 	}
 }
+
+// events is host's hostConns.events, for pingLimit.
+func (p *pool[L]) events(host int) uint64 { return p.conns[host].events.Load() }
 
 // ConnCounts implements ConnCounter.
 func (p *pool[L]) ConnCounts(host int) ConnCounts {
@@ -175,13 +206,11 @@ type slot[L link] struct {
 	// connection per host a mutex here would be contended by every handler.
 	ready atomic.Pointer[liveConn[L]]
 
-	mu       sync.Mutex
-	cur      L
-	live     bool // cur is set (it may have died since; it is closed when replaced)
-	lastErr  error
-	failures int
-	retryAt  time.Time
-	opened   bool // a connection was made before: the next one is a reconnect
+	mu     sync.Mutex
+	cur    L
+	live   bool      // cur is set (it may have died since; it is closed when replaced)
+	since  time.Time // when cur was made
+	opened bool      // a connection was made before: the next one is a reconnect
 }
 
 // liveConn boxes a slot's live connection for the lock-free path.
@@ -204,26 +233,25 @@ func (s *slot[L]) get(ctx context.Context, p *pool[L]) (L, error) {
 	s.ready.Store(nil)
 	if s.live {
 		s.cur.Close() // dead already: this only waits for its goroutines, which are ending
+		lived := time.Since(s.since)
+		s.counts.lost(p.log, p.backoff, s.addr, lived, linkAnswered(s.cur), wrap(ErrUnavailable,
+			fmt.Errorf("%s %s: connection lost %v after it was made; redialling with backoff", p.name, s.addr, lived.Round(time.Millisecond))))
 	}
 	s.cur, s.live = zero, false
-	if s.lastErr != nil && time.Now().Before(s.retryAt) {
-		return zero, s.lastErr
+	if err := s.counts.mayDial(); err != nil {
+		return zero, err
 	}
 	if ctx.Err() != nil {
 		return zero, ctxErr(ctx)
 	}
 	c, err := p.dial(ctx, s.addr)
 	if ctx.Err() == nil || err == nil { // a caller that left says nothing about the host
-		s.counts.dialed(p.log, s.addr, err)
+		s.counts.dialed(p.log, p.backoff, s.addr, err)
 	}
 	if err != nil {
-		s.failures++
-		s.lastErr = err
-		s.retryAt = time.Now().Add(min(poolBackoffMin<<min(s.failures-1, 10), poolBackoffMax))
 		return zero, err
 	}
-	s.lastErr, s.failures = nil, 0
-	s.cur, s.live = c, true
+	s.cur, s.live, s.since = c, true, time.Now()
 	s.counts.connected(s.opened)
 	s.opened = true
 	s.ready.Store(&liveConn[L]{c})

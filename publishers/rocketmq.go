@@ -120,6 +120,7 @@ type RocketMQ struct {
 	hosts    []string
 	admin    *rmqadmin.Client
 	versions brokerVersions // what each broker said it runs (Ping: its runtime information)
+	pings    pingLimit      // Ping's connections: one per host and pingReuse
 	log      *slog.Logger
 
 	slots   []*rmqSlot
@@ -217,6 +218,7 @@ func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *Rocket
 	if err != nil {
 		return nil, err
 	}
+	log = limitLog(log) // a failing broker (or the client library) must not flood the log (lograte)
 	p := &RocketMQ{
 		rlog:    routeRlog(log),
 		cfg:     c,
@@ -900,6 +902,14 @@ func (p *RocketMQ) Ping(ctx context.Context, host int) error {
 	if host < 0 || host >= len(p.brokers) {
 		return fmt.Errorf("rocketmq: host %d out of range (%d brokers)", host, len(p.brokers))
 	}
+	var events func(int) uint64 // rocketmq-client-go (library) tells no news of its connections
+	if p.native != nil {
+		events = func(h int) uint64 { return p.native.conns[h].counts.events.Load() }
+	}
+	return p.pings.do(ctx, host, events, p.ping)
+}
+
+func (p *RocketMQ) ping(ctx context.Context, host int) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
 	defer cancel()
 	v, err := p.admin.BrokerVersion(ctx, p.brokers[host].Addr)

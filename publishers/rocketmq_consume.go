@@ -28,17 +28,17 @@ type RocketMQConsumer struct {
 	brokers []rmqadmin.Broker
 	hosts   []string
 	scope   *consumeScope
+	backoff Backoff // the pause after a round that failed (the redial policy)
 }
 
 // Pulling: messages per request, how often a broker's route (its queue count) is refreshed, and the
 // pause between rounds that found nothing, doubling up to the maximum while the topic stays idle.
 const (
-	rmqPullBatch        = 32
-	rmqRouteRefresh     = time.Second
-	rmqPullIdleMin      = 5 * time.Millisecond
-	rmqPullIdleMax      = 200 * time.Millisecond
-	rmqPullCallTimeout  = 5 * time.Second
-	rmqPullWarnInterval = 10 * time.Second
+	rmqPullBatch       = 32
+	rmqRouteRefresh    = time.Second
+	rmqPullIdleMin     = 5 * time.Millisecond
+	rmqPullIdleMax     = 200 * time.Millisecond
+	rmqPullCallTimeout = 5 * time.Second
 )
 
 // NewRocketMQConsumer discovers the brokers from the name servers; it subscribes in Consume.
@@ -52,6 +52,7 @@ func NewRocketMQConsumer(c RocketMQConfig, o ConsumerOptions, log *slog.Logger) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	log = limitLog(log)
 	if o.Group == "" {
 		o.Group = DefaultConsumerGroup
 	}
@@ -68,7 +69,7 @@ func NewRocketMQConsumer(c RocketMQConfig, o ConsumerOptions, log *slog.Logger) 
 	if err != nil {
 		return nil, wrap(ErrUnavailable, err)
 	}
-	r := &RocketMQConsumer{cfg: c, opts: o, log: log, admin: admin, brokers: brokers, scope: newConsumeScope()}
+	r := &RocketMQConsumer{cfg: c, opts: o, log: log, admin: admin, brokers: brokers, scope: newConsumeScope(), backoff: DefaultBackoff()}
 	for _, b := range brokers {
 		r.hosts = append(r.hosts, b.String())
 	}
@@ -121,15 +122,18 @@ func (r *RocketMQConsumer) route(ctx context.Context, topic string) (map[string]
 func (r *RocketMQConsumer) pullBroker(ctx context.Context, host int, b rmqadmin.Broker, topic string, handle func(Delivery)) {
 	offsets := map[int]int64{}
 	queues := 0
-	var routed, warned time.Time
+	var routed time.Time
 	idle := rmqPullIdleMin
+	// A broker that is down fails every round: the rounds follow the redial policy then, and the
+	// warnings are rate-limited (r.log).
+	var back redial
+	var failed error
 	warn := func(msg string, err error) {
-		if time.Since(warned) >= rmqPullWarnInterval { // a broker that is down fails every round
-			warned = time.Now()
-			r.log.Warn(msg, "broker", b.String(), "topic", topic, "err", err)
-		}
+		failed = err
+		r.log.Warn(msg, "broker", b.String(), "topic", topic, "err", err)
 	}
 	for ctx.Err() == nil {
+		failed = nil
 		if time.Since(routed) >= rmqRouteRefresh {
 			if qs, err := r.route(ctx, topic); err == nil {
 				queues, routed = qs[b.Name], time.Now()
@@ -161,10 +165,18 @@ func (r *RocketMQConsumer) pullBroker(ctx context.Context, host int, b rmqadmin.
 			idle = rmqPullIdleMin
 			continue
 		}
+		wait := idle
+		if failed != nil {
+			wait = max(idle, back.failed(r.backoff, time.Now(), failed))
+		} else {
+			back = redial{}
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-		case <-time.After(idle):
+		case <-t.C:
 		}
+		t.Stop()
 		idle = min(2*idle, rmqPullIdleMax)
 	}
 }

@@ -98,13 +98,16 @@ type rmqNative struct {
 	closed   bool
 	bg       sync.WaitGroup // route refreshes, dead connections being closed
 	clientID string
+	backoff  Backoff // the redial policy (DefaultBackoff; tests shorten it)
 }
 
 type rmqNativeSlot struct {
 	cur      atomic.Pointer[wire.Conn]
 	mu       sync.Mutex    // held while dialling
 	inFlight chan struct{} // one token per outstanding request (rmqMaxInFlight)
-	counts   hostConns     // connections made, replaced and failed (ConnCounts)
+	counts   hostConns     // connections made, replaced and failed (ConnCounts); the redial backoff
+	since    time.Time     // when cur was made; zero once its loss was recorded
+	mark     *answerMark   // whether cur answered a request
 }
 
 // rmqRoute is a topic's write queues per host, from the name server.
@@ -117,10 +120,14 @@ type rmqRoute struct {
 	deflt      bool
 	at         atomic.Int64 // when it was fetched (Unix ns); a failed refresh moves it on
 	refreshing atomic.Bool
+	// A failed fetch (err set) is answered for retry, then fetched again: the name servers are dialled
+	// under the redial policy, not once per request. failures counts the failed fetches in a row.
+	failures int
+	retry    time.Duration
 }
 
 func newRMQNative(p *RocketMQ) *rmqNative {
-	n := &rmqNative{p: p, conns: make([]rmqNativeSlot, len(p.brokers)), done: make(chan struct{})}
+	n := &rmqNative{p: p, conns: make([]rmqNativeSlot, len(p.brokers)), done: make(chan struct{}), backoff: DefaultBackoff()}
 	for i := range n.conns {
 		n.conns[i].inFlight = make(chan struct{}, rmqMaxInFlight)
 	}
@@ -390,16 +397,20 @@ func (n *rmqNative) result(err error) error {
 func (n *rmqNative) route(ctx context.Context, dl time.Time, topic string) (*rmqRoute, error) {
 	v, ok := n.routes.Load(topic)
 	if !ok {
-		return n.newRoute(ctx, dl, topic)
+		return n.newRoute(ctx, dl, topic, 0)
 	}
 	r := v.(*rmqRoute)
 	select {
 	case <-r.ready:
 	default:
-		return n.newRoute(ctx, dl, topic) // another request is fetching it: wait for that
+		return n.newRoute(ctx, dl, topic, 0) // another request is fetching it: wait for that
 	}
 	if r.err != nil {
-		return nil, r.err
+		if r.age() < r.retry {
+			return nil, r.err
+		}
+		n.routes.CompareAndDelete(topic, r)
+		return n.newRoute(ctx, dl, topic, r.failures)
 	}
 	if age := r.age(); age > rmqRouteTTL || (r.deflt && age > rmqRouteRetry) {
 		n.refresh(topic, r)
@@ -407,8 +418,9 @@ func (n *rmqNative) route(ctx context.Context, dl time.Time, topic string) (*rmq
 	return r, nil
 }
 
-// newRoute fetches topic's route, or waits (within dl) for a request already fetching it.
-func (n *rmqNative) newRoute(ctx context.Context, dl time.Time, topic string) (*rmqRoute, error) {
+// newRoute fetches topic's route, or waits (within dl) for a request already fetching it; failures
+// is the number of fetches that failed before.
+func (n *rmqNative) newRoute(ctx context.Context, dl time.Time, topic string, failures int) (*rmqRoute, error) {
 	ctx, cancel := context.WithDeadline(ctx, dl)
 	defer cancel()
 	v, loaded := n.routes.LoadOrStore(topic, &rmqRoute{ready: make(chan struct{})})
@@ -416,8 +428,13 @@ func (n *rmqNative) newRoute(ctx context.Context, dl time.Time, topic string) (*
 	if !loaded {
 		r.queues, r.deflt, r.err = n.fetchRoute(ctx, topic)
 		r.at.Store(time.Now().UnixNano())
-		if r.err != nil {
+		switch {
+		case r.err == nil:
+		case ctx.Err() != nil: // the caller's deadline says nothing about the name servers
 			n.routes.CompareAndDelete(topic, r)
+		default:
+			r.failures = failures + 1
+			r.retry = n.backoff.wait(r.failures)
 		}
 		close(r.ready)
 	}
@@ -521,9 +538,20 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*wire.Con
 	if closed {
 		return nil, ErrClosed
 	}
-	c, err := n.dial(ctx, dl, host)
+	b := n.p.brokers[host].String()
+	if old != nil && old.Dead() && !s.since.IsZero() {
+		lived := time.Since(s.since)
+		s.since = time.Time{}
+		s.counts.lost(n.p.log, n.backoff, b, lived, s.mark.answered(), wrap(ErrUnavailable,
+			fmt.Errorf("%w: rocketmq broker %s: connection lost %v after it was made; redialling with backoff", errRMQNotSent, b, lived.Round(time.Millisecond))))
+	}
+	if err := s.counts.mayDial(); err != nil {
+		return nil, err
+	}
+	mark := &answerMark{}
+	c, err := n.dial(ctx, dl, host, mark)
 	if ctx.Err() == nil || err == nil { // a caller that left says nothing about the broker
-		s.counts.dialed(n.p.log, n.p.brokers[host].String(), err)
+		s.counts.dialed(n.p.log, n.backoff, b, err)
 	}
 	if err != nil {
 		return nil, err
@@ -535,6 +563,7 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*wire.Con
 		return nil, ErrClosed
 	}
 	s.cur.Store(c)
+	s.since, s.mark = time.Now(), mark
 	s.counts.connected(old != nil)
 	if old != nil {
 		// Close waits for its goroutines (and, for one replaced for its opaque range, its answers).
@@ -553,7 +582,8 @@ func rmqUsable(c *wire.Conn) bool {
 	return cmds < rmqMaxOpaque
 }
 
-func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int) (*wire.Conn, error) {
+// dial connects to host's broker; mark notes the connection's answers.
+func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int, mark *answerMark) (*wire.Conn, error) {
 	b := n.p.brokers[host]
 	if limit := time.Now().Add(rmqDialTimeout); limit.Before(dl) {
 		dl = limit
@@ -566,7 +596,7 @@ func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int) (*wire.Con
 	}
 	return wire.New(nc, wire.Config{
 		Name:           "rocketmq",
-		Read:           readRMQAnswer,
+		Read:           mark.marking(readRMQAnswer),
 		MaxWait:        n.p.cfg.SendTimeout,
 		StallGrace:     rmqNativeStallGrace,
 		IdleTimeout:    rmqNativeIdle,

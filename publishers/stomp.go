@@ -154,6 +154,7 @@ type STOMP struct {
 	pool     *pool[*stompConn]
 	log      *slog.Logger
 	versions brokerVersions // what each broker said it runs (CONNECTED's server header)
+	pings    pingLimit      // Ping's connections: one per host and pingReuse
 }
 
 // Timings of the connection handling.
@@ -178,6 +179,7 @@ func NewSTOMP(c STOMPConfig, log *slog.Logger) (*STOMP, error) {
 	if err != nil {
 		return nil, err
 	}
+	log = limitLog(log) // a failing broker must not flood the log (lograte)
 	p := &STOMP{cfg: c, tls: tc, log: log}
 	p.pool = newPool("stomp", c.Hosts, c.ConnectionsPerHost, func(ctx context.Context, addr string) (*stompConn, error) {
 		netConn, hb, err := p.handshake(ctx, addr)
@@ -324,6 +326,10 @@ func (p *STOMP) Ping(ctx context.Context, host int) error {
 	if err := p.pool.checkHost(host); err != nil {
 		return err
 	}
+	return p.pings.do(ctx, host, p.pool.events, p.ping)
+}
+
+func (p *STOMP) ping(ctx context.Context, host int) error {
 	conn, _, err := p.handshake(ctx, p.pool.hosts[host])
 	if err != nil {
 		return err
@@ -461,7 +467,10 @@ func (p *STOMP) Close() error {
 }
 
 // stompConn is one publishing connection.
-type stompConn struct{ *wire.Conn }
+type stompConn struct {
+	*wire.Conn
+	answerMark
+}
 
 var (
 	stompHeartBeat  = []byte{'\n'}
@@ -471,9 +480,10 @@ var (
 func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
 	addr := conn.RemoteAddr().String()
 	read := func(r *bufio.Reader) (wire.Answer, error) { return readSTOMPAnswer(r, p.log, addr) }
-	return &stompConn{wire.New(conn, wire.Config{
+	c := &stompConn{}
+	c.Conn = wire.New(conn, wire.Config{
 		Name:           "stomp",
-		Read:           read,
+		Read:           c.marking(read),
 		MaxWait:        stompReceiptTimeout - stompStallGrace,
 		StallGrace:     stompStallGrace,
 		IdleTimeout:    hb.recv * time.Duration(p.cfg.HeartBeatGrace),
@@ -484,7 +494,8 @@ func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
 		Unavailable:    ErrUnavailable,
 		Closed:         ErrClosed,
 		Log:            p.log,
-	})}
+	})
+	return c
 }
 
 // readSTOMPAnswer reads one frame: a RECEIPT answers the request of its id; an ERROR ends the

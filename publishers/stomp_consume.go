@@ -26,14 +26,12 @@ type STOMPConsumer struct {
 	tls   *tls.Config // nil: plain TCP
 	log   *slog.Logger
 	scope *consumeScope
+	// backoff is the redial policy of the sessions (DefaultBackoff; tests shorten it).
+	backoff Backoff
 }
 
-// Timings of the consumer's connections.
-const (
-	stompConsumeLeave      = 2 * time.Second // bound on the UNSUBSCRIBE/DISCONNECT exchange at the end
-	stompConsumeBackoffMin = 100 * time.Millisecond
-	stompConsumeBackoffMax = 2 * time.Second
-)
+// stompConsumeLeave bounds the UNSUBSCRIBE/DISCONNECT exchange at the end.
+const stompConsumeLeave = 2 * time.Second
 
 // NewSTOMPConsumer creates the consumer; it connects in Consume.
 func NewSTOMPConsumer(c STOMPConfig, log *slog.Logger) (*STOMPConsumer, error) {
@@ -46,11 +44,12 @@ func NewSTOMPConsumer(c STOMPConfig, log *slog.Logger) (*STOMPConsumer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	log = limitLog(log)
 	tc, err := c.TLSConfig.Client("stomp")
 	if err != nil {
 		return nil, err
 	}
-	return &STOMPConsumer{cfg: c, tls: tc, log: log, scope: newConsumeScope()}, nil
+	return &STOMPConsumer{cfg: c, tls: tc, log: log, scope: newConsumeScope(), backoff: DefaultBackoff()}, nil
 }
 
 // Hosts implements Consumer.
@@ -112,6 +111,7 @@ type stompSession struct {
 	wmu   sync.Mutex // serialises writes: heart-beats and the leave frames
 	w     *frame.Writer
 	hbOut time.Duration // negotiated heart-beat send interval (0: none)
+	since time.Time     // when conn subscribed
 }
 
 // subscribe connects and subscribes within the dial timeout and ctx.
@@ -155,7 +155,7 @@ func (s *stompSession) subscribe(ctx context.Context) error {
 		return fail(err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	s.conn, s.r, s.w, s.hbOut = conn, r, w, hb.send
+	s.conn, s.r, s.w, s.hbOut, s.since = conn, r, w, hb.send, time.Now()
 	return nil
 }
 
@@ -185,28 +185,35 @@ func readFrame(r *frame.Reader) (*frame.Frame, error) {
 	}
 }
 
-// run delivers messages until ctx ends, reconnecting with backoff when the connection breaks.
+// run delivers messages until ctx ends, reconnecting under the redial policy (Backoff) when the
+// connection breaks: a subscription lost before it lived Healthy counts as a failure.
 func (s *stompSession) run(ctx context.Context) {
-	backoff := stompConsumeBackoffMin
+	var r redial
+	b := s.c.backoff
 	for {
 		err := s.serve(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		s.c.log.Warn("stomp consumer: connection lost, reconnecting", "host", s.addr, "destination", s.dest, "err", err)
+		wait := r.lost(b, time.Now(), time.Since(s.since), false, err)
+		s.c.log.Warn("stomp consumer: connection lost, reconnecting", "host", s.addr, "destination", s.dest, "err", err,
+			"next_dial_in", wait.Round(time.Millisecond))
 		for {
+			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
+				t.Stop()
 				return
-			case <-time.After(backoff):
+			case <-t.C:
 			}
-			backoff = min(2*backoff, stompConsumeBackoffMax)
-			if err := s.subscribe(ctx); err == nil {
-				backoff = stompConsumeBackoffMin
+			err := s.subscribe(ctx)
+			if err == nil {
 				break
-			} else if ctx.Err() == nil {
+			}
+			if ctx.Err() == nil {
 				s.c.log.Debug("stomp consumer: reconnect failed", "host", s.addr, "err", err)
 			}
+			wait = r.failed(b, time.Now(), err)
 		}
 	}
 }

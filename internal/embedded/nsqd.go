@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nsqio/nsq/nsqd"
+
+	"github.com/mqtarget/mqtarget/internal/lograte"
 )
 
 // NSQD is a set of in-process nsqd instances listening on 127.0.0.1 ephemeral ports, with their data in
@@ -84,7 +86,7 @@ func StartNSQDWith(n int, o NSQDOptions, log *slog.Logger) (_ *NSQD, err error) 
 			opts.MemQueueSize = o.MemQueueSize
 		}
 		opts.LogLevel = 3 // warn; nsqd's lg package is internal, so the constant is spelled out
-		opts.Logger = nsqdLogger{log.With("component", "nsqd", "node", i)}
+		opts.Logger = newNSQDLogger(log.With("component", "nsqd", "node", i))
 		if err := os.MkdirAll(opts.DataPath, 0o700); err != nil {
 			return nil, fmt.Errorf("embedded nsqd %d: %w", i, err)
 		}
@@ -219,8 +221,14 @@ func (e *NSQD) Close() error {
 	return err
 }
 
-// nsqdLogger routes nsqd's log lines to slog, keeping nsqd's own level.
+// nsqdLogger routes nsqd's log lines to slog, keeping nsqd's own level, rate-limited per cause
+// (lograte): nsqd logs an error for every message it cannot write, so a full disk under load would
+// log thousands of lines a second.
 type nsqdLogger struct{ log *slog.Logger }
+
+func newNSQDLogger(log *slog.Logger) nsqdLogger {
+	return nsqdLogger{lograte.Logger(log, lograte.New(lograte.Interval))}
+}
 
 func (l nsqdLogger) Output(_ int, s string) error {
 	level := slog.LevelWarn
@@ -232,7 +240,8 @@ func (l nsqdLogger) Output(_ int, s string) error {
 	}
 	// Connections that end while nsqd exits are expected at shutdown, not errors worth a look.
 	// The NSQ publisher learns nsqd's size limit by announcing a 2^31-1 byte PUB on a connection of its
-	// own (publishers/nsq.go, probeMaxMsgSize): nsqd's refusal of it is the answer, not an error.
+	// own, once per nsqd (publishers/nsq.go, probeMaxMsgSize): nsqd's refusal of it is the answer, not an
+	// error.
 	if strings.Contains(s, "use of closed network connection") || strings.Contains(s, "message too big 2147483647 >") {
 		level = slog.LevelDebug
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mqtarget/mqtarget/internal/lograte"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
 )
@@ -93,6 +94,8 @@ func StartEcho(o EchoOptions) (*Echo, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	// A failing ack broker fails every message echoed: its warnings are rate-limited per cause.
+	o.Log = lograte.Logger(o.Log, lograte.New(lograte.Interval))
 	for _, t := range o.Topics {
 		if err := o.Publisher.ValidateTopic(t + o.AckSuffix); err != nil {
 			return nil, fmt.Errorf("echo.ack_suffix: ack topic %q: %w", t+o.AckSuffix, err)

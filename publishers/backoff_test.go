@@ -1,0 +1,126 @@
+package publishers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestBackoffWait: the waits double from Base to Max, each within [b/2, b] (equal jitter).
+func TestBackoffWait(t *testing.T) {
+	b := Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
+	for _, tc := range []struct {
+		n       int
+		nominal time.Duration
+	}{{1, 100 * time.Millisecond}, {2, 200 * time.Millisecond}, {5, 1600 * time.Millisecond}, {6, 2 * time.Second}, {64, 2 * time.Second}, {1 << 20, 2 * time.Second}} {
+		t.Run(fmt.Sprint(tc.n), func(t *testing.T) {
+			lo, hi := tc.nominal, time.Duration(0)
+			for range 1000 {
+				w := b.wait(tc.n)
+				lo, hi = min(lo, w), max(hi, w)
+			}
+			if lo < tc.nominal/2 || hi > tc.nominal || hi-lo < tc.nominal/4 {
+				t.Errorf("waits within [%v, %v], want spread over [%v, %v]", lo, hi, tc.nominal/2, tc.nominal)
+			}
+		})
+	}
+}
+
+// TestRedialLost: a connection lost young counts as a failure unless it answered (at most once per
+// Churn); one that lived Healthy resets the count.
+func TestRedialLost(t *testing.T) {
+	b := Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second, Healthy: 2 * time.Second, Churn: 100 * time.Millisecond}
+	t0 := time.Unix(1000, 0)
+	errLost := errors.New("lost")
+	var r redial
+	steps := []struct {
+		name     string
+		at       time.Duration
+		lived    time.Duration
+		answered bool
+		wait     bool // the next dial waits
+		failures int
+	}{
+		{"young, unanswered", 0, time.Millisecond, false, true, 1},
+		{"young again", time.Second, time.Millisecond, false, true, 2},
+		{"young, answered: at once", 2 * time.Second, time.Millisecond, true, false, 2},
+		{"young, answered, within Churn", 2*time.Second + 50*time.Millisecond, time.Millisecond, true, true, 3},
+		{"young, answered, past Churn", 3 * time.Second, time.Millisecond, true, false, 3},
+		{"healthy: afresh", 10 * time.Second, 2 * time.Second, false, false, 0},
+		{"young after healthy: the first wait", 11 * time.Second, 0, false, true, 1},
+	}
+	for _, s := range steps {
+		now := t0.Add(s.at)
+		w := r.lost(b, now, s.lived, s.answered, errLost)
+		if (w > 0) != s.wait || r.failures != s.failures {
+			t.Fatalf("%s: wait %v, failures %d; want wait %v, failures %d", s.name, w, r.failures, s.wait, s.failures)
+		}
+		if err := r.check(now); (err != nil) != s.wait {
+			t.Fatalf("%s: check %v", s.name, err)
+		}
+		if err := r.check(now.Add(w)); err != nil {
+			t.Fatalf("%s: check after the wait: %v", s.name, err)
+		}
+	}
+}
+
+// TestPingLimit: concurrent checks of a host share one run and its result is reused for pingReuse;
+// news of the host (events) or none to tell (nil) makes a run of its own; a result of a caller that
+// left is not kept; hosts are apart.
+func TestPingLimit(t *testing.T) {
+	var l pingLimit
+	var runs atomic.Int64
+	release := make(chan struct{})
+	errDown := errors.New("down")
+	var news atomic.Uint64
+	events := func(int) uint64 { return news.Load() }
+	check := func(ctx context.Context, host int) error {
+		runs.Add(1)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return errDown
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 5)
+	for i := range errs {
+		wg.Go(func() { errs[i] = l.do(context.Background(), 0, events, check) })
+	}
+	for runs.Load() == 0 {
+		time.Sleep(time.Millisecond) // polling: until the first check runs
+	}
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		if err != errDown {
+			t.Errorf("caller %d: %v, want the shared result", i, err)
+		}
+	}
+	if err := l.do(context.Background(), 0, events, check); err != errDown || runs.Load() != 1 {
+		t.Errorf("within pingReuse: %v after %d runs, want the kept result after 1", err, runs.Load())
+	}
+	news.Add(1)
+	if err := l.do(context.Background(), 0, events, check); err != errDown || runs.Load() != 2 {
+		t.Errorf("after news of the host: %v after %d runs, want a run of its own (2)", err, runs.Load())
+	}
+	if err := l.do(context.Background(), 0, nil, check); err != errDown || runs.Load() != 3 {
+		t.Errorf("without news: %v after %d runs, want a run of its own (3)", err, runs.Load())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.do(ctx, 1, events, check); !errors.Is(err, context.Canceled) {
+		t.Errorf("host 1, caller gone: %v", err)
+	}
+	if err := l.do(context.Background(), 1, events, check); err != errDown || runs.Load() != 5 {
+		t.Errorf("host 1 after a caller that left: %v after %d runs, want a run of its own (5)", err, runs.Load())
+	}
+}
