@@ -63,7 +63,7 @@ func DefaultSTOMPConfig() STOMPConfig {
 		HeartBeatGrace:     3,
 		DialTimeout:        time.Second,
 		Embedded:           3,
-		EmbeddedMaxBytes:   256 << 20,
+		EmbeddedMaxBytes:   64 << 20,
 	}
 }
 
