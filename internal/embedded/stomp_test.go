@@ -3,8 +3,8 @@ package embedded
 import (
 	"fmt"
 	"io"
-	"runtime"
 	"log/slog"
+	"runtime"
 	"strings"
 	"testing"
 
