@@ -4,6 +4,7 @@ package embedded
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -20,6 +21,7 @@ import (
 // one temporary directory that Close removes.
 type NSQD struct {
 	dir   string
+	lock  *os.File // held while the directory is in use
 	nodes []*nsqd.NSQD
 	addrs []string
 	wg    sync.WaitGroup
@@ -74,11 +76,12 @@ func StartNSQDWith(n int, o NSQDOptions, log *slog.Logger) (_ *NSQD, err error) 
 	if o.MemCheckEvery <= 0 {
 		o.MemCheckEvery = DefaultMemCheck
 	}
-	dir, err := os.MkdirTemp("", "mqtarget-nsqd-")
+	removeStaleDirs(os.TempDir(), log)
+	dir, lock, err := makeDataDir(os.TempDir())
 	if err != nil {
 		return nil, fmt.Errorf("embedded nsqd: %w", err)
 	}
-	e := &NSQD{dir: dir, quit: make(chan struct{})}
+	e := &NSQD{dir: dir, lock: lock, quit: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -339,8 +342,79 @@ func (e *NSQD) Close() error {
 		}
 		e.wg.Wait()
 		err = os.RemoveAll(e.dir)
+		e.lock.Close()
 	})
 	return err
+}
+
+// Data directories: <tmp>/mqtarget-nsqd-<random>, holding a lock file that the process using the
+// directory keeps locked (flock) and, once it holds the lock, a marker file. A process killed with
+// SIGKILL cannot remove its directory, but the kernel releases its lock: the next start removes each
+// directory whose lock it can take and whose marker exists (so a directory being set up, locked
+// after its creation, is never taken for stale).
+const (
+	dataDirPrefix = "mqtarget-nsqd-"
+	lockName      = "lock"
+	markerName    = "in-use"
+)
+
+// makeDataDir creates a data directory under tmp and locks it.
+func makeDataDir(tmp string) (string, *os.File, error) {
+	dir, err := os.MkdirTemp(tmp, dataDirPrefix)
+	if err != nil {
+		return "", nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_CREATE|os.O_RDWR, 0o600)
+	if err == nil {
+		var ok bool
+		if ok, err = lockFile(f); err == nil && ok {
+			if err = os.WriteFile(filepath.Join(dir, markerName), []byte(fmt.Sprintln(os.Getpid())), 0o600); err == nil {
+				return dir, f, nil
+			}
+		} else if err == nil {
+			err = errors.New("its new lock is held by another process")
+		}
+		f.Close()
+	}
+	_ = os.RemoveAll(dir)
+	return "", nil, err
+}
+
+// removeStaleDirs removes the data directories under tmp that no live process holds, logging what it
+// freed. Directories of older mqtarget versions (no lock file) and anything else are left alone.
+func removeStaleDirs(tmp string, log *slog.Logger) {
+	dirs, _ := filepath.Glob(filepath.Join(tmp, dataDirPrefix+"*"))
+	for _, dir := range dirs {
+		if _, err := os.Stat(filepath.Join(dir, markerName)); err != nil {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR, 0)
+		if err != nil {
+			continue
+		}
+		if ok, _ := lockFile(f); ok {
+			size := dirSize(dir)
+			if err := os.RemoveAll(dir); err != nil {
+				log.Warn("embedded nsqd: removing a data directory left by a killed process failed", "dir", dir, "err", err)
+			} else {
+				log.Info("embedded nsqd: removed a data directory left by a killed process", "dir", dir, "bytes", size)
+			}
+		}
+		f.Close()
+	}
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // nsqdLogger routes nsqd's log lines to slog, keeping nsqd's own level.
