@@ -132,6 +132,18 @@ func Default() Config {
 	}
 }
 
+// Bounds of the settings outside the broker sections: beyond them a value is a mistake (a unit
+// forgotten, a digit too many), not a choice, and would only fail later or exhaust something.
+const (
+	maxHeaderBytes    = 64 << 20
+	maxCount          = 1_000_000 // connections, requests, async publishes at once
+	maxDistinctTopics = 100_000
+	maxGCPercent      = 100_000
+	maxLameDuck       = 5 * time.Minute
+	maxGrace          = 10 * time.Minute
+	maxEchoTopics     = 64 // each is a consumer per broker
+)
+
 // Validate checks every field; each error names its field by key.
 func (c Config) Validate() error {
 	var errs []error
@@ -153,14 +165,14 @@ func (c Config) Validate() error {
 			add(d.key, "must be positive, got %v", d.v)
 		}
 	}
-	if c.HTTP.MaxHeaderBytes < 4096 {
-		add("http.max_header_bytes", "must be at least 4096, got %d", c.HTTP.MaxHeaderBytes)
+	if c.HTTP.MaxHeaderBytes < 4096 || c.HTTP.MaxHeaderBytes > maxHeaderBytes {
+		add("http.max_header_bytes", "must be 4096..%d, got %d", maxHeaderBytes, c.HTTP.MaxHeaderBytes)
 	}
-	if c.HTTP.MaxConnections < 0 {
-		add("http.max_connections", "must not be negative (0: no limit), got %d", c.HTTP.MaxConnections)
+	if c.HTTP.MaxConnections < 0 || c.HTTP.MaxConnections > maxCount {
+		add("http.max_connections", "must be 0..%d (0: no limit), got %d", maxCount, c.HTTP.MaxConnections)
 	}
-	if c.HTTP.MaxRequests < 0 {
-		add("http.max_requests", "must not be negative (0: no limit), got %d", c.HTTP.MaxRequests)
+	if c.HTTP.MaxRequests < 0 || c.HTTP.MaxRequests > maxCount {
+		add("http.max_requests", "must be 0..%d (0: no limit), got %d", maxCount, c.HTTP.MaxRequests)
 	}
 	if c.HTTP.AdminAddr != "" {
 		if err := validateListenAddr(c.HTTP.AdminAddr); err != nil {
@@ -173,8 +185,8 @@ func (c Config) Validate() error {
 	if (c.HTTP.TLSCertFile == "") != (c.HTTP.TLSKeyFile == "") {
 		add("http.tls_cert_file", "http.tls_cert_file and http.tls_key_file must be set together")
 	}
-	if c.Topics.MaxDistinct < 0 {
-		add("topics.max_distinct", "must not be negative (0: no limit), got %d", c.Topics.MaxDistinct)
+	if c.Topics.MaxDistinct < 0 || c.Topics.MaxDistinct > maxDistinctTopics {
+		add("topics.max_distinct", "must be 0..%d (0: no limit), got %d", maxDistinctTopics, c.Topics.MaxDistinct)
 	}
 	if c.PProf.Addr != "" {
 		if err := validateListenAddr(c.PProf.Addr); err != nil {
@@ -183,12 +195,6 @@ func (c Config) Validate() error {
 			add("pprof.addr", "%q is http.addr too; pprof needs a listener of its own", c.PProf.Addr)
 		}
 	}
-	if c.Topic == "" {
-		add("topic", "must not be empty")
-	}
-	if c.Topic2 == "" {
-		add("topic2", "must not be empty")
-	}
 	const maxMaxSize = 64 << 20
 	if c.Message.MaxSize < 1 || c.Message.MaxSize > maxMaxSize {
 		add("message.max_size", "must be 1..%d, got %d", maxMaxSize, c.Message.MaxSize)
@@ -196,20 +202,20 @@ func (c Config) Validate() error {
 	if c.Message.Size < 1 || c.Message.Size > c.Message.MaxSize {
 		add("message.size", "must be 1..message.max_size (%d), got %d", c.Message.MaxSize, c.Message.Size)
 	}
-	if c.PublishTimeout <= 0 {
-		add("publish_timeout", "must be positive, got %v", c.PublishTimeout)
+	if c.PublishTimeout < time.Millisecond || c.PublishTimeout > publishers.MaxPublishTimeout {
+		add("publish_timeout", "must be 1ms..%v, got %v", publishers.MaxPublishTimeout, c.PublishTimeout)
 	}
-	if c.Async.MaxInFlight < 1 {
-		add("async.max_in_flight", "must be at least 1, got %d", c.Async.MaxInFlight)
+	if c.Async.MaxInFlight < 1 || c.Async.MaxInFlight > maxCount {
+		add("async.max_in_flight", "must be 1..%d, got %d", maxCount, c.Async.MaxInFlight)
 	}
-	if c.GCPercent < 0 {
-		add("gc_percent", "must not be negative, got %d", c.GCPercent)
+	if c.GCPercent < 0 || c.GCPercent > maxGCPercent {
+		add("gc_percent", "must be 0..%d (0: Go's default), got %d", maxGCPercent, c.GCPercent)
 	}
-	if c.ShutdownLameDuck < 0 {
-		add("shutdown_lame_duck", "must not be negative, got %v", c.ShutdownLameDuck)
+	if c.ShutdownLameDuck < 0 || c.ShutdownLameDuck > maxLameDuck {
+		add("shutdown_lame_duck", "must be 0..%v, got %v", maxLameDuck, c.ShutdownLameDuck)
 	}
-	if c.ShutdownGrace < 0 {
-		add("shutdown_grace", "must not be negative, got %v", c.ShutdownGrace)
+	if c.ShutdownGrace < 0 || c.ShutdownGrace > maxGrace {
+		add("shutdown_grace", "must be 0..%v, got %v", maxGrace, c.ShutdownGrace)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -269,9 +275,14 @@ func (c Config) validateBrokers() error {
 	if publishers.LookupBroker(c.Broker) == nil {
 		errs = append(errs, fmt.Errorf("broker: unknown broker %q (known: %s)", c.Broker, strings.Join(publishers.BrokerNames(), ", ")))
 	}
+	seen := map[string]int{}
 	for i, name := range c.EmbeddedBrokers {
 		key := fmt.Sprintf("embedded_brokers[%d]", i)
+		j, dup := seen[name]
+		seen[name] = i
 		switch b := publishers.LookupBroker(name); {
+		case dup:
+			errs = append(errs, fmt.Errorf("%s: %q repeats embedded_brokers[%d]", key, name, j))
 		case b == nil:
 			errs = append(errs, fmt.Errorf("%s: unknown broker %q (known: %s)", key, name, strings.Join(publishers.BrokerNames(), ", ")))
 		case len(b.Addrs(&c.Sections)) == 0 && b.Embedded(&c.Sections) == 0:
@@ -281,6 +292,41 @@ func (c Config) validateBrokers() error {
 	for i, name := range c.Readyz.Brokers {
 		if b := publishers.LookupBroker(name); b == nil || !c.InUse(b) {
 			errs = append(errs, fmt.Errorf("readyz.brokers[%d]: broker %q is not enabled by this configuration", i, name))
+		}
+	}
+	return errors.Join(append(errs, c.validateTopics())...)
+}
+
+// validateTopics checks the topics the configuration names against the rules of every broker in use:
+// a request without ?topic= sends to topic (and topic2) on whichever broker it names, and the echo runs
+// on every broker. Checked here, so -print-config and the start both refuse them with the key.
+func (c Config) validateTopics() error {
+	var errs []error
+	check := func(key, name string) bool {
+		if name == "" {
+			errs = append(errs, fmt.Errorf("%s: must not be empty", key))
+			return false
+		}
+		ok := true
+		for _, b := range publishers.Brokers {
+			if !c.InUse(b) {
+				continue
+			}
+			if err := b.ValidateTopic(name); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w (broker %s is in use)", key, err, b.Name))
+				ok = false
+			}
+		}
+		return ok
+	}
+	check("topic", c.Topic)
+	check("topic2", c.Topic2)
+	if c.Echo.Enabled || c.Echo.RoundTrip {
+		for i, t := range c.Echo.Topics {
+			key := fmt.Sprintf("echo.topics[%d]", i)
+			if check(key, t) && c.Echo.AckSuffix != "" { // else its ack topic's error says nothing new
+				check(key+" + echo.ack_suffix", t+c.Echo.AckSuffix)
+			}
 		}
 	}
 	return errors.Join(errs...)
