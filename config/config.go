@@ -35,6 +35,7 @@ type Config struct {
 	PProf            PProf         `yaml:"pprof"`
 	Readyz           Readyz        `yaml:"readyz"`
 	GCPercent        int           `yaml:"gc_percent" help:"Go's GC target (as GOGC): the heap grows this many percent over the live heap before a collection; a GOGC environment variable wins (0: Go's default, 100)"`
+	GCMemoryLimit    int64         `yaml:"gc_memory_limit" help:"Go's soft memory limit in bytes (as GOMEMLIMIT): near it the GC collects more often, whatever gc_percent says; a GOMEMLIMIT environment variable wins (0: none)"`
 	EmbeddedBrokers  []string      `yaml:"embedded_brokers" help:"brokers besides the default broker that run embedded when their hosts are empty, comma-separated (e.g. stomp); others without hosts are not enabled"`
 	Echo             Echo          `yaml:"echo"`
 
@@ -139,6 +140,8 @@ const (
 	maxCount          = 1_000_000 // connections, requests, async publishes at once
 	maxDistinctTopics = 100_000
 	maxGCPercent      = 100_000
+	minMemoryLimit    = 64 << 20 // below it the GC would run all the time
+	maxMemoryLimit    = 1 << 40
 	maxLameDuck       = 5 * time.Minute
 	maxGrace          = 10 * time.Minute
 	maxEchoTopics     = 64 // each is a consumer per broker
@@ -210,6 +213,9 @@ func (c Config) Validate() error {
 	}
 	if c.GCPercent < 0 || c.GCPercent > maxGCPercent {
 		add("gc_percent", "must be 0..%d (0: Go's default), got %d", maxGCPercent, c.GCPercent)
+	}
+	if c.GCMemoryLimit != 0 && (c.GCMemoryLimit < minMemoryLimit || c.GCMemoryLimit > maxMemoryLimit) {
+		add("gc_memory_limit", "must be 0 (none) or %d (64 MiB)..%d (1 TiB), got %d", minMemoryLimit, maxMemoryLimit, c.GCMemoryLimit)
 	}
 	if c.ShutdownLameDuck < 0 || c.ShutdownLameDuck > maxLameDuck {
 		add("shutdown_lame_duck", "must be 0..%v, got %v", maxLameDuck, c.ShutdownLameDuck)

@@ -55,6 +55,9 @@ func TestValidateLimits(t *testing.T) {
 		{"http.max_header_bytes huge", "http.max_header_bytes", func(c *config.Config) { c.HTTP.MaxHeaderBytes = 1 << 40 }},
 		{"topics.max_distinct huge", "topics.max_distinct", func(c *config.Config) { c.Topics.MaxDistinct = 1 << 40 }},
 		{"gc_percent huge", "gc_percent", func(c *config.Config) { c.GCPercent = 1 << 40 }},
+		{"gc_memory_limit tiny", "gc_memory_limit", func(c *config.Config) { c.GCMemoryLimit = 1000 }},
+		{"gc_memory_limit negative", "gc_memory_limit", func(c *config.Config) { c.GCMemoryLimit = -1 }},
+		{"gc_memory_limit huge", "gc_memory_limit", func(c *config.Config) { c.GCMemoryLimit = 1<<40 + 1 }},
 		{"shutdown_lame_duck an hour", "shutdown_lame_duck", func(c *config.Config) { c.ShutdownLameDuck = time.Hour }},
 		{"shutdown_grace a day", "shutdown_grace", func(c *config.Config) { c.ShutdownGrace = 24 * time.Hour }},
 		{"nsq.dial_timeout an hour", "nsq.dial_timeout", func(c *config.Config) {
@@ -146,6 +149,7 @@ func TestValidateLimitsAccept(t *testing.T) {
 			c.Topics.MaxDistinct = 100_000
 		}},
 		{"nsq.embedded_max_memory 0", func(c *config.Config) { c.NSQ.EmbeddedMaxMemory = 0 }},
+		{"gc_memory_limit 64 MiB", func(c *config.Config) { c.GCMemoryLimit = 64 << 20 }},
 		{"a topic with '.' on nsq alone", func(c *config.Config) { c.Topic = "a.b" }},
 		{"an invalid echo topic with the echo off", func(c *config.Config) {
 			c.Echo.Enabled, c.Echo.RoundTrip = false, false
