@@ -52,9 +52,9 @@ type HTTP struct {
 	MaxHeaderBytes    int           `yaml:"max_header_bytes" help:"largest request line plus headers in bytes; beyond it 431"`
 	MaxConnections    int           `yaml:"max_connections" help:"open HTTP connections at once; more wait in the listen backlog until one closes (0: no limit)"`
 	MaxRequests       int           `yaml:"max_requests" help:"send requests being handled at once; beyond it 503 with Retry-After at once (0: no limit)"`
-	AuthTokenFile     string        `yaml:"auth_token_file" help:"file holding a bearer token the send endpoints require (Authorization: Bearer <token>; else 401); read at start (empty: no token)"`
+	AuthTokenFile     string        `yaml:"auth_token_file" help:"file holding a bearer token the send endpoints require (Authorization: Bearer <token>; else 401); read at load and at start (empty: no token)"`
 	AdminAddr         string        `yaml:"admin_addr" help:"serve /healthz, /readyz and /metrics on this host:port instead of http.addr (empty: on http.addr)"`
-	TLSCertFile       string        `yaml:"tls_cert_file" help:"PEM certificate (chain) to serve HTTPS with on http.addr and http.admin_addr, with http.tls_key_file; read at start (empty: plain HTTP)"`
+	TLSCertFile       string        `yaml:"tls_cert_file" help:"PEM certificate (chain) to serve HTTPS with on http.addr and http.admin_addr, with http.tls_key_file; read at load and at start (empty: plain HTTP)"`
 	TLSKeyFile        string        `yaml:"tls_key_file" help:"PEM private key of http.tls_cert_file"`
 }
 

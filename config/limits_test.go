@@ -2,6 +2,8 @@ package config_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -173,6 +175,54 @@ func TestPrintConfigRefusesInvalidTopic(t *testing.T) {
 		_, _, err := config.Load(config.Sources{Args: args})
 		if err == nil || !strings.HasPrefix(err.Error(), "topic: ") {
 			t.Errorf("Load(%q) = %v, want an error naming topic", args, err)
+		}
+	}
+}
+
+// TestLoadChecksFiles: a file a setting names is read when the configuration loads, so -print-config
+// and the start (both exit 2 on a Load error) refuse a missing or malformed one, naming its key.
+func TestLoadChecksFiles(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing")
+	files := map[string]string{"token": "s3cret\n", "blank": "  \n"}
+	readFile := func(name string) ([]byte, error) {
+		if b, ok := files[name]; ok {
+			return []byte(b), nil
+		}
+		return os.ReadFile(name)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		key  string // "": loads
+	}{
+		{"token file missing", []string{"-http.auth_token_file", missing}, "http.auth_token_file"},
+		{"token file blank", []string{"-http.auth_token_file", "blank"}, "http.auth_token_file"},
+		{"token file fine", []string{"-http.auth_token_file", "token"}, ""},
+		{"HTTPS key pair missing", []string{"-http.tls_cert_file", missing, "-http.tls_key_file", missing}, "http.tls_cert_file"},
+		{"HTTPS key pair not PEM", []string{"-http.tls_cert_file", notPEM, "-http.tls_key_file", notPEM}, "http.tls_cert_file"},
+		{"broker CA missing", []string{"-nsq.hosts", "127.0.0.1:4150", "-nsq.tls", "-nsq.tls_ca_file", missing}, "nsq.tls_ca_file"},
+		{"broker CA not PEM", []string{"-embedded_brokers", "", "-stomp.hosts", "127.0.0.1:61613", "-stomp.tls", "-stomp.tls_ca_file", notPEM}, "stomp.tls_ca_file"},
+		{"a broker not in use is not read", []string{"-rocketmq.tls", "-rocketmq.tls_ca_file", missing}, ""},
+	} {
+		for _, print := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, -print-config %v", tc.name, print), func(t *testing.T) {
+				args := tc.args
+				if print {
+					args = append([]string{"-print-config"}, args...)
+				}
+				_, _, err := config.Load(config.Sources{Args: args, ReadFile: readFile})
+				switch {
+				case tc.key == "" && err != nil:
+					t.Errorf("Load = %v", err)
+				case tc.key != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.key+": ")):
+					t.Errorf("Load = %v, want an error naming %s", err, tc.key)
+				}
+			})
 		}
 	}
 }
