@@ -84,21 +84,21 @@ type Conn struct {
 	nc  net.Conn
 	cfg Config
 
-	mu       sync.Mutex
-	queued   []byte    // frames waiting for the writer
-	batchBy  time.Time // earliest deadline among the commands in queued
-	pending  []entry   // outstanding commands, oldest first, from pending[off]; it has sequence number head
-	off      int
-	head     uint64
-	next     uint64        // sequence number of the next command
-	written  uint64        // sequence number of the last command the writer took: later ones are still queued
-	live     int           // entries in pending whose done is still set
-	idle     chan struct{} // set by Close while it waits; closed when live drops to 0
-	closing  bool
-	shutdown bool  // Close came to a live connection: our own shutdown
-	broken   error // the write that failed; the read loop still takes the answers already sent
-	failed   bool  // fail ran
+	mu      sync.Mutex
+	queued  []byte    // frames waiting for the writer
+	batchBy time.Time // earliest deadline among the commands in queued
+	pending []entry   // outstanding commands, oldest first, from pending[off]; it has sequence number head
+	off     int
+	head    uint64
+	next    uint64        // sequence number of the next command
+	written uint64        // sequence number of the last command the writer took: later ones are still queued
+	live    int           // entries in pending whose done is still set
+	idle    chan struct{} // set by Close while it waits; closed when live drops to 0
+	closing bool
+	broken  error // the write that failed; the read loop still takes the answers already sent
+	failed  bool  // fail ran
 
+	shutdown bool          // under mu: Close came to a live connection, our own shutdown
 	dead     atomic.Bool   // no new commands: the connection failed, or its write side broke
 	quit     chan struct{} // closed by fail: the writer stops
 	readDone chan struct{} // closed when the read loop ends
