@@ -5,7 +5,7 @@ go 1.26.8
 require (
 	github.com/apache/rocketmq-client-go/v2 v2.1.3-0.20251226070945-2173d070fd1b
 	github.com/go-chi/chi/v5 v5.5.0
-	github.com/go-stomp/stomp/v3 v3.1.3
+	github.com/go-stomp/stomp/v3 v3.1.5
 	github.com/nsqio/go-nsq v1.1.0
 	github.com/nsqio/nsq v1.3.0
 	github.com/prometheus/client_golang v1.25.0

@@ -35,6 +35,7 @@ type Config struct {
 	PProf            PProf         `yaml:"pprof"`
 	Readyz           Readyz        `yaml:"readyz"`
 	GCPercent        int           `yaml:"gc_percent" help:"Go's GC target (as GOGC): the heap grows this many percent over the live heap before a collection; a GOGC environment variable wins (0: Go's default, 100)"`
+	GCMemoryLimit    int64         `yaml:"gc_memory_limit" help:"Go's soft memory limit in bytes (as GOMEMLIMIT): near it the GC collects more often, whatever gc_percent says; a GOMEMLIMIT environment variable wins (0: none)"`
 	EmbeddedBrokers  []string      `yaml:"embedded_brokers" help:"brokers besides the default broker that run embedded when their hosts are empty, comma-separated (e.g. stomp); others without hosts are not enabled"`
 	Echo             Echo          `yaml:"echo"`
 
@@ -51,9 +52,9 @@ type HTTP struct {
 	MaxHeaderBytes    int           `yaml:"max_header_bytes" help:"largest request line plus headers in bytes; beyond it 431"`
 	MaxConnections    int           `yaml:"max_connections" help:"open HTTP connections at once; more wait in the listen backlog until one closes (0: no limit)"`
 	MaxRequests       int           `yaml:"max_requests" help:"send requests being handled at once; beyond it 503 with Retry-After at once (0: no limit)"`
-	AuthTokenFile     string        `yaml:"auth_token_file" help:"file holding a bearer token the send endpoints require (Authorization: Bearer <token>; else 401); read at start (empty: no token)"`
+	AuthTokenFile     string        `yaml:"auth_token_file" help:"file holding a bearer token the send endpoints require (Authorization: Bearer <token>; else 401); read at load and at start (empty: no token)"`
 	AdminAddr         string        `yaml:"admin_addr" help:"serve /healthz, /readyz and /metrics on this host:port instead of http.addr (empty: on http.addr)"`
-	TLSCertFile       string        `yaml:"tls_cert_file" help:"PEM certificate (chain) to serve HTTPS with on http.addr and http.admin_addr, with http.tls_key_file; read at start (empty: plain HTTP)"`
+	TLSCertFile       string        `yaml:"tls_cert_file" help:"PEM certificate (chain) to serve HTTPS with on http.addr and http.admin_addr, with http.tls_key_file; read at load and at start (empty: plain HTTP)"`
 	TLSKeyFile        string        `yaml:"tls_key_file" help:"PEM private key of http.tls_cert_file"`
 }
 
@@ -70,7 +71,8 @@ type Message struct {
 
 // Async configures /sendAsync and /sendAsyncWait.
 type Async struct {
-	MaxInFlight int `yaml:"max_in_flight" help:"async publishes awaiting the broker at once; beyond it requests get 429"`
+	MaxInFlight      int   `yaml:"max_in_flight" help:"async publishes awaiting the broker at once; beyond it requests get 429"`
+	MaxInFlightBytes int64 `yaml:"max_in_flight_bytes" help:"bytes of messages of async publishes awaiting the broker at once; beyond it requests get 429 (0: no limit)"`
 }
 
 // PProf configures the profiling listener.
@@ -112,7 +114,8 @@ func Default() Config {
 		Topic2:         "mqtarget2",
 		Message:        Message{Size: 100, MaxSize: 1 << 20},
 		PublishTimeout: 5 * time.Second,
-		Async:          Async{MaxInFlight: 10000},
+		// The count alone let the message size decide the memory held: 10000 × 1 MiB.
+		Async: Async{MaxInFlight: 10000, MaxInFlightBytes: 64 << 20},
 		// Enough for every busy keep-alive connection to get one more answer with "Connection: close"
 		// (a load generator sends continuously), short enough not to delay Ctrl-C noticeably.
 		ShutdownLameDuck: 2 * time.Second,
@@ -121,6 +124,9 @@ func Default() Config {
 		// under load; at 400 a quarter as often, for less CPU per request and a peak RSS of 41-55 MB
 		// instead of 27-33 (docs/benchmarks.md).
 		GCPercent: 400,
+		// Five times the live heap (gc_percent 400) let bursts of large messages leave GBs of garbage;
+		// past 512 MiB the GC runs more often instead. Normal use stays far below (41-55 MB).
+		GCMemoryLimit: 512 << 20,
 		// A ?topics= sweep up to 1000 fits; a runaway loop of new names stops there instead of filling
 		// the broker with topics.
 		Topics: Topics{MaxDistinct: 1000},
@@ -131,6 +137,20 @@ func Default() Config {
 		Sections: publishers.DefaultSections(),
 	}
 }
+
+// Bounds of the settings outside the broker sections: beyond them a value is a mistake (a unit
+// forgotten, a digit too many), not a choice, and would only fail later or exhaust something.
+const (
+	maxHeaderBytes    = 64 << 20
+	maxCount          = 1_000_000 // connections, requests, async publishes at once
+	maxDistinctTopics = 100_000
+	maxGCPercent      = 100_000
+	minMemoryLimit    = 64 << 20 // below it the GC would run all the time
+	maxMemoryLimit    = 1 << 40
+	maxLameDuck       = 5 * time.Minute
+	maxGrace          = 10 * time.Minute
+	maxEchoTopics     = 64 // each is a consumer per broker
+)
 
 // Validate checks every field; each error names its field by key.
 func (c Config) Validate() error {
@@ -153,14 +173,14 @@ func (c Config) Validate() error {
 			add(d.key, "must be positive, got %v", d.v)
 		}
 	}
-	if c.HTTP.MaxHeaderBytes < 4096 {
-		add("http.max_header_bytes", "must be at least 4096, got %d", c.HTTP.MaxHeaderBytes)
+	if c.HTTP.MaxHeaderBytes < 4096 || c.HTTP.MaxHeaderBytes > maxHeaderBytes {
+		add("http.max_header_bytes", "must be 4096..%d, got %d", maxHeaderBytes, c.HTTP.MaxHeaderBytes)
 	}
-	if c.HTTP.MaxConnections < 0 {
-		add("http.max_connections", "must not be negative (0: no limit), got %d", c.HTTP.MaxConnections)
+	if c.HTTP.MaxConnections < 0 || c.HTTP.MaxConnections > maxCount {
+		add("http.max_connections", "must be 0..%d (0: no limit), got %d", maxCount, c.HTTP.MaxConnections)
 	}
-	if c.HTTP.MaxRequests < 0 {
-		add("http.max_requests", "must not be negative (0: no limit), got %d", c.HTTP.MaxRequests)
+	if c.HTTP.MaxRequests < 0 || c.HTTP.MaxRequests > maxCount {
+		add("http.max_requests", "must be 0..%d (0: no limit), got %d", maxCount, c.HTTP.MaxRequests)
 	}
 	if c.HTTP.AdminAddr != "" {
 		if err := validateListenAddr(c.HTTP.AdminAddr); err != nil {
@@ -173,8 +193,8 @@ func (c Config) Validate() error {
 	if (c.HTTP.TLSCertFile == "") != (c.HTTP.TLSKeyFile == "") {
 		add("http.tls_cert_file", "http.tls_cert_file and http.tls_key_file must be set together")
 	}
-	if c.Topics.MaxDistinct < 0 {
-		add("topics.max_distinct", "must not be negative (0: no limit), got %d", c.Topics.MaxDistinct)
+	if c.Topics.MaxDistinct < 0 || c.Topics.MaxDistinct > maxDistinctTopics {
+		add("topics.max_distinct", "must be 0..%d (0: no limit), got %d", maxDistinctTopics, c.Topics.MaxDistinct)
 	}
 	if c.PProf.Addr != "" {
 		if err := validateListenAddr(c.PProf.Addr); err != nil {
@@ -183,12 +203,6 @@ func (c Config) Validate() error {
 			add("pprof.addr", "%q is http.addr too; pprof needs a listener of its own", c.PProf.Addr)
 		}
 	}
-	if c.Topic == "" {
-		add("topic", "must not be empty")
-	}
-	if c.Topic2 == "" {
-		add("topic2", "must not be empty")
-	}
 	const maxMaxSize = 64 << 20
 	if c.Message.MaxSize < 1 || c.Message.MaxSize > maxMaxSize {
 		add("message.max_size", "must be 1..%d, got %d", maxMaxSize, c.Message.MaxSize)
@@ -196,20 +210,27 @@ func (c Config) Validate() error {
 	if c.Message.Size < 1 || c.Message.Size > c.Message.MaxSize {
 		add("message.size", "must be 1..message.max_size (%d), got %d", c.Message.MaxSize, c.Message.Size)
 	}
-	if c.PublishTimeout <= 0 {
-		add("publish_timeout", "must be positive, got %v", c.PublishTimeout)
+	if c.PublishTimeout < time.Millisecond || c.PublishTimeout > publishers.MaxPublishTimeout {
+		add("publish_timeout", "must be 1ms..%v, got %v", publishers.MaxPublishTimeout, c.PublishTimeout)
 	}
-	if c.Async.MaxInFlight < 1 {
-		add("async.max_in_flight", "must be at least 1, got %d", c.Async.MaxInFlight)
+	if c.Async.MaxInFlight < 1 || c.Async.MaxInFlight > maxCount {
+		add("async.max_in_flight", "must be 1..%d, got %d", maxCount, c.Async.MaxInFlight)
 	}
-	if c.GCPercent < 0 {
-		add("gc_percent", "must not be negative, got %d", c.GCPercent)
+	// At least one message of message.max_size must fit (checked once that setting is valid).
+	if b := c.Async.MaxInFlightBytes; b != 0 && (b < 0 || b > maxMemoryLimit || (c.Message.MaxSize <= maxMaxSize && b < int64(c.Message.MaxSize))) {
+		add("async.max_in_flight_bytes", "must be 0 (no limit) or message.max_size (%d)..%d (1 TiB), got %d", c.Message.MaxSize, int64(maxMemoryLimit), c.Async.MaxInFlightBytes)
 	}
-	if c.ShutdownLameDuck < 0 {
-		add("shutdown_lame_duck", "must not be negative, got %v", c.ShutdownLameDuck)
+	if c.GCPercent < 0 || c.GCPercent > maxGCPercent {
+		add("gc_percent", "must be 0..%d (0: Go's default), got %d", maxGCPercent, c.GCPercent)
 	}
-	if c.ShutdownGrace < 0 {
-		add("shutdown_grace", "must not be negative, got %v", c.ShutdownGrace)
+	if c.GCMemoryLimit != 0 && (c.GCMemoryLimit < minMemoryLimit || c.GCMemoryLimit > maxMemoryLimit) {
+		add("gc_memory_limit", "must be 0 (none) or %d (64 MiB)..%d (1 TiB), got %d", minMemoryLimit, maxMemoryLimit, c.GCMemoryLimit)
+	}
+	if c.ShutdownLameDuck < 0 || c.ShutdownLameDuck > maxLameDuck {
+		add("shutdown_lame_duck", "must be 0..%v, got %v", maxLameDuck, c.ShutdownLameDuck)
+	}
+	if c.ShutdownGrace < 0 || c.ShutdownGrace > maxGrace {
+		add("shutdown_grace", "must be 0..%v, got %v", maxGrace, c.ShutdownGrace)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -269,9 +290,14 @@ func (c Config) validateBrokers() error {
 	if publishers.LookupBroker(c.Broker) == nil {
 		errs = append(errs, fmt.Errorf("broker: unknown broker %q (known: %s)", c.Broker, strings.Join(publishers.BrokerNames(), ", ")))
 	}
+	seen := map[string]int{}
 	for i, name := range c.EmbeddedBrokers {
 		key := fmt.Sprintf("embedded_brokers[%d]", i)
+		j, dup := seen[name]
+		seen[name] = i
 		switch b := publishers.LookupBroker(name); {
+		case dup:
+			errs = append(errs, fmt.Errorf("%s: %q repeats embedded_brokers[%d]", key, name, j))
 		case b == nil:
 			errs = append(errs, fmt.Errorf("%s: unknown broker %q (known: %s)", key, name, strings.Join(publishers.BrokerNames(), ", ")))
 		case len(b.Addrs(&c.Sections)) == 0 && b.Embedded(&c.Sections) == 0:
@@ -281,6 +307,41 @@ func (c Config) validateBrokers() error {
 	for i, name := range c.Readyz.Brokers {
 		if b := publishers.LookupBroker(name); b == nil || !c.InUse(b) {
 			errs = append(errs, fmt.Errorf("readyz.brokers[%d]: broker %q is not enabled by this configuration", i, name))
+		}
+	}
+	return errors.Join(append(errs, c.validateTopics())...)
+}
+
+// validateTopics checks the topics the configuration names against the rules of every broker in use:
+// a request without ?topic= sends to topic (and topic2) on whichever broker it names, and the echo runs
+// on every broker. Checked here, so -print-config and the start both refuse them with the key.
+func (c Config) validateTopics() error {
+	var errs []error
+	check := func(key, name string) bool {
+		if name == "" {
+			errs = append(errs, fmt.Errorf("%s: must not be empty", key))
+			return false
+		}
+		ok := true
+		for _, b := range publishers.Brokers {
+			if !c.InUse(b) {
+				continue
+			}
+			if err := b.ValidateTopic(name); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w (broker %s is in use)", key, err, b.Name))
+				ok = false
+			}
+		}
+		return ok
+	}
+	check("topic", c.Topic)
+	check("topic2", c.Topic2)
+	if c.Echo.Enabled || c.Echo.RoundTrip {
+		for i, t := range c.Echo.Topics {
+			key := fmt.Sprintf("echo.topics[%d]", i)
+			if check(key, t) && c.Echo.AckSuffix != "" { // else its ack topic's error says nothing new
+				check(key+" + echo.ack_suffix", t+c.Echo.AckSuffix)
+			}
 		}
 	}
 	return errors.Join(errs...)

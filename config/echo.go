@@ -29,9 +29,19 @@ func (e Echo) validate() error {
 	if len(e.Topics) == 0 && (e.Enabled || e.RoundTrip) {
 		errs = append(errs, errors.New("echo.topics: at least one topic is required with echo.enabled or echo.roundtrip"))
 	}
+	if len(e.Topics) > maxEchoTopics {
+		errs = append(errs, fmt.Errorf("echo.topics: %d topics, at most %d are allowed", len(e.Topics), maxEchoTopics))
+	}
+	seen := map[string]int{}
 	for i, t := range e.Topics {
-		if t == "" {
-			errs = append(errs, fmt.Errorf("echo.topics[%d]: must not be empty", i))
+		if j, dup := seen[t]; dup {
+			errs = append(errs, fmt.Errorf("echo.topics[%d]: %q repeats echo.topics[%d]", i, t, j))
+		}
+		seen[t] = i
+	}
+	for i, t := range e.Topics {
+		if j, ack := seen[t+e.AckSuffix]; ack && e.AckSuffix != "" {
+			errs = append(errs, fmt.Errorf("echo.topics[%d]: %q is the ack topic of echo.topics[%d]", j, t+e.AckSuffix, i))
 		}
 	}
 	if e.AckSuffix == "" {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/mqtarget/mqtarget/publishers"
 )
 
 // EnvPrefix starts every environment variable mqtarget reads.
@@ -120,7 +122,29 @@ func Load(src Sources) (Config, Options, error) {
 	if err := errors.Join(errs...); err != nil {
 		return cfg, opts, err
 	}
-	return cfg, opts, cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		return cfg, opts, err
+	}
+	return cfg, opts, cfg.checkFiles(src.ReadFile)
+}
+
+// checkFiles reads the files settings name (the bearer token, the HTTPS key pair, the brokers' TLS
+// files), as the start will again, so -print-config and the start refuse a missing or malformed one
+// alike, naming its key. readFile nil: the token is not checked.
+func (c Config) checkFiles(readFile func(string) ([]byte, error)) error {
+	var errs []error
+	if readFile != nil {
+		_, err := c.HTTP.AuthToken(readFile)
+		errs = append(errs, err)
+	}
+	_, err := c.HTTP.ServerTLS()
+	errs = append(errs, err)
+	for _, b := range publishers.Brokers {
+		if c.InUse(b) {
+			errs = append(errs, b.CheckFiles(&c.Sections))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ReservedEnv are MQTARGET_* variables that are not settings but that the repository's scripts and tests

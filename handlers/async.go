@@ -10,7 +10,9 @@ import (
 // answers 429 at once when full instead of queueing without limit, and shutdown can wait for the rest.
 type asyncLimiter struct {
 	limit    int64
+	maxBytes int64 // bounds the message bytes held for publishes in flight; 0: no bound
 	inFlight atomic.Int64
+	bytes    atomic.Int64
 	closed   atomic.Bool
 
 	accepted, rejected, acked, failed atomic.Int64
@@ -25,17 +27,19 @@ type AsyncStats struct {
 	Abandoned int64 `json:"abandoned"` // still in flight when a drain gave up
 }
 
-// acquire takes a slot; false means the limit is reached (or the limiter is closed).
-func (l *asyncLimiter) acquire() bool {
+// acquire takes a slot for a message of size bytes; false means a limit is reached (or the limiter is
+// closed). The count alone let a client pick the bytes held: 10000 × 1 MiB.
+func (l *asyncLimiter) acquire(size int) bool {
 	// Take the slot before checking closed: drain sets closed before it reads inFlight, so either drain
 	// sees this slot and waits for it, or this call sees closed and backs out.
 	n := l.inFlight.Add(1)
+	b := l.bytes.Add(int64(size))
 	if l.closed.Load() {
-		l.inFlight.Add(-1)
+		l.cancel(size)
 		return false
 	}
-	if n > l.limit {
-		l.inFlight.Add(-1)
+	if n > l.limit || (l.maxBytes > 0 && b > l.maxBytes) {
+		l.cancel(size)
 		l.rejected.Add(1)
 		return false
 	}
@@ -43,19 +47,22 @@ func (l *asyncLimiter) acquire() bool {
 }
 
 // cancel gives a slot back when the publish was never started.
-func (l *asyncLimiter) cancel() { l.inFlight.Add(-1) }
+func (l *asyncLimiter) cancel(size int) {
+	l.inFlight.Add(-1)
+	l.bytes.Add(-int64(size))
+}
 
 // accept records that the publish was handed over; its slot is released by done.
 func (l *asyncLimiter) accept() { l.accepted.Add(1) }
 
-// done releases a slot with the publish outcome.
-func (l *asyncLimiter) done(err error) {
+// done releases the slot of a message of size bytes with the publish outcome.
+func (l *asyncLimiter) done(err error, size int) {
 	if err == nil {
 		l.acked.Add(1)
 	} else {
 		l.failed.Add(1)
 	}
-	l.inFlight.Add(-1)
+	l.cancel(size)
 }
 
 // drain refuses new work and waits until nothing is in flight or ctx ends.

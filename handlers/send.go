@@ -128,7 +128,7 @@ func (s *Server) sendAsync(w http.ResponseWriter, r *http.Request) error {
 	}
 	topic := topicAt(req.topic, s.spread(&req))
 	body, m := s.payload(&req, topic, req.pub.Hosts()[0])
-	if err := s.startAsync(&req, topic, body, s.async.done); err != nil {
+	if err := s.startAsync(&req, topic, body, nil); err != nil {
 		return err
 	}
 	return reply(w, r, http.StatusAccepted, req.broker, topic, "accepted", []sent{m})
@@ -148,10 +148,7 @@ func (s *Server) sendAsyncWait(w http.ResponseWriter, r *http.Request) error {
 	// looks a topic's route up at the name server on a new producer's first send), and the answer must
 	// still come within publish_timeout.
 	ctx := s.publishCtx()
-	if err := s.startAsync(&req, topic, body, func(err error) {
-		s.async.done(err)
-		result <- err
-	}); err != nil {
+	if err := s.startAsync(&req, topic, body, func(err error) { result <- err }); err != nil {
 		return err
 	}
 	select {
@@ -168,17 +165,30 @@ func (s *Server) sendAsyncWait(w http.ResponseWriter, r *http.Request) error {
 	return reply(w, r, http.StatusOK, req.broker, topic, "published", []sent{m})
 }
 
-// startAsync takes an async slot and starts the publish; done must release the slot.
-func (s *Server) startAsync(req *sendRequest, topic string, body []byte, done func(error)) error {
-	if !s.async.acquire() {
-		if s.async.closed.Load() {
+// startAsync takes an async slot and starts the publish; the slot is released when it completes, then
+// then (if not nil) is called with the outcome.
+func (s *Server) startAsync(req *sendRequest, topic string, body []byte, then func(error)) error {
+	size := len(body)
+	if !s.async.acquire(size) {
+		switch {
+		case s.async.closed.Load():
 			return &Error{Status: http.StatusServiceUnavailable, Msg: "shutting down"}
+		case s.async.inFlight.Load() >= s.async.limit:
+			return &Error{Status: http.StatusTooManyRequests, Field: "async.max_in_flight",
+				Msg: fmt.Sprintf("async in-flight limit reached (%d publishes awaiting the broker)", s.async.limit)}
+		default:
+			return &Error{Status: http.StatusTooManyRequests, Field: "async.max_in_flight_bytes",
+				Msg: fmt.Sprintf("async in-flight bytes limit reached (%d bytes of messages awaiting the broker)", s.async.maxBytes)}
 		}
-		return &Error{Status: http.StatusTooManyRequests, Field: "async.max_in_flight",
-			Msg: fmt.Sprintf("async in-flight limit reached (%d publishes awaiting the broker)", s.async.limit)}
+	}
+	done := func(err error) {
+		s.async.done(err, size)
+		if then != nil {
+			then(err)
+		}
 	}
 	if err := req.pub.PublishAsync(0, topic, body, done); err != nil {
-		s.async.cancel()
+		s.async.cancel(size)
 		return err
 	}
 	s.async.accept()

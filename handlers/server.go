@@ -31,6 +31,7 @@ type Options struct {
 	MaxMessageSize int
 	PublishTimeout time.Duration
 	AsyncLimit     int
+	AsyncMaxBytes  int64 // bounds the message bytes of async publishes in flight; 0: no bound
 	// ReadTimeout bounds reading a request body, from the moment the handler starts; 0: no bound.
 	ReadTimeout time.Duration
 	// MaxRequests bounds the send requests in their handlers at once; beyond it 503. 0: no bound.
@@ -188,7 +189,7 @@ func New(o Options) *Server {
 		publishTimeout: o.PublishTimeout,
 		deadlines:      newDeadlines(o.PublishTimeout),
 		ids:            message.NewSource(),
-		async:          &asyncLimiter{limit: int64(o.AsyncLimit)},
+		async:          &asyncLimiter{limit: int64(o.AsyncLimit), maxBytes: o.AsyncMaxBytes},
 		readTimeout:    o.ReadTimeout,
 		maxRequests:    int64(o.MaxRequests),
 		log:            o.Log,

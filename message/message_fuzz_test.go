@@ -14,11 +14,15 @@ func FuzzParse(f *testing.F) {
 		"00c0ffee0000000g 1796083200000000000 x", "00c0ffee00000001-1796083200000000000 x",
 		"00c0ffee00000001 179608320000000000x x", "00c0ffee00000001 -796083200000000000 x",
 		"ffffffffffffffff 9999999999999999999 x", "00c0ffee00000001 1796083200000000000",
+		"00c0ffee00000001 1796083200000000000 00c0ffee5eed1234 xx", "00c0ffee00000001 1796083200000000000 0000000000001234 x",
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		id, sent, err := Parse(b)
+		if run, ok := ParseRun(b); ok && (err != nil || len(b) < RunHeaderLen || Run(mustParseID(t, id)) != uint32(run>>seqBits)) {
+			t.Fatalf("ParseRun(%q) = %x for a payload without a run matching its id", b, run)
+		}
 		if err != nil {
 			if id != "" || !sent.IsZero() {
 				t.Fatalf("Parse(%q) = %q, %v with error %v", b, id, sent, err)
@@ -51,7 +55,8 @@ func FuzzBuildParse(f *testing.F) {
 		if size < 0 || size > 1<<16 || ns < 0 {
 			return // Build's callers never pass these: size is validated, the clock is past 1970
 		}
-		s := &Source{now: func() time.Time { return time.Unix(0, ns) }}
+		s := newSource(id)
+		s.now = func() time.Time { return time.Unix(0, ns) }
 		b := s.Build(id, size)
 		if len(b) != size {
 			t.Fatalf("Build(%d) is %d bytes", size, len(b))
@@ -66,5 +71,17 @@ func FuzzBuildParse(f *testing.F) {
 		if err != nil || gotID != FormatID(id) || sent.UnixNano() != ns {
 			t.Fatalf("Parse(Build(%x, %d)) at %d = %q, %d, %v", id, size, ns, gotID, sent.UnixNano(), err)
 		}
+		if run, ok := ParseRun(b); ok != (size >= RunHeaderLen) || (ok && run != s.Run()) {
+			t.Fatalf("ParseRun(Build(%x, %d)) = %x, %v, want %x from %d bytes on", id, size, run, ok, s.Run(), RunHeaderLen)
+		}
 	})
+}
+
+func mustParseID(t *testing.T, id string) uint64 {
+	t.Helper()
+	n, err := ParseID(id)
+	if err != nil {
+		t.Fatalf("ParseID(%q): %v", id, err)
+	}
+	return n
 }

@@ -25,7 +25,14 @@ func TestBuildParseRoundTrip(t *testing.T) {
 		if !sent.Equal(fixed) {
 			t.Errorf("size %d: sent %v, want %v", size, sent, fixed)
 		}
-		for i := HeaderLen; i < size; i++ {
+		pad := HeaderLen
+		if size >= RunHeaderLen {
+			pad = RunHeaderLen
+			if run, ok := ParseRun(b); !ok || run != s.Run() {
+				t.Errorf("size %d: ParseRun = %x, %v, want %x", size, run, ok, s.Run())
+			}
+		}
+		for i := pad; i < size; i++ {
 			if b[i] != padByte {
 				t.Fatalf("size %d: byte %d is %q, want padding", size, i, b[i])
 			}
@@ -111,6 +118,65 @@ func TestParseID(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if _, err := ParseID(in); err == nil {
 				t.Fatalf("ParseID(%q) accepted it", in)
+			}
+		})
+	}
+}
+
+// TestRunsTellSourcesApart: two Sources whose ids share the 24-bit prefix (11-17 of 20 000 processes
+// did) still name different runs in their payloads.
+func TestRunsTellSourcesApart(t *testing.T) {
+	a, b := newSource(0x00c0ffee5eed0001), newSource(0x00c0ffee5eed0002)
+	ia, ib := a.NextID(), b.NextID()
+	if Run(ia) != Run(ib) || ia != ib {
+		t.Fatalf("ids %x and %x: the test wants two Sources whose ids collide", ia, ib)
+	}
+	ra, oka := ParseRun(a.Build(ia, 100))
+	rb, okb := ParseRun(b.Build(ib, 100))
+	if !oka || !okb || ra == rb {
+		t.Errorf("runs %x (%v) and %x (%v), want two different runs", ra, oka, rb, okb)
+	}
+}
+
+// TestRunsAreWide: 10 000 Sources, as many sidecars writing one topic, get 10 000 runs (a collision is
+// a chance of about 3·10⁻¹²; with 24 bits it is expected about three times).
+func TestRunsAreWide(t *testing.T) {
+	seen := map[uint64]bool{}
+	for range 10000 {
+		r := NewSource().Run()
+		if seen[r] {
+			t.Fatalf("run %x twice in 10 000 Sources", r)
+		}
+		seen[r] = true
+	}
+}
+
+// TestParseRun: payloads of today's and of the former format (no run) both parse; only those with a
+// well-formed run that matches their id give one.
+func TestParseRun(t *testing.T) {
+	const old = "00c0ffee00000001 1796083200000000000 " // the header before the run field
+	for _, tc := range []struct {
+		name    string
+		payload string
+		run     uint64
+		ok      bool
+	}{
+		{"with its run", old + "00c0ffee5eed1234 xxxxxxxx", 0x00c0ffee5eed1234, true},
+		{"former format, padded", old + "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 0, false},
+		{"former format, header only", old, 0, false},
+		{"too short for a run", old + "00c0ffee5eed", 0, false},
+		{"run not hex", old + "00c0ffee5eedxxxx xxxx", 0, false},
+		{"run without its space", old + "00c0ffee5eed1234xxxxx", 0, false},
+		{"run not the id's", old + "0000000000001234 xxxx", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, sent, err := Parse([]byte(tc.payload))
+			if err != nil || id != "00c0ffee00000001" || sent.UnixNano() != 1796083200000000000 {
+				t.Errorf("Parse = %q, %v, %v; want the id and time of either format", id, sent, err)
+			}
+			run, ok := ParseRun([]byte(tc.payload))
+			if run != tc.run || ok != tc.ok {
+				t.Errorf("ParseRun = %x, %v, want %x, %v", run, ok, tc.run, tc.ok)
 			}
 		})
 	}

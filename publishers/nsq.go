@@ -36,6 +36,9 @@ type NSQConfig struct {
 	Embedded int `yaml:"embedded" help:"number of in-process nsqd instances started when nsq.hosts is empty"`
 	// EmbeddedMaxDisk bounds the disk each embedded nsqd fills with messages nobody consumes.
 	EmbeddedMaxDisk int64 `yaml:"embedded_max_disk" help:"bytes of spilled messages each embedded nsqd keeps on disk; beyond it its largest queues are emptied"`
+	// EmbeddedMaxMemory bounds the messages each embedded nsqd keeps in memory, whatever size and number
+	// of topics clients ask for; the rest go to its disk queue (internal/embedded).
+	EmbeddedMaxMemory int64 `yaml:"embedded_max_memory" help:"bytes of messages each embedded nsqd keeps in memory, all its topics and channels together; beyond it its fullest queues are emptied (0: nsqd's 10000 messages per queue, no bound)"`
 	// Coalesce sends concurrent single-message publishes to the same host and topic as one MPUB while
 	// the previous command is in flight (no timer); each request still waits for its own message.
 	Coalesce bool `yaml:"coalesce" help:"send concurrent /send1 publishes to one host and topic as one MPUB while the previous is in flight"`
@@ -47,48 +50,33 @@ type NSQConfig struct {
 func DefaultNSQConfig() NSQConfig {
 	// One connection per host: with wrk -c50 against a separate nsqd it made 0.10 writes per request
 	// (2: 0.17, 4: 0.32) at the same or lower CPU per request.
-	return NSQConfig{ProducersPerHost: 1, DialTimeout: time.Second, Embedded: 3, EmbeddedMaxDisk: 1 << 30}
+	return NSQConfig{ProducersPerHost: 1, DialTimeout: time.Second, Embedded: 3, EmbeddedMaxDisk: 1 << 30, EmbeddedMaxMemory: 64 << 20}
 }
 
 // Validate checks c; errors name the field under prefix (e.g. "nsq").
 func (c NSQConfig) Validate(prefix string) error {
 	var errs []error
-	for i, h := range c.Hosts {
-		if err := validateHostPort(h); err != nil {
-			errs = append(errs, fmt.Errorf("%s.hosts[%d]: %w", prefix, i, err))
-		}
-	}
+	errs = append(errs, validateAddrs(prefix+".hosts", c.Hosts))
 	if c.ProducersPerHost < 1 || c.ProducersPerHost > 64 {
 		errs = append(errs, fmt.Errorf("%s.producers_per_host: must be 1..64, got %d", prefix, c.ProducersPerHost))
 	}
-	if c.DialTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("%s.dial_timeout: must be positive, got %v", prefix, c.DialTimeout))
+	if c.DialTimeout <= 0 || c.DialTimeout > maxDialTimeout {
+		errs = append(errs, fmt.Errorf("%s.dial_timeout: must be 1ns..%v, got %v", prefix, maxDialTimeout, c.DialTimeout))
 	}
 	if len(c.Hosts) == 0 && (c.Embedded < 1 || c.Embedded > 16) {
 		errs = append(errs, fmt.Errorf("%s.embedded: must be 1..16 when %s.hosts is empty, got %d", prefix, prefix, c.Embedded))
 	}
-	if len(c.Hosts) == 0 && c.Embedded > 0 && c.EmbeddedMaxDisk < 1<<20 {
-		errs = append(errs, fmt.Errorf("%s.embedded_max_disk: must be at least 1048576 (1 MiB) when %s.hosts is empty, got %d", prefix, prefix, c.EmbeddedMaxDisk))
+	if len(c.Hosts) == 0 && c.Embedded > 0 && (c.EmbeddedMaxDisk < 1<<20 || c.EmbeddedMaxDisk > maxEmbeddedBytes) {
+		errs = append(errs, fmt.Errorf("%s.embedded_max_disk: must be 1048576 (1 MiB)..%d (1 TiB) when %s.hosts is empty, got %d", prefix, int64(maxEmbeddedBytes), prefix, c.EmbeddedMaxDisk))
+	}
+	if len(c.Hosts) == 0 && c.Embedded > 0 && (c.EmbeddedMaxMemory < 0 || c.EmbeddedMaxMemory > maxEmbeddedBytes) {
+		errs = append(errs, fmt.Errorf("%s.embedded_max_memory: must be 0..%d (1 TiB; 0: no bound), got %d", prefix, int64(maxEmbeddedBytes), c.EmbeddedMaxMemory))
 	}
 	if c.TLSConfig.Enabled && len(c.Hosts) == 0 {
 		errs = append(errs, fmt.Errorf("%s.tls: needs %s.hosts (embedded nsqd runs without TLS)", prefix, prefix))
 	}
 	errs = append(errs, c.TLSConfig.validate(prefix))
 	return errors.Join(errs...)
-}
-
-func validateHostPort(h string) error {
-	host, port, err := net.SplitHostPort(h)
-	if err != nil {
-		return fmt.Errorf("%q is not host:port: %v", h, err)
-	}
-	if host == "" {
-		return fmt.Errorf("%q has no host", h)
-	}
-	if port == "" || strings.Trim(port, "0123456789") != "" {
-		return fmt.Errorf("%q has no numeric port", h)
-	}
-	return nil
 }
 
 // NSQ publishes to one or more nsqd instances over the NSQ TCP protocol.
@@ -148,7 +136,9 @@ func (p *NSQ) Hosts() []string { return p.pool.hosts }
 var nsqName = newNameChars("._-")
 
 // ValidateTopic applies nsqd's rules: 1-64 characters of [.a-zA-Z0-9_-], optionally ending in #ephemeral.
-func (p *NSQ) ValidateTopic(name string) error {
+func (p *NSQ) ValidateTopic(name string) error { return validateNSQTopic(name) }
+
+func validateNSQTopic(name string) error {
 	if len(name) > 64 || !nsqName.all(strings.TrimSuffix(name, "#ephemeral")) {
 		return fmt.Errorf("%q is not a valid NSQ topic (1-64 of [.a-zA-Z0-9_-], optional #ephemeral)", name)
 	}

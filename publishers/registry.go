@@ -45,6 +45,8 @@ type Broker struct {
 	addrs    func(*Sections) []string
 	embedded func(*Sections) int // nil: no embedded mode
 	validate func(s *Sections, prefix string, c Common) error
+	topic    func(name string) error // the broker's topic rules, as its publisher's ValidateTopic
+	tls      func(*Sections) TLSConfig
 	setup    func(*Sections) map[string]any // what / shows of the section, beside hosts
 	open     func(s *Sections, addrs []string, c Common, log *slog.Logger) (Publisher, error)
 	consume  func(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) // nil: no consumer
@@ -59,6 +61,8 @@ var NSQBroker = &Broker{
 	AddrsKey: "hosts",
 	addrs:    func(s *Sections) []string { return s.NSQ.Hosts },
 	embedded: func(s *Sections) int { return s.NSQ.Embedded },
+	topic:    validateNSQTopic,
+	tls:      func(s *Sections) TLSConfig { return s.NSQ.TLSConfig },
 	validate: func(s *Sections, prefix string, c Common) error {
 		n := s.NSQ
 		n.Embedded = embeddedCount(len(n.Hosts), n.Embedded)
@@ -86,6 +90,8 @@ var STOMPBroker = &Broker{
 	AddrsKey: "hosts",
 	addrs:    func(s *Sections) []string { return s.STOMP.Hosts },
 	embedded: func(s *Sections) int { return s.STOMP.Embedded },
+	topic:    validateSTOMPTopic,
+	tls:      func(s *Sections) TLSConfig { return s.STOMP.TLSConfig },
 	validate: func(s *Sections, prefix string, _ Common) error {
 		st := s.STOMP
 		st.Embedded = embeddedCount(len(st.Hosts), st.Embedded)
@@ -112,6 +118,8 @@ var RocketMQBroker = &Broker{
 	Name:     "rocketmq",
 	AddrsKey: "name_servers",
 	addrs:    func(s *Sections) []string { return s.RocketMQ.NameServers },
+	topic:    ValidateRocketMQTopic,
+	tls:      func(s *Sections) TLSConfig { return s.RocketMQ.TLSConfig },
 	validate: func(s *Sections, prefix string, _ Common) error { return s.RocketMQ.Validate(prefix) },
 	setup: func(s *Sections) map[string]any {
 		return map[string]any{"name_servers": s.RocketMQ.NameServers, "group": s.RocketMQ.Group, "create_topics": s.RocketMQ.CreateTopics}
@@ -185,6 +193,16 @@ func (b *Broker) Enabled(s *Sections) bool { return len(b.addrs(s)) > 0 || b.Emb
 
 // Validate checks the broker's section; errors name their field under the broker's name.
 func (b *Broker) Validate(s *Sections, c Common) error { return b.validate(s, b.Name, c) }
+
+// CheckFiles reads the files the broker's section names (its TLS CA and key pair), as opening the
+// publisher will, so a missing or malformed one is refused with its key when the configuration loads.
+func (b *Broker) CheckFiles(s *Sections) error {
+	_, err := b.tls(s).Client(b.Name)
+	return err
+}
+
+// ValidateTopic applies the broker's topic rules without a publisher, for names in the configuration.
+func (b *Broker) ValidateTopic(name string) error { return b.topic(name) }
 
 // Setup returns what GET / shows of the broker's configuration beside its hosts (nil when nothing).
 func (b *Broker) Setup(s *Sections) map[string]any {

@@ -62,16 +62,12 @@ func (c RocketMQConfig) Validate(prefix string) error {
 	add := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s.%s: "+format, append([]any{prefix, field}, args...)...))
 	}
-	for i, a := range c.NameServers {
-		if err := rmqadmin.ValidateAddr(a); err != nil {
-			add(fmt.Sprintf("name_servers[%d]", i), "%v", err)
-		}
-	}
+	errs = append(errs, validateAddrs(prefix+".name_servers", c.NameServers))
 	if c.Group == "" || len(c.Group) > 255 || !rmqName.all(c.Group) {
 		add("group", "%q must be 1..255 characters of [%%|a-zA-Z0-9_-]", c.Group)
 	}
-	if c.SendTimeout <= 0 {
-		add("send_timeout", "must be positive, got %v", c.SendTimeout)
+	if c.SendTimeout <= 0 || c.SendTimeout > MaxPublishTimeout {
+		add("send_timeout", "must be 1ns..%v, got %v", MaxPublishTimeout, c.SendTimeout)
 	}
 	if c.Retries < 0 || c.Retries > 16 {
 		add("retries", "must be 0..16, got %d", c.Retries)

@@ -63,9 +63,13 @@ func DefaultSTOMPConfig() STOMPConfig {
 		HeartBeatGrace:     3,
 		DialTimeout:        time.Second,
 		Embedded:           3,
-		EmbeddedMaxBytes:   256 << 20,
+		EmbeddedMaxBytes:   64 << 20,
 	}
 }
+
+// maxHeartBeat bounds the heart-beat settings: STOMP carries them in milliseconds, and beyond an hour
+// a heart-beat detects nothing.
+const maxHeartBeat = time.Hour
 
 // Validate checks c; errors name the field under prefix (e.g. "stomp").
 func (c STOMPConfig) Validate(prefix string) error {
@@ -73,13 +77,11 @@ func (c STOMPConfig) Validate(prefix string) error {
 	add := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s.%s: "+format, append([]any{prefix, field}, args...)...))
 	}
-	for i, h := range c.Hosts {
-		if err := validateHostPort(h); err != nil {
-			add(fmt.Sprintf("hosts[%d]", i), "%v", err)
-		}
-	}
+	errs = append(errs, validateAddrs(prefix+".hosts", c.Hosts))
 	if c.Login == "" && c.Passcode != "" {
 		add("passcode", "set without stomp.login")
+	} else if checkHeaderText(string(c.Passcode)) != nil {
+		add("passcode", "must be valid UTF-8 without control characters, ':' or '\\' (CONNECT's header carries it)") // the value is secret
 	}
 	if !strings.HasPrefix(c.Prefix, "/") || !strings.HasSuffix(c.Prefix, "/") {
 		add("prefix", "must start and end with / (like /queue/ or /topic/), got %q", c.Prefix)
@@ -95,23 +97,23 @@ func (c STOMPConfig) Validate(prefix string) error {
 	if c.ConnectionsPerHost < 1 || c.ConnectionsPerHost > 64 {
 		add("connections_per_host", "must be 1..64, got %d", c.ConnectionsPerHost)
 	}
-	if c.HeartBeat < 0 || c.HeartBeat%time.Millisecond != 0 {
-		add("heartbeat", "must be 0 or a positive number of milliseconds, got %v", c.HeartBeat)
+	if c.HeartBeat < 0 || c.HeartBeat > maxHeartBeat || c.HeartBeat%time.Millisecond != 0 {
+		add("heartbeat", "must be 0 or a whole number of milliseconds up to %v, got %v", maxHeartBeat, c.HeartBeat)
 	}
-	if c.HeartBeatReceive < 0 || c.HeartBeatReceive%time.Millisecond != 0 {
-		add("heartbeat_receive", "must be 0 or a positive number of milliseconds, got %v", c.HeartBeatReceive)
+	if c.HeartBeatReceive < 0 || c.HeartBeatReceive > maxHeartBeat || c.HeartBeatReceive%time.Millisecond != 0 {
+		add("heartbeat_receive", "must be 0 or a whole number of milliseconds up to %v, got %v", maxHeartBeat, c.HeartBeatReceive)
 	}
 	if c.HeartBeatGrace < 1 || c.HeartBeatGrace > 100 {
 		add("heartbeat_grace", "must be 1..100, got %d", c.HeartBeatGrace)
 	}
-	if c.DialTimeout <= 0 {
-		add("dial_timeout", "must be positive, got %v", c.DialTimeout)
+	if c.DialTimeout <= 0 || c.DialTimeout > maxDialTimeout {
+		add("dial_timeout", "must be 1ns..%v, got %v", maxDialTimeout, c.DialTimeout)
 	}
 	if len(c.Hosts) == 0 && (c.Embedded < 1 || c.Embedded > 16) {
 		add("embedded", "must be 1..16 when %s.hosts is empty, got %d", prefix, c.Embedded)
 	}
-	if len(c.Hosts) == 0 && c.EmbeddedMaxBytes < 1<<20 {
-		add("embedded_max_bytes", "must be at least 1048576 (1 MiB) when %s.hosts is empty, got %d", prefix, c.EmbeddedMaxBytes)
+	if len(c.Hosts) == 0 && (c.EmbeddedMaxBytes < 1<<20 || c.EmbeddedMaxBytes > maxEmbeddedBytes) {
+		add("embedded_max_bytes", "must be 1048576 (1 MiB)..%d (1 TiB) when %s.hosts is empty, got %d", int64(maxEmbeddedBytes), prefix, c.EmbeddedMaxBytes)
 	}
 	if c.TLSConfig.Enabled && len(c.Hosts) == 0 {
 		add("tls", "needs %s.hosts (embedded go-stomp servers run without TLS)", prefix)

@@ -25,7 +25,7 @@ func TestConsumeBadInput(t *testing.T) {
 		{name: "negative duration", args: []string{"-duration=-1s"}, want: "-duration:"},
 		{name: "unknown output", args: []string{"-o", "xml"}, want: "-o:"},
 		{name: "embedded broker", args: []string{"-broker", "stomp"}, want: "-stomp.hosts:"},
-		{name: "bad nsq topic", args: []string{"-nsq.hosts", "127.0.0.1:1", "-topic", "a b"}, want: "-topic:"},
+		{name: "bad nsq topic", args: []string{"-nsq.hosts", "127.0.0.1:1", "-topic", "a b"}, want: "topic: \"a b\" is not a valid NSQ topic"}, // config.Load checks it
 		{name: "bad nsq channel", args: []string{"-nsq.hosts", "127.0.0.1:1", "-group", "a b"}, want: "-group:"},
 		{name: "unknown setting", args: []string{"-nsq.hostz", "x"}, want: "nsq.hostz"},
 	}

@@ -71,6 +71,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if _, set := os.LookupEnv("GOGC"); !set && cfg.GCPercent > 0 {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.GCMemoryLimit > 0 {
+		debug.SetMemoryLimit(cfg.GCMemoryLimit)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -64,8 +64,8 @@ func TestRoundTripCommandBadInput(t *testing.T) {
 		{"broker", []string{"-broker", "kafka"}, "broker"},
 		{"rocketmq without name servers", []string{"-broker", "rocketmq"}, "rocketmq.name_servers"},
 		// STOMP, since nsqd v1.3.0's Exit right after its Main races (under -race) with Main's start.
-		{"topic", []string{"-broker", "stomp", "-echo.topics", "/queue/a"}, "-echo.topics[0]: invalid topic"},
-		{"ack topic", []string{"-broker", "stomp", "-echo.ack_suffix", " "}, "-echo.ack_suffix: ack topic"},
+		{"topic", []string{"-broker", "stomp", "-echo.topics", "/queue/a"}, "echo.topics[0]: \"/queue/a\" starts with '/'"}, // config.Load checks them
+		{"ack topic", []string{"-broker", "stomp", "-echo.ack_suffix", " "}, "echo.topics[0] + echo.ack_suffix: \"mqtarget_roundtrip \" starts or ends with whitespace"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

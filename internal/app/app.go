@@ -125,6 +125,7 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 		MaxMessageSize:    cfg.Message.MaxSize,
 		PublishTimeout:    cfg.PublishTimeout,
 		AsyncLimit:        cfg.Async.MaxInFlight,
+		AsyncMaxBytes:     cfg.Async.MaxInFlightBytes,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		MaxRequests:       cfg.HTTP.MaxRequests,
 		AuthToken:         token,

@@ -57,7 +57,11 @@ func (a *App) startBroker(b *publishers.Broker, cfg config.Config, log *slog.Log
 }
 
 func startEmbeddedNSQ(a *App, cfg config.Config, n int, log *slog.Logger) ([]string, map[string]any, error) {
-	nsqd, err := embedded.StartNSQDWith(n, embedded.NSQDOptions{MaxMsgSize: int64(cfg.Message.MaxSize), MaxDisk: cfg.NSQ.EmbeddedMaxDisk}, log)
+	nsqd, err := embedded.StartNSQDWith(n, embedded.NSQDOptions{
+		MaxMsgSize: int64(cfg.Message.MaxSize),
+		MaxDisk:    cfg.NSQ.EmbeddedMaxDisk,
+		MaxMemory:  cfg.NSQ.EmbeddedMaxMemory,
+	}, log)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -66,11 +66,11 @@ type Tally struct {
 	duplicates  int
 	first, last time.Time // receive times
 	latencies   []time.Duration
-	runs        map[uint32]map[uint64]struct{} // run -> sequence numbers seen
+	runs        map[string]map[uint64]struct{} // run (RunStats.Run) -> sequence numbers seen
 }
 
 // NewTally returns an empty Tally.
-func NewTally() *Tally { return &Tally{runs: map[uint32]map[uint64]struct{}{}} }
+func NewTally() *Tally { return &Tally{runs: map[string]map[uint64]struct{}{}} }
 
 // Add records d and returns how many deliveries were added so far, this one included.
 func (t *Tally) Add(d publishers.Delivery) int {
@@ -92,10 +92,16 @@ func (t *Tally) Add(d publishers.Delivery) int {
 		t.unparsable++
 		return t.count
 	}
-	seqs := t.runs[message.Run(n)]
+	// The payload's 64-bit run tells apart producers whose ids share the 24-bit prefix (sidecars of a
+	// fleet writing one topic); payloads without it (short, or from older versions) have the prefix only.
+	run := fmt.Sprintf("%06x", message.Run(n))
+	if r, ok := message.ParseRun(d.Body); ok {
+		run = fmt.Sprintf("%016x", r)
+	}
+	seqs := t.runs[run]
 	if seqs == nil {
 		seqs = map[uint64]struct{}{}
-		t.runs[message.Run(n)] = seqs
+		t.runs[run] = seqs
 	}
 	if _, dup := seqs[message.Seq(n)]; dup {
 		t.duplicates++
@@ -136,7 +142,7 @@ type Latency struct {
 
 // RunStats is one producer run (one message.Source: one mqtarget process) seen in the topic.
 type RunStats struct {
-	Run      string `json:"run"`       // the run prefix, 6 hex digits
+	Run      string `json:"run"`       // the run, 16 hex digits; 6 (the ids' prefix) for payloads without it
 	FirstSeq uint64 `json:"first_seq"` // lowest sequence number received
 	LastSeq  uint64 `json:"last_seq"`  // highest sequence number received
 	Received int    `json:"received"`  // distinct ids received
@@ -172,7 +178,7 @@ func (t *Tally) Report(elapsed time.Duration) Report {
 			sorted = append(sorted, s)
 		}
 		slices.Sort(sorted)
-		ru := RunStats{Run: fmt.Sprintf("%06x", run), FirstSeq: sorted[0], LastSeq: sorted[len(sorted)-1], Received: len(sorted)}
+		ru := RunStats{Run: run, FirstSeq: sorted[0], LastSeq: sorted[len(sorted)-1], Received: len(sorted)}
 		for i := 1; i < len(sorted); i++ {
 			if d := sorted[i] - sorted[i-1]; d > 1 {
 				ru.Lost += int(d - 1)

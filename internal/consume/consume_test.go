@@ -21,11 +21,17 @@ func body(run uint32, seq uint64, sent time.Time) []byte {
 	return fmt.Appendf(nil, "%s %019d xxxx", message.FormatID(uint64(run)<<40|seq), sent.UnixNano())
 }
 
+// wideBody is a payload of today's format, with the 64-bit run; its ids carry the run's top 24 bits.
+func wideBody(run, seq uint64, sent time.Time) []byte {
+	return fmt.Appendf(nil, "%s %019d %016x xxxx", message.FormatID(run>>40<<40|seq), sent.UnixNano(), run)
+}
+
 func TestTally(t *testing.T) {
 	t0 := time.Unix(1796083200, 0)
 	type msg struct {
-		run uint32
-		seq uint64
+		run  uint32
+		seq  uint64
+		wide uint64 // the payload's 64-bit run (0: a payload without one; run is its prefix)
 	}
 	cases := []struct {
 		name     string
@@ -37,19 +43,26 @@ func TestTally(t *testing.T) {
 		gaps     []Gap // of the first run
 		received int   // distinct ids of the first run
 	}{
-		{name: "exact", msgs: []msg{{1, 1}, {1, 2}, {1, 3}}, runs: 1, received: 3},
-		{name: "out of order is not loss", msgs: []msg{{1, 3}, {1, 1}, {1, 2}}, runs: 1, received: 3},
-		{name: "one lost", msgs: []msg{{1, 1}, {1, 3}}, lost: 1, runs: 1, gaps: []Gap{{2, 2}}, received: 2},
-		{name: "a range lost", msgs: []msg{{1, 5}, {1, 9}, {1, 10}}, lost: 3, runs: 1, gaps: []Gap{{6, 8}}, received: 3},
-		{name: "duplicate", msgs: []msg{{1, 1}, {1, 2}, {1, 2}}, dups: 1, runs: 1, received: 2},
-		{name: "runs apart", msgs: []msg{{1, 1}, {1, 2}, {2, 7}, {2, 9}}, lost: 1, runs: 2, received: 2},
-		{name: "unparsable", msgs: []msg{{1, 1}}, garbage: 2, runs: 1, received: 1},
+		{name: "exact", msgs: []msg{{1, 1, 0}, {1, 2, 0}, {1, 3, 0}}, runs: 1, received: 3},
+		{name: "out of order is not loss", msgs: []msg{{1, 3, 0}, {1, 1, 0}, {1, 2, 0}}, runs: 1, received: 3},
+		{name: "one lost", msgs: []msg{{1, 1, 0}, {1, 3, 0}}, lost: 1, runs: 1, gaps: []Gap{{2, 2}}, received: 2},
+		{name: "a range lost", msgs: []msg{{1, 5, 0}, {1, 9, 0}, {1, 10, 0}}, lost: 3, runs: 1, gaps: []Gap{{6, 8}}, received: 3},
+		{name: "duplicate", msgs: []msg{{1, 1, 0}, {1, 2, 0}, {1, 2, 0}}, dups: 1, runs: 1, received: 2},
+		{name: "runs apart", msgs: []msg{{1, 1, 0}, {1, 2, 0}, {2, 7, 0}, {2, 9, 0}}, lost: 1, runs: 2, received: 2},
+		{name: "unparsable", msgs: []msg{{1, 1, 0}}, garbage: 2, runs: 1, received: 1},
+		{name: "two runs sharing the id prefix", msgs: []msg{{0, 1, 0xc0ffee0000000001}, {0, 2, 0xc0ffee0000000001}, {0, 1, 0xc0ffee0000000002},
+			{0, 2, 0xc0ffee0000000002}}, runs: 2, received: 2},
+		{name: "one wide run, one lost", msgs: []msg{{0, 1, 0xc0ffee0000000001}, {0, 3, 0xc0ffee0000000001}}, lost: 1, runs: 1, gaps: []Gap{{2, 2}}, received: 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			tally := NewTally()
 			for i, m := range c.msgs {
-				tally.Add(publishers.Delivery{Body: body(m.run, m.seq, t0), Received: t0.Add(time.Duration(i+1) * time.Millisecond)})
+				b := body(m.run, m.seq, t0)
+				if m.wide != 0 {
+					b = wideBody(m.wide, m.seq, t0)
+				}
+				tally.Add(publishers.Delivery{Body: b, Received: t0.Add(time.Duration(i+1) * time.Millisecond)})
 			}
 			for range c.garbage {
 				tally.Add(publishers.Delivery{Body: []byte("not ours"), Received: t0})

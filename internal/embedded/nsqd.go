@@ -4,6 +4,7 @@ package embedded
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -22,12 +23,14 @@ import (
 // one temporary directory that Close removes.
 type NSQD struct {
 	dir   string
+	lock  *os.File // held while the directory is in use
 	nodes []*nsqd.NSQD
 	addrs []string
 	wg    sync.WaitGroup
 	once  sync.Once
 	quit  chan struct{} // closed by Close: the disk watchers stop
 	disk  []*diskWatch
+	mem   []*memWatch
 }
 
 // NSQDOptions configure the embedded nsqd instances.
@@ -37,8 +40,16 @@ type NSQDOptions struct {
 	// per topic and channel in memory and writes the rest to disk without a bound of its own, which a
 	// load test without consumers fills; beyond MaxDisk the largest queues are emptied, with a warning.
 	MaxDisk int64
-	// MemQueueSize is nsqd's --mem-queue-size; 0: nsqd's default (10000).
-	MemQueueSize int64
+	// MaxMemory bounds the bytes of messages each instance keeps in its in-memory queues, all topics and
+	// channels together. nsqd counts its queues in messages (--mem-queue-size, 10000 per topic and per
+	// channel by default), so a client choosing the message size and the number of topics would multiply
+	// that at will. Each queue therefore holds at most MaxMemory / MaxMsgSize messages (1..10000; past
+	// them a topic's or durable channel's messages go to disk), and every MemCheckEvery the queues' bytes
+	// in memory are added up (at each topic's message size of late) and, beyond MaxMemory, the fullest
+	// queues are emptied, with a warning. 0: nsqd's --mem-queue-size and no memory bound.
+	MaxMemory int64
+	// MemCheckEvery is how often the memory use is checked; 0: DefaultMemCheck.
+	MemCheckEvery time.Duration
 	// CheckEvery is how often the disk use is checked; 0: DefaultDiskCheck.
 	CheckEvery time.Duration
 }
@@ -47,10 +58,13 @@ type NSQDOptions struct {
 const (
 	DefaultNSQDMaxDisk = 1 << 30
 	DefaultDiskCheck   = time.Second
+	// The memory check is cheap (nsqd's counters) and memory fills faster than disk: what arrives
+	// within it is the bound's overshoot.
+	DefaultMemCheck = 100 * time.Millisecond
 )
 
-// StartNSQD starts n nsqd instances with the default disk bound. maxMsgSize is their message size
-// limit in bytes.
+// StartNSQD starts n nsqd instances with the default disk bound and no in-memory queues. maxMsgSize is
+// their message size limit in bytes.
 func StartNSQD(n int, maxMsgSize int64, log *slog.Logger) (*NSQD, error) {
 	return StartNSQDWith(n, NSQDOptions{MaxMsgSize: maxMsgSize, MaxDisk: DefaultNSQDMaxDisk}, log)
 }
@@ -61,11 +75,15 @@ func StartNSQDWith(n int, o NSQDOptions, log *slog.Logger) (_ *NSQD, err error) 
 	if o.CheckEvery <= 0 {
 		o.CheckEvery = DefaultDiskCheck
 	}
-	dir, err := os.MkdirTemp("", "mqtarget-nsqd-")
+	if o.MemCheckEvery <= 0 {
+		o.MemCheckEvery = DefaultMemCheck
+	}
+	removeStaleDirs(os.TempDir(), log)
+	dir, lock, err := makeDataDir(os.TempDir())
 	if err != nil {
 		return nil, fmt.Errorf("embedded nsqd: %w", err)
 	}
-	e := &NSQD{dir: dir, quit: make(chan struct{})}
+	e := &NSQD{dir: dir, lock: lock, quit: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -82,8 +100,8 @@ func StartNSQDWith(n int, o NSQDOptions, log *slog.Logger) (_ *NSQD, err error) 
 		opts.MaxMsgSize = maxMsgSize
 		// An MPUB of two maximal messages plus framing must fit too.
 		opts.MaxBodySize = max(opts.MaxBodySize, 2*maxMsgSize+64)
-		if o.MemQueueSize > 0 {
-			opts.MemQueueSize = o.MemQueueSize
+		if o.MaxMemory > 0 {
+			opts.MemQueueSize = o.memQueueSize()
 		}
 		opts.LogLevel = 3 // warn; nsqd's lg package is internal, so the constant is spelled out
 		opts.Logger = newNSQDLogger(log.With("component", "nsqd", "node", i))
@@ -106,11 +124,114 @@ func StartNSQDWith(n int, o NSQDOptions, log *slog.Logger) (_ *NSQD, err error) 
 		if o.MaxDisk > 0 {
 			w := &diskWatch{node: node, dir: opts.DataPath, max: o.MaxDisk, log: log.With("component", "nsqd", "node", i)}
 			e.disk = append(e.disk, w)
-			e.wg.Go(func() { w.run(e.quit, o.CheckEvery) })
+			e.wg.Go(func() { repeat(e.quit, o.CheckEvery, w.check) })
+		}
+		if o.MaxMemory > 0 {
+			w := &memWatch{node: node, max: o.MaxMemory, log: log.With("component", "nsqd", "node", i), topics: map[string]topicSize{}}
+			e.mem = append(e.mem, w)
+			e.wg.Go(func() { repeat(e.quit, o.MemCheckEvery, w.check) })
 		}
 		log.Info("embedded nsqd listening", "node", i, "tcp", node.RealTCPAddr().String(), "http", node.RealHTTPAddr().String())
 	}
 	return e, nil
+}
+
+// memQueueSize is nsqd's --mem-queue-size for o: one queue of the largest messages fits MaxMemory. At
+// least 1, so an ephemeral channel (no disk queue: nsqd drops what its memory cannot take) can hand a
+// message to a consumer that is momentarily busy.
+func (o NSQDOptions) memQueueSize() int64 {
+	const nsqdDefault = 10000
+	return min(max(o.MaxMemory/max(o.MaxMsgSize, 1), 1), nsqdDefault)
+}
+
+// memWatch keeps the messages one nsqd holds in memory under max bytes. nsqd tells each queue's count
+// in memory (depth minus disk depth) and each topic's bytes and messages so far; the bytes per message
+// of a topic are those of the messages since the last check, and the largest seen while the topic had
+// messages in memory, so a topic filled with large messages and then sent small ones is not undercounted.
+type memWatch struct {
+	node     *nsqd.NSQD
+	max      int64
+	log      *slog.Logger
+	topics   map[string]topicSize
+	lastWarn time.Time
+	emptied  map[string]int // since the last warning
+}
+
+type topicSize struct {
+	count, bytes uint64  // the topic's counters at the last check
+	per          float64 // bytes per message, the largest recent
+}
+
+// memQueue is one topic's or channel's in-memory queue, by its estimated bytes.
+type memQueue struct {
+	topic, channel string // channel "": the topic's own queue
+	bytes          int64
+}
+
+func (w *memWatch) check() {
+	var queues []memQueue
+	var total int64
+	seen := make(map[string]bool, len(w.topics))
+	for _, ts := range w.node.GetStats("", "", false).Topics {
+		seen[ts.TopicName] = true
+		sz := w.topics[ts.TopicName]
+		inMemory := ts.Depth - ts.BackendDepth
+		for _, cs := range ts.Channels {
+			inMemory += cs.Depth - cs.BackendDepth
+		}
+		if inMemory == 0 {
+			sz.per = 0 // nothing held: the next messages set the size afresh
+		}
+		if n := ts.MessageCount - sz.count; n > 0 && ts.MessageBytes >= sz.bytes {
+			sz.per = max(sz.per, float64(ts.MessageBytes-sz.bytes)/float64(n))
+		}
+		sz.count, sz.bytes = ts.MessageCount, ts.MessageBytes
+		w.topics[ts.TopicName] = sz
+		add := func(channel string, n int64) {
+			if b := int64(float64(n) * sz.per); b > 0 {
+				queues = append(queues, memQueue{ts.TopicName, channel, b})
+				total += b
+			}
+		}
+		add("", ts.Depth-ts.BackendDepth)
+		for _, cs := range ts.Channels {
+			add(cs.ChannelName, cs.Depth-cs.BackendDepth)
+		}
+	}
+	for name := range w.topics {
+		if !seen[name] {
+			delete(w.topics, name) // deleted topics
+		}
+	}
+	if total <= w.max {
+		return
+	}
+	slices.SortFunc(queues, func(a, b memQueue) int { return cmp.Compare(b.bytes, a.bytes) })
+	before := total
+	for _, q := range queues {
+		if total <= w.max {
+			break
+		}
+		if err := emptyQueue(w.node, q.topic, q.channel); err != nil {
+			continue // deleted meanwhile
+		}
+		total -= q.bytes
+		if w.emptied == nil {
+			w.emptied = map[string]int{}
+		}
+		name := q.topic
+		if q.channel != "" {
+			name += ":" + q.channel
+		}
+		w.emptied[name]++
+	}
+	// Under a client sending on, this repeats every check: one warning per 10 s says it all.
+	if time.Since(w.lastWarn) >= 10*time.Second {
+		w.lastWarn = time.Now()
+		w.log.Warn("embedded nsqd over its memory budget (nsq.embedded_max_memory): emptied its fullest queues, their messages are lost",
+			"memory_bytes", before, "max_bytes", w.max, "emptied", w.emptied)
+		w.emptied = nil
+	}
 }
 
 // diskWatch keeps one nsqd's spilled messages under max bytes.
@@ -121,7 +242,8 @@ type diskWatch struct {
 	log  *slog.Logger
 }
 
-func (w *diskWatch) run(quit <-chan struct{}, every time.Duration) {
+// repeat calls check every interval until quit is closed.
+func repeat(quit <-chan struct{}, every time.Duration, check func()) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -129,7 +251,7 @@ func (w *diskWatch) run(quit <-chan struct{}, every time.Duration) {
 		case <-quit:
 			return
 		case <-t.C:
-			w.check()
+			check()
 		}
 	}
 }
@@ -178,14 +300,19 @@ func (w *diskWatch) check() {
 		"disk_bytes", before, "max_bytes", w.max, "emptied", emptied)
 }
 
-// empty drops every message of a topic's or channel's queue, in memory and on disk.
+// empty drops every message of a queue named as its files are: topic, or topic:channel.
 func (w *diskWatch) empty(queue string) error {
-	topicName, channelName, isChannel := strings.Cut(queue, ":")
-	topic, err := w.node.GetExistingTopic(topicName)
+	topic, channel, _ := strings.Cut(queue, ":")
+	return emptyQueue(w.node, topic, channel)
+}
+
+// emptyQueue drops every message of a topic's queue (channel "") or a channel's, in memory and on disk.
+func emptyQueue(node *nsqd.NSQD, topicName, channelName string) error {
+	topic, err := node.GetExistingTopic(topicName)
 	if err != nil {
 		return err
 	}
-	if !isChannel {
+	if channelName == "" {
 		return topic.Empty()
 	}
 	ch, err := topic.GetExistingChannel(channelName)
@@ -217,8 +344,79 @@ func (e *NSQD) Close() error {
 		}
 		e.wg.Wait()
 		err = os.RemoveAll(e.dir)
+		e.lock.Close()
 	})
 	return err
+}
+
+// Data directories: <tmp>/mqtarget-nsqd-<random>, holding a lock file that the process using the
+// directory keeps locked (flock) and, once it holds the lock, a marker file. A process killed with
+// SIGKILL cannot remove its directory, but the kernel releases its lock: the next start removes each
+// directory whose lock it can take and whose marker exists (so a directory being set up, locked
+// after its creation, is never taken for stale).
+const (
+	dataDirPrefix = "mqtarget-nsqd-"
+	lockName      = "lock"
+	markerName    = "in-use"
+)
+
+// makeDataDir creates a data directory under tmp and locks it.
+func makeDataDir(tmp string) (string, *os.File, error) {
+	dir, err := os.MkdirTemp(tmp, dataDirPrefix)
+	if err != nil {
+		return "", nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_CREATE|os.O_RDWR, 0o600)
+	if err == nil {
+		var ok bool
+		if ok, err = lockFile(f); err == nil && ok {
+			if err = os.WriteFile(filepath.Join(dir, markerName), []byte(fmt.Sprintln(os.Getpid())), 0o600); err == nil {
+				return dir, f, nil
+			}
+		} else if err == nil {
+			err = errors.New("its new lock is held by another process")
+		}
+		f.Close()
+	}
+	_ = os.RemoveAll(dir)
+	return "", nil, err
+}
+
+// removeStaleDirs removes the data directories under tmp that no live process holds, logging what it
+// freed. Directories of older mqtarget versions (no lock file) and anything else are left alone.
+func removeStaleDirs(tmp string, log *slog.Logger) {
+	dirs, _ := filepath.Glob(filepath.Join(tmp, dataDirPrefix+"*"))
+	for _, dir := range dirs {
+		if _, err := os.Stat(filepath.Join(dir, markerName)); err != nil {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR, 0)
+		if err != nil {
+			continue
+		}
+		if ok, _ := lockFile(f); ok {
+			size := dirSize(dir)
+			if err := os.RemoveAll(dir); err != nil {
+				log.Warn("embedded nsqd: removing a data directory left by a killed process failed", "dir", dir, "err", err)
+			} else {
+				log.Info("embedded nsqd: removed a data directory left by a killed process", "dir", dir, "bytes", size)
+			}
+		}
+		f.Close()
+	}
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // nsqdLogger routes nsqd's log lines to slog, keeping nsqd's own level, rate-limited per cause

@@ -150,11 +150,19 @@ func newBoundedQueues(max int64, log *slog.Logger) *boundedQueues {
 	return &boundedQueues{max: max, lists: map[string]*list.List{}, dropped: map[string]int64{}, log: log}
 }
 
+// Bookkeeping of a queued frame beside its bytes: the Frame, its Header and list.Element (about 150
+// bytes), and per header the two string headers in its slice. A budget of small frames is mostly this.
+const (
+	frameOverhead  = 160
+	headerOverhead = 32
+)
+
+// frameSize is the memory a queued frame takes, about: its bytes and their bookkeeping.
 func frameSize(f *frame.Frame) int64 {
-	n := int64(len(f.Command) + len(f.Body))
+	n := int64(frameOverhead + len(f.Command) + cap(f.Body))
 	for i := range f.Header.Len() {
 		k, v := f.Header.GetAt(i)
-		n += int64(len(k) + len(v) + 2)
+		n += int64(headerOverhead + len(k) + len(v))
 	}
 	return n
 }

@@ -1,8 +1,10 @@
 package embedded
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -50,6 +52,42 @@ func TestBoundedQueues(t *testing.T) {
 			if q.bytes != 0 {
 				t.Errorf("%d bytes accounted after draining", q.bytes)
 			}
+		})
+	}
+}
+
+// TestBoundedQueuesCountTheirMemory: the budget bounds the memory the queued frames take, small frames'
+// bookkeeping (frame, header slice, list element) included, not only their bytes on the wire.
+func TestBoundedQueuesCountTheirMemory(t *testing.T) {
+	const max = 4 << 20
+	for _, tc := range []struct {
+		name string
+		body int
+	}{
+		{"empty bodies", 0},
+		{"10-byte bodies", 10},
+		{"1 KiB bodies", 1 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			q := newBoundedQueues(max, slog.New(slog.DiscardHandler))
+			for i := range 200000 {
+				// Allocated strings, as go-stomp's frame reader makes them.
+				f := frame.New(frame.MESSAGE, frame.Destination, fmt.Sprint("/queue/", i%3), frame.MessageId, fmt.Sprint(i),
+					frame.ContentType, strings.Clone("text/plain"), frame.ContentLength, fmt.Sprint(tc.body))
+				f.Body = make([]byte, tc.body)
+				if err := q.Enqueue(fmt.Sprint("/queue/", i%3), f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			if held := int64(after.HeapAlloc) - int64(before.HeapAlloc); held > 2*max {
+				t.Errorf("the queues hold %d bytes of heap, over twice their budget of %d", held, max)
+			}
+			runtime.KeepAlive(q)
 		})
 	}
 }

@@ -23,7 +23,6 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -385,21 +384,6 @@ func (c *Client) Pull(ctx context.Context, addr, group, topic string, queue int,
 	default:
 		return nil, offset, &CodeError{resp.Code, resp.Remark}
 	}
-}
-
-// ValidateAddr checks a host:port address.
-func ValidateAddr(a string) error {
-	host, port, err := net.SplitHostPort(a)
-	if err != nil {
-		return fmt.Errorf("%q is not host:port: %v", a, err)
-	}
-	if host == "" {
-		return fmt.Errorf("%q has no host", a)
-	}
-	if port == "" || strings.Trim(port, "0123456789") != "" {
-		return fmt.Errorf("%q has no numeric port", a)
-	}
-	return nil
 }
 
 // ErrNoBrokers: the name server knows no broker with a master.

@@ -98,6 +98,7 @@ type Conn struct {
 	broken  error // the write that failed; the read loop still takes the answers already sent
 	failed  bool  // fail ran
 
+	shutdown bool          // under mu: Close came to a live connection, our own shutdown
 	dead     atomic.Bool   // no new commands: the connection failed, or its write side broke
 	quit     chan struct{} // closed by fail: the writer stops
 	readDone chan struct{} // closed when the read loop ends
@@ -156,11 +157,11 @@ func (c *Conn) Send(by time.Time, enc func(b []byte, id uint64) []byte, done fun
 		by = now
 	}
 	c.mu.Lock()
-	if c.closing {
+	if c.closing && c.shutdown {
 		c.mu.Unlock()
 		return kind(c.cfg.Closed, errors.New("connection closing"))
 	}
-	if c.dead.Load() {
+	if c.dead.Load() || c.closing {
 		c.mu.Unlock()
 		return kind(c.cfg.Unavailable, errors.New("connection closed"))
 	}
@@ -433,6 +434,9 @@ func (c *Conn) Close() {
 		closed := kind(c.cfg.Closed, errors.New("connection closed"))
 		c.mu.Lock()
 		c.closing = true
+		// A connection that failed first is retired (the pool does that before redialling): a Send
+		// reaching it meets the broker's failure, not a shutdown.
+		c.shutdown = !c.failed
 		c.queued = nil
 		unsent := c.takeUnsent()
 		var idle chan struct{}

@@ -540,3 +540,37 @@ func TestConcurrentClose(t *testing.T) {
 		}
 	}
 }
+
+// TestSendAfterRetire: a connection the broker closed is retired with Close (what the pool does
+// before redialling); a Send that still reaches it fails Unavailable, since only our own Close of a
+// live connection is a shutdown (the "closed" result of the metrics).
+func TestSendAfterRetire(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		brokerGone bool
+		want       error
+	}{
+		{"the broker closed it, then Close", true, errUnavailable},
+		{"Close of a live connection", false, errClosed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, nc := startBroker(t, func(_ io.Writer, _ string, conn net.Conn) { conn.Close() })
+			c := New(nc, testConfig(Next))
+			if tc.brokerGone {
+				r := newResult()
+				if err := c.Send(time.Time{}, encLine, r.done); err != nil {
+					t.Fatal(err)
+				}
+				if err := r.wait(t); !errors.Is(err, errUnavailable) {
+					t.Fatalf("command on the closed connection: %v, want unavailable", err)
+				}
+				<-b.done
+			}
+			c.Close()
+			err := c.Send(time.Time{}, encLine, func(error) { t.Error("done called after a refused Send") })
+			if !errors.Is(err, tc.want) || (tc.want == errUnavailable && errors.Is(err, errClosed)) {
+				t.Errorf("Send: %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
