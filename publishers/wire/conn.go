@@ -46,7 +46,11 @@ type Config struct {
 	Goodbye []byte
 	// Unavailable and Closed are the error kinds callbacks get when the connection breaks or is closed.
 	Unavailable, Closed error
-	Log                 *slog.Logger
+	// ProtocolError, when set, is called once when the connection fails for a protocol violation (an
+	// error wrapping ErrProtocol), before any outstanding command's callback runs: the protocol counts it
+	// and logs it (the core then logs the failure at debug level only). It must be quick.
+	ProtocolError func(err error)
+	Log           *slog.Logger
 }
 
 // AnswerKind says which command a frame answers.
@@ -74,6 +78,12 @@ type Answer struct {
 	Close error
 }
 
+// ErrProtocol marks a protocol violation: the broker sent what no correct broker sends (a malformed or
+// unexpected frame, an answer with nothing outstanding, to a command not yet written, or to one already
+// answered). Nothing it says can be believed then: the connection is closed and every outstanding command
+// fails as unavailable, never as acknowledged. Protocols wrap it in the errors of their Read.
+var ErrProtocol = errors.New("broker protocol violation")
+
 // ErrStalled fails a connection whose oldest command stayed unanswered past its caller's deadline and the
 // grace: without it a frozen broker would pile up callbacks until a long read timeout.
 var ErrStalled = errors.New("broker left a command unanswered past its deadline")
@@ -92,6 +102,9 @@ type Conn struct {
 	head    uint64
 	next    uint64        // sequence number of the next command
 	written uint64        // sequence number of the last command the writer took: later ones are still queued
+	writing uint64        // sequence number of the last command whose write started (writing <= written)
+	sent    uint64        // sequence number of the last command whose write returned (sent <= writing)
+	wrote   sync.Cond     // on mu: signalled when sent moves on, a write breaks or the connection fails
 	live    int           // entries in pending whose done is still set
 	idle    chan struct{} // set by Close while it waits; closed when live drops to 0
 	closing bool
@@ -127,6 +140,7 @@ func New(nc net.Conn, cfg Config) *Conn {
 		wake:     make(chan struct{}, 1),
 		wsem:     make(chan struct{}, 1),
 	}
+	c.wrote.L = &c.mu
 	c.arm()
 	c.wg.Add(2)
 	go c.writeLoop()
@@ -244,6 +258,7 @@ func (c *Conn) writeLoop() {
 		c.mu.Lock()
 		out, c.queued = c.queued, out[:0]
 		c.written = c.next - 1
+		taken := c.written
 		by := c.batchBy
 		c.batchBy = time.Time{}
 		c.mu.Unlock()
@@ -261,6 +276,9 @@ func (c *Conn) writeLoop() {
 		// One deadline per gathered write: a write still blocked past the earliest caller's deadline
 		// and the grace means the broker stopped reading.
 		_ = c.nc.SetWriteDeadline(by.Add(c.cfg.StallGrace))
+		c.mu.Lock()
+		c.writing = taken // an answer to a later command answers what the broker cannot have seen
+		c.mu.Unlock()
 		_, err := c.nc.Write(out)
 		<-c.wsem
 		if err != nil {
@@ -271,6 +289,10 @@ func (c *Conn) writeLoop() {
 			c.breakWrites(err)
 			return
 		}
+		c.mu.Lock()
+		c.sent = taken
+		c.wrote.Broadcast()
+		c.mu.Unlock()
 		c.writes.Add(1)
 		wrote = true
 		if cap(out) > 1<<20 {
@@ -288,6 +310,7 @@ func (c *Conn) breakWrites(err error) {
 	c.broken = err
 	c.dead.Store(true)
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.cfg.StallGrace))
+	c.wrote.Broadcast()
 	c.mu.Unlock()
 }
 
@@ -308,6 +331,8 @@ func (c *Conn) readLoop() {
 			switch {
 			case broken != nil:
 				err = fmt.Errorf("write failed: %w (then read: %v)", broken, err)
+			case errors.Is(err, ErrProtocol):
+				c.protocolError(err)
 			case isTimeout(err):
 				if outstanding > 0 {
 					err = fmt.Errorf("%w: %v", ErrStalled, err)
@@ -322,7 +347,11 @@ func (c *Conn) readLoop() {
 			c.queueRaw(a.Reply)
 		}
 		if a.Kind != None {
-			c.answer(a)
+			if err := c.answer(a); err != nil {
+				c.protocolError(err)
+				c.fail(kind(c.cfg.Unavailable, err))
+				return
+			}
 		}
 		if a.Close != nil {
 			c.fail(a.Close)
@@ -347,35 +376,74 @@ func (c *Conn) arm() {
 	}
 }
 
-// answer runs the callback of the command a names.
-func (c *Conn) answer(a Answer) {
+// answer runs the callback of the command a names. An answer that names no outstanding command that was
+// written is a protocol violation (returned, nothing run): a broker that answers ahead, twice, or for
+// nothing would otherwise acknowledge commands it never saw.
+func (c *Conn) answer(a Answer) error {
 	c.mu.Lock()
-	var done func(error)
-	q := c.pending[c.off:]
-	i := uint64(0) // Next: q[0] is always outstanding (answered entries are trimmed from the front)
-	if a.Kind == ByID {
-		i = a.ID - c.head // wraps to a huge value for ids already trimmed
-	}
-	if i < uint64(len(q)) && q[i].done != nil {
-		done = q[i].done
-		q[i] = entry{}
-		c.live--
-		c.trim()
-		if c.live == 0 && c.idle != nil {
-			close(c.idle)
-			c.idle = nil
+	var (
+		q   []entry
+		seq uint64
+	)
+	for {
+		if c.failed { // everything outstanding has been failed already
+			c.mu.Unlock()
+			return nil
 		}
+		q = c.pending[c.off:]
+		seq = c.head // Next: q[0] is always outstanding (answered entries are trimmed from the front)
+		if a.Kind == ByID {
+			seq = a.ID
+		}
+		i := seq - c.head // wraps to a huge value for ids already trimmed
+		var bad error
+		switch {
+		case a.Kind == ByID && (seq == 0 || seq >= c.next):
+			bad = fmt.Errorf("%w: answer to command %d, never sent", ErrProtocol, seq)
+		case i >= uint64(len(q)) || q[i].done == nil:
+			if a.Kind == ByID {
+				bad = fmt.Errorf("%w: answer to command %d, not outstanding (answered already)", ErrProtocol, seq)
+			} else {
+				bad = fmt.Errorf("%w: answer with no command outstanding", ErrProtocol)
+			}
+		case seq > c.writing:
+			bad = fmt.Errorf("%w: answer to command %d, not yet written", ErrProtocol, seq)
+		}
+		if bad != nil {
+			c.mu.Unlock()
+			return bad
+		}
+		// Being written: believed once the write returned (the broker may answer the bytes it got before
+		// our Write returns). After a broken write the broker may have got, and answered, the commands at
+		// its start, as before the break.
+		if seq <= c.sent || c.broken != nil {
+			q = q[i:]
+			break
+		}
+		c.wrote.Wait()
+	}
+	done := q[0].done
+	q[0] = entry{}
+	c.live--
+	c.trim()
+	if c.live == 0 && c.idle != nil {
+		close(c.idle)
+		c.idle = nil
 	}
 	if a.Close != nil {
 		// Before the callback runs, so its caller's next command goes to a new connection.
 		c.dead.Store(true)
 	}
 	c.mu.Unlock()
-	if done == nil {
-		c.cfg.Log.Warn(c.cfg.Name+" broker answered a command nobody waits for", "addr", c.RemoteAddr(), "id", a.ID)
-		return
-	}
 	done(a.Err)
+	return nil
+}
+
+// protocolError reports a violation to the protocol's hook, once per connection (it fails right after).
+func (c *Conn) protocolError(err error) {
+	if c.cfg.ProtocolError != nil {
+		c.cfg.ProtocolError(err)
+	}
 }
 
 // trim drops answered entries from the front, so pending[off] is the oldest outstanding command.
@@ -398,6 +466,7 @@ func (c *Conn) fail(err error) {
 	}
 	c.failed = true
 	c.dead.Store(true)
+	c.wrote.Broadcast()
 	close(c.quit)
 	pending := c.pending
 	c.pending, c.off, c.live, c.queued = nil, 0, 0, nil
@@ -411,6 +480,9 @@ func (c *Conn) fail(err error) {
 	}
 	switch {
 	case errors.Is(err, c.cfg.Closed):
+	case errors.Is(err, ErrProtocol) && c.cfg.ProtocolError != nil:
+		// The protocol's hook logged it (once per host: a misbehaving broker fails every connection).
+		c.cfg.Log.Debug(c.cfg.Name+" connection closed after a protocol violation", "addr", c.RemoteAddr(), "pending", n, "err", err)
 	case n > 0:
 		c.cfg.Log.Warn(c.cfg.Name+" connection lost with commands pending", "addr", c.RemoteAddr(), "pending", n, "err", err)
 	default:
