@@ -105,6 +105,7 @@ type NSQ struct {
 	coalesce   bool
 	coalescers sync.Map       // coalesceKey → *coalescer, while busy
 	versions   brokerVersions // what each nsqd said it runs (IDENTIFY)
+	proto      *protocolErrors
 }
 
 // Timings of the connection handling.
@@ -130,7 +131,7 @@ func NewNSQ(c NSQConfig, log *slog.Logger) (*NSQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &NSQ{dial: c.DialTimeout, tls: tc, log: log, coalesce: c.Coalesce}
+	p := &NSQ{dial: c.DialTimeout, tls: tc, log: log, coalesce: c.Coalesce, proto: newProtocolErrors("nsq", c.Hosts, log)}
 	p.pool = newPool("nsq", c.Hosts, c.ProducersPerHost, p.connect)
 	p.pool.log = log
 	return p, nil
@@ -235,20 +236,25 @@ func (p *NSQ) connect(ctx context.Context, addr string) (*nsqConn, error) {
 		if limit, err = p.probeMaxMsgSize(ctx, addr); errors.Is(err, errNSQTLSRequired) {
 			netConn.Close()
 			return nil, wrap(ErrUnavailable, fmt.Errorf("nsqd %s: %w: set nsq.tls", addr, err))
+		} else if isProtocolError(err) {
+			netConn.Close()
+			p.proto.count(addr, err)
+			return nil, wrap(ErrUnavailable, fmt.Errorf("nsqd %s: %w", addr, err))
 		} else if err != nil {
 			p.log.Warn("nsqd message size limit unknown: oversize messages will fail their connection", "addr", addr, "err", err)
 		}
 	}
 	return &nsqConn{Conn: wire.New(netConn, wire.Config{
-		Name:        "nsq",
-		Read:        readNSQAnswer,
-		MaxWait:     nsqMaxWait,
-		StallGrace:  nsqStallGrace,
-		IdleTimeout: nsqReadTimeout,
-		CloseWait:   nsqCloseWait,
-		Unavailable: ErrUnavailable,
-		Closed:      ErrClosed,
-		Log:         p.log,
+		Name:          "nsq",
+		Read:          readNSQAnswer,
+		MaxWait:       nsqMaxWait,
+		StallGrace:    nsqStallGrace,
+		IdleTimeout:   nsqReadTimeout,
+		CloseWait:     nsqCloseWait,
+		Unavailable:   ErrUnavailable,
+		Closed:        ErrClosed,
+		ProtocolError: p.proto.hook(addr),
+		Log:           p.log,
 	}), maxMsg: limit}, nil
 }
 
@@ -296,6 +302,9 @@ func (p *NSQ) handshake(ctx context.Context, addr string) (net.Conn, int64, erro
 	if err == nil && ans.Version != "" {
 		p.versions.set(addr, "nsqd "+ans.Version)
 	}
+	if isProtocolError(err) {
+		p.proto.count(addr, err)
+	}
 	return conn, ans.MaxMsgSize, err
 }
 
@@ -340,8 +349,10 @@ func nsqUpgrade(ctx context.Context, conn net.Conn, addr string, tc *tls.Config,
 	switch {
 	case err != nil:
 		return tlsConn, err
-	case frameType != nsq.FrameTypeResponse || string(data) != "OK":
+	case frameType == nsq.FrameTypeError:
 		return tlsConn, wrap(ErrRejected, fmt.Errorf("TLS upgrade answered %q", data))
+	case frameType != nsq.FrameTypeResponse || string(data) != "OK":
+		return tlsConn, protocolError("nsqd answered the TLS upgrade with frame type %d %s", frameType, truncate(data))
 	}
 	return tlsConn, nil
 }
@@ -374,13 +385,15 @@ func identify(conn net.Conn, wantTLS bool) (nsqIdentifyAnswer, error) {
 	switch {
 	case err != nil:
 		return answer, err
-	case frameType != nsq.FrameTypeResponse:
+	case frameType == nsq.FrameTypeError:
 		return answer, wrap(ErrRejected, fmt.Errorf("IDENTIFY answered %q", data))
+	case frameType != nsq.FrameTypeResponse:
+		return answer, protocolError("nsqd answered IDENTIFY with frame type %d", frameType)
 	case string(data) == "OK": // nsqd without feature negotiation
 		return answer, nil
 	}
 	if err := json.Unmarshal(data, &answer); err != nil {
-		return answer, wrap(ErrRejected, fmt.Errorf("IDENTIFY answer %q: %v", data, err))
+		return answer, protocolError("IDENTIFY answer %s is neither OK nor JSON: %v", truncate(data), err)
 	}
 	return answer, nil
 }
@@ -412,8 +425,12 @@ func (p *NSQ) probeMaxMsgSize(ctx context.Context, addr string) (int64, error) {
 	if frameType == nsq.FrameTypeError && bytes.Contains(data, []byte("TLS required")) {
 		return 0, fmt.Errorf("%w (it answered %q)", errNSQTLSRequired, data)
 	}
+	if frameType != nsq.FrameTypeError {
+		// No nsqd accepts a 2 GiB message, let alone before its body arrived.
+		return 0, protocolError("nsqd answered a PUB of %d bytes, body not sent, with frame type %d %s", nsqProbeBodyLen, frameType, truncate(data))
+	}
 	i := bytes.LastIndex(data, []byte(" > "))
-	if frameType != nsq.FrameTypeError || i < 0 {
+	if i < 0 {
 		return 0, fmt.Errorf("size probe answered %q", data)
 	}
 	if limit, err = strconv.ParseInt(string(data[i+3:]), 10, 64); err != nil || limit <= 0 {
@@ -429,8 +446,8 @@ var nop = []byte("NOP\n")
 // the 4-byte size says (up to 2 GiB).
 const nsqMaxAnswer = 4 << 10
 
-// errNSQFrame: nsqd sent something that is not a frame within our limits.
-var errNSQFrame = errors.New("malformed nsqd frame")
+// errNSQFrame: nsqd sent something that is not a frame within our limits: a protocol violation.
+var errNSQFrame = fmt.Errorf("%w: malformed nsqd frame", wire.ErrProtocol)
 
 // nsqFrameLen checks a frame header (size, type) and returns the length of the data that follows.
 func nsqFrameLen(hdr []byte) (int, int32, error) {
@@ -460,7 +477,8 @@ func readNSQFrame(r io.Reader) (int32, []byte, error) {
 }
 
 // readNSQAnswer reads one frame: OK answers the oldest command, an error rejects it and ends the
-// connection, a heart-beat wants a NOP. It allocates nothing: the frame is read within r's buffer.
+// connection, a heart-beat wants a NOP; any other frame is a protocol violation (nsqd answers PUB and
+// MPUB with OK and nothing else). It allocates nothing: the frame is read within r's buffer.
 func readNSQAnswer(r *bufio.Reader) (wire.Answer, error) {
 	hdr, err := r.Peek(8)
 	if err != nil {
@@ -485,8 +503,10 @@ func readNSQAnswer(r *bufio.Reader) (wire.Answer, error) {
 	switch {
 	case frameType == nsq.FrameTypeResponse && string(data) == "_heartbeat_":
 		return wire.Answer{Reply: nop}, nil
-	case frameType == nsq.FrameTypeResponse:
+	case frameType == nsq.FrameTypeResponse && string(data) == "OK":
 		return wire.Answer{Kind: wire.Next}, nil
+	case frameType == nsq.FrameTypeResponse:
+		return wire.Answer{}, fmt.Errorf("%w: response %s where only OK answers a publish", errNSQFrame, truncate(data))
 	case frameType == nsq.FrameTypeError:
 		// Every error nsqd answers a producer command with is fatal: it closes the connection.
 		reason := string(data)

@@ -98,6 +98,7 @@ type rmqNative struct {
 	closed   bool
 	bg       sync.WaitGroup // route refreshes, dead connections being closed
 	clientID string
+	proto    *protocolErrors
 }
 
 type rmqNativeSlot struct {
@@ -125,6 +126,11 @@ func newRMQNative(p *RocketMQ) *rmqNative {
 		n.conns[i].inFlight = make(chan struct{}, rmqMaxInFlight)
 	}
 	n.clientID = fmt.Sprintf("mqtarget@%d#%d", os.Getpid(), rmqInstance.Add(1))
+	addrs := make([]string, len(p.brokers))
+	for i, b := range p.brokers {
+		addrs[i] = b.Addr
+	}
+	n.proto = newProtocolErrors("rocketmq", addrs, p.log)
 	n.uniq.init()
 	// SendMessageRequestHeaderV2's short field names: a producerGroup, c defaultTopic, d
 	// defaultTopicQueueNums, f sysFlag, h flag, j reconsumeTimes, k unitMode, l maxReconsumeTimes; the
@@ -545,6 +551,14 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*wire.Con
 	return c, nil
 }
 
+// rmqFirstOpaque is a connection's first opaque: random below 2^19, so that a broker cannot answer
+// requests it did not get by counting, and the connection's rmqMaxOpaque requests stay within int32.
+func rmqFirstOpaque() uint64 {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return 1 + uint64(binary.BigEndian.Uint32(b[:])%(1<<19))
+}
+
 func rmqUsable(c *wire.Conn) bool {
 	if c == nil || c.Dead() {
 		return false
@@ -573,8 +587,10 @@ func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int) (*wire.Con
 		HeartBeat:      rmqNativeHeartBeat,
 		HeartBeatFrame: n.heartBeat(),
 		CloseWait:      rmqNativeCloseWait,
+		FirstID:        rmqFirstOpaque(),
 		Unavailable:    ErrUnavailable,
 		Closed:         ErrClosed,
+		ProtocolError:  n.proto.hook(b.Addr),
 		Log:            n.p.log,
 	}), nil
 }
@@ -764,14 +780,19 @@ type rmqAnswer struct {
 }
 
 // readRMQAnswer reads one frame and classifies it: responses answer the request with their opaque;
-// requests from the broker and the heart-beat's answer (opaque 0) answer none.
+// requests from the broker and the heart-beat's answer (opaque 0) answer none. A negative opaque is no
+// request's (wire.Conn fails the connection for an answer to one not outstanding); a malformed frame is
+// a protocol violation.
 func readRMQAnswer(r *bufio.Reader) (wire.Answer, error) {
 	a, err := readRMQFrame(r)
 	if err != nil {
 		return wire.Answer{}, err
 	}
-	if a.Flag&rmqFlagResponse == 0 || a.Opaque <= 0 {
+	switch {
+	case a.Flag&rmqFlagResponse == 0 || a.Opaque == 0:
 		return wire.Answer{}, nil
+	case a.Opaque < 0:
+		return wire.Answer{}, protocolError("response with opaque %d", a.Opaque)
 	}
 	ans := wire.Answer{Kind: wire.ByID, ID: uint64(a.Opaque)}
 	if a.Code != rmqResSuccess {
@@ -791,7 +812,7 @@ func readRMQFrame(r *bufio.Reader) (rmqAnswer, error) {
 	typ := head[4]
 	hl := binary.BigEndian.Uint32(head[4:8]) & 0xFFFFFF
 	if total < 4+hl || total > rmqMaxFrame {
-		return a, fmt.Errorf("bad rocketmq frame: length %d, header %d", total, hl)
+		return a, protocolError("bad rocketmq frame: length %d, header %d", total, hl)
 	}
 	_, _ = r.Discard(8)
 	var hdr []byte
@@ -814,7 +835,7 @@ func readRMQFrame(r *bufio.Reader) (rmqAnswer, error) {
 		err = fmt.Errorf("unsupported rocketmq serialize type %d", typ)
 	}
 	if err != nil {
-		return a, fmt.Errorf("bad rocketmq header: %w", err)
+		return a, protocolError("bad rocketmq header: %v", err)
 	}
 	if int(hl) <= r.Size() {
 		_, _ = r.Discard(int(hl))

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -144,8 +146,9 @@ func checkHeaderText(s string) error {
 // non-blocking way to wait for a receipt (async would need a goroutine per message), it takes no
 // context, and when a receipt waiter has given up its read loop blocks forever delivering to it.
 //
-// Here every SEND carries a receipt header whose id is the request's sequence number on the connection,
-// and is queued on the shared connection core (publishers/wire), which writes many requests at once and
+// Here every SEND carries a receipt header whose id is the connection's random token and the request's
+// sequence number on the connection (a broker cannot guess the receipt of a SEND it did not get), and is
+// queued on the shared connection core (publishers/wire), which writes many requests at once and
 // runs each callback when its RECEIPT (or an ERROR) arrives. Sync publishes wait for their callback or
 // their context; PublishAsync returns once queued.
 type STOMP struct {
@@ -154,6 +157,7 @@ type STOMP struct {
 	pool     *pool[*stompConn]
 	log      *slog.Logger
 	versions brokerVersions // what each broker said it runs (CONNECTED's server header)
+	proto    *protocolErrors
 }
 
 // Timings of the connection handling.
@@ -178,13 +182,13 @@ func NewSTOMP(c STOMPConfig, log *slog.Logger) (*STOMP, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &STOMP{cfg: c, tls: tc, log: log}
+	p := &STOMP{cfg: c, tls: tc, log: log, proto: newProtocolErrors("stomp", c.Hosts, log)}
 	p.pool = newPool("stomp", c.Hosts, c.ConnectionsPerHost, func(ctx context.Context, addr string) (*stompConn, error) {
 		netConn, hb, err := p.handshake(ctx, addr)
 		if err != nil {
 			return nil, err
 		}
-		return newSTOMPConn(netConn, hb, p), nil
+		return newSTOMPConn(netConn, addr, hb, p), nil
 	})
 	p.pool.log = log
 	return p, nil
@@ -235,7 +239,7 @@ func (p *STOMP) PublishAsync(host int, topic string, body []byte, done func(erro
 }
 
 // send queues a SEND of body, or a transaction of bodies when body is nil, on a connection to host. The
-// receipt id is the command's sequence number on its connection.
+// receipt id is the connection's token and the command's sequence number on it.
 func (p *STOMP) send(ctx context.Context, host int, topic string, body []byte, bodies [][]byte, done func(error)) error {
 	conn, err := p.pool.get(ctx, host)
 	if err != nil {
@@ -244,22 +248,23 @@ func (p *STOMP) send(ctx context.Context, host int, topic string, body []byte, b
 	by, _ := ctx.Deadline()
 	dest := p.cfg.Prefix + topic
 	persistent := p.cfg.Persistent
+	token := conn.token
 	if bodies == nil {
 		return conn.Send(by, func(b []byte, id uint64) []byte {
-			return appendSEND(b, dest, body, persistent, 0, id)
+			return appendSEND(b, dest, body, persistent, 0, token, id)
 		}, done)
 	}
 	return conn.Send(by, func(b []byte, id uint64) []byte {
-		b = appendTxFrame(b, "BEGIN", id, 0)
+		b = appendTxFrame(b, "BEGIN", id, "", 0)
 		for _, body := range bodies {
-			b = appendSEND(b, dest, body, persistent, id, 0)
+			b = appendSEND(b, dest, body, persistent, id, "", 0)
 		}
-		return appendTxFrame(b, "COMMIT", id, id)
+		return appendTxFrame(b, "COMMIT", id, token, id)
 	}, done)
 }
 
-// appendSEND encodes a SEND; tx and receipt are left out when 0.
-func appendSEND(b []byte, dest string, body []byte, persistent bool, tx, receipt uint64) []byte {
+// appendSEND encodes a SEND; tx and receipt are left out when 0; the receipt id is token-receipt.
+func appendSEND(b []byte, dest string, body []byte, persistent bool, tx uint64, token string, receipt uint64) []byte {
 	b = append(b, "SEND\ndestination:"...)
 	b = appendHeaderValue(b, dest)
 	b = append(b, "\ncontent-length:"...)
@@ -269,7 +274,7 @@ func appendSEND(b []byte, dest string, body []byte, persistent bool, tx, receipt
 		b = append(b, "persistent:true\n"...)
 	}
 	b = appendIDHeader(b, "transaction:tx-", tx)
-	b = appendIDHeader(b, "receipt:", receipt)
+	b = appendReceipt(b, token, receipt)
 	b = append(b, '\n')
 	b = append(b, body...)
 	return append(b, 0)
@@ -300,12 +305,46 @@ func appendHeaderValue(b []byte, s string) []byte {
 }
 
 // appendTxFrame encodes BEGIN or COMMIT of transaction tx-<tx>, with a receipt unless receipt is 0.
-func appendTxFrame(b []byte, command string, tx, receipt uint64) []byte {
+func appendTxFrame(b []byte, command string, tx uint64, token string, receipt uint64) []byte {
 	b = append(b, command...)
 	b = append(b, '\n')
 	b = appendIDHeader(b, "transaction:tx-", tx)
-	b = appendIDHeader(b, "receipt:", receipt)
+	b = appendReceipt(b, token, receipt)
 	return append(b, '\n', 0)
+}
+
+// appendReceipt appends the header line receipt:<token>-<id>, or nothing when id is 0.
+func appendReceipt(b []byte, token string, id uint64) []byte {
+	if id == 0 {
+		return b
+	}
+	b = append(b, "receipt:"...)
+	b = append(b, token...)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, id, 10)
+	return append(b, '\n')
+}
+
+// newSTOMPToken returns a connection's receipt token: 64 random bits in hex, so that no broker (or
+// anything else on the path) can name the receipt of a SEND it did not get.
+func newSTOMPToken() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// parseReceipt returns the sequence number of a receipt id made by appendReceipt with token, or an
+// error: an id that is not ours answers nothing we sent.
+func parseReceipt(token, id string) (uint64, error) {
+	rest, ok := strings.CutPrefix(id, token)
+	if ok {
+		rest, ok = strings.CutPrefix(rest, "-")
+	}
+	n, err := strconv.ParseUint(rest, 10, 64)
+	if !ok || err != nil || n == 0 {
+		return 0, protocolError("receipt id %s is none this connection sent", truncate([]byte(id)))
+	}
+	return n, nil
 }
 
 // appendIDHeader appends the header line prefix<id>, or nothing when id is 0.
@@ -350,6 +389,9 @@ func (p *STOMP) handshake(ctx context.Context, addr string) (net.Conn, heartBeat
 	hb, err := p.connect(conn, addr)
 	if err != nil {
 		conn.Close()
+		if isProtocolError(err) {
+			p.proto.count(addr, err)
+		}
 		if errors.Is(err, ErrRejected) {
 			return nil, hb, err
 		}
@@ -404,7 +446,7 @@ func (p *STOMP) connect(conn net.Conn, addr string) (heartBeats, error) {
 	case frame.ERROR:
 		return heartBeats{}, wrap(ErrRejected, fmt.Errorf("CONNECT refused: %s", errorText(f)))
 	default:
-		return heartBeats{}, fmt.Errorf("CONNECT answered with %s", f.Command)
+		return heartBeats{}, protocolError("CONNECT answered with %s", f.Command)
 	}
 	return negotiate(p.cfg.HeartBeat, p.cfg.HeartBeatReceive, f.Header.Get(frame.HeartBeat))
 }
@@ -433,7 +475,7 @@ func negotiate(send, recv time.Duration, header string) (heartBeats, error) {
 	}
 	sx, sy, err := frame.ParseHeartBeat(header)
 	if err != nil {
-		return heartBeats{}, fmt.Errorf("CONNECTED heart-beat %q: %w", header, err)
+		return heartBeats{}, protocolError("CONNECTED heart-beat %s: %v", truncate([]byte(header)), err)
 	}
 	var hb heartBeats
 	if send > 0 && sy > 0 {
@@ -460,18 +502,21 @@ func (p *STOMP) Close() error {
 	return nil
 }
 
-// stompConn is one publishing connection.
-type stompConn struct{ *wire.Conn }
+// stompConn is one publishing connection; its receipt ids start with token.
+type stompConn struct {
+	*wire.Conn
+	token string
+}
 
 var (
 	stompHeartBeat  = []byte{'\n'}
 	stompDisconnect = []byte("DISCONNECT\n\n\x00")
 )
 
-func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
-	addr := conn.RemoteAddr().String()
-	read := func(r *bufio.Reader) (wire.Answer, error) { return readSTOMPAnswer(r, p.log, addr) }
-	return &stompConn{wire.New(conn, wire.Config{
+func newSTOMPConn(conn net.Conn, addr string, hb heartBeats, p *STOMP) *stompConn {
+	token := newSTOMPToken()
+	read := func(r *bufio.Reader) (wire.Answer, error) { return readSTOMPAnswer(r, token) }
+	return &stompConn{token: token, Conn: wire.New(conn, wire.Config{
 		Name:           "stomp",
 		Read:           read,
 		MaxWait:        stompReceiptTimeout - stompStallGrace,
@@ -483,6 +528,7 @@ func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
 		Goodbye:        stompDisconnect,
 		Unavailable:    ErrUnavailable,
 		Closed:         ErrClosed,
+		ProtocolError:  p.proto.hook(addr),
 		Log:            p.log,
 	})}
 }
@@ -490,8 +536,9 @@ func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
 // readSTOMPAnswer reads one frame: a RECEIPT answers the request of its id; an ERROR ends the
 // connection (the broker closes it): the request it names is rejected and the others outstanding are
 // unavailable, and when it names none every request outstanding is rejected (the broker refused one of
-// them, e.g. a SEND in a transaction).
-func readSTOMPAnswer(r *bufio.Reader, log *slog.Logger, addr string) (wire.Answer, error) {
+// them, e.g. a SEND in a transaction). A receipt id not made with token, or any other frame (a
+// publishing connection subscribes to nothing), is a protocol violation.
+func readSTOMPAnswer(r *bufio.Reader, token string) (wire.Answer, error) {
 	f, err := readSTOMPFrame(r)
 	switch {
 	case err != nil:
@@ -501,24 +548,24 @@ func readSTOMPAnswer(r *bufio.Reader, log *slog.Logger, addr string) (wire.Answe
 	}
 	switch f.Command {
 	case frame.RECEIPT:
-		id, err := strconv.ParseUint(f.Header.Get(frame.ReceiptId), 10, 64)
+		id, err := parseReceipt(token, f.Header.Get(frame.ReceiptId))
 		if err != nil {
-			log.Warn("stomp broker sent a receipt nobody waits for", "addr", addr, "receipt", f.Header.Get(frame.ReceiptId))
-			return wire.Answer{}, nil
+			return wire.Answer{}, err
 		}
 		return wire.Answer{Kind: wire.ByID, ID: id}, nil
 	case frame.ERROR:
 		rejected := wrap(ErrRejected, fmt.Errorf("broker ERROR: %s", errorText(f)))
 		if s, named := f.Header.Contains(frame.ReceiptId); named {
-			if id, err := strconv.ParseUint(s, 10, 64); err == nil {
-				return wire.Answer{Kind: wire.ByID, ID: id, Err: rejected,
-					Close: wrap(ErrUnavailable, fmt.Errorf("connection closed after a broker ERROR: %s", errorText(f)))}, nil
+			id, err := parseReceipt(token, s)
+			if err != nil {
+				return wire.Answer{}, err
 			}
+			return wire.Answer{Kind: wire.ByID, ID: id, Err: rejected,
+				Close: wrap(ErrUnavailable, fmt.Errorf("connection closed after a broker ERROR: %s", errorText(f)))}, nil
 		}
 		return wire.Answer{Close: rejected}, nil
 	default:
-		log.Warn("stomp broker sent an unexpected frame", "addr", addr, "command", f.Command)
-		return wire.Answer{}, nil
+		return wire.Answer{}, protocolError("%s frame on a publishing connection", f.Command)
 	}
 }
 
@@ -530,8 +577,9 @@ const (
 	stompMaxHeaders = 64
 )
 
-// errSTOMPFrame: the broker sent something that is not a STOMP frame within our limits.
-var errSTOMPFrame = errors.New("malformed STOMP frame from the broker")
+// errSTOMPFrame: the broker sent something that is not a STOMP frame within our limits: a protocol
+// violation.
+var errSTOMPFrame = fmt.Errorf("%w: malformed STOMP frame from the broker", wire.ErrProtocol)
 
 // readSTOMPFrame reads one frame, or returns nil for a heart-beat. A line longer than r's buffer, more
 // than stompMaxHeaders headers or a body over stompMaxBody is errSTOMPFrame, as is anything malformed;

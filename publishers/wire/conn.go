@@ -44,6 +44,10 @@ type Config struct {
 	CloseWait time.Duration
 	// Goodbye is written by Close, best effort within a second (STOMP DISCONNECT); nil writes nothing.
 	Goodbye []byte
+	// FirstID is the sequence number of the connection's first command (0: 1). A protocol whose ids
+	// are small numbers (RocketMQ's opaque) starts each connection at a random one, so that a broker
+	// cannot answer commands it did not get by counting.
+	FirstID uint64
 	// Unavailable and Closed are the error kinds callbacks get when the connection breaks or is closed.
 	Unavailable, Closed error
 	// ProtocolError, when set, is called once when the connection fails for a protocol violation (an
@@ -130,11 +134,12 @@ type entry struct {
 
 // New starts the writer and read loop on nc, which has finished its handshake.
 func New(nc net.Conn, cfg Config) *Conn {
+	first := max(cfg.FirstID, 1)
 	c := &Conn{
 		nc:       nc,
 		cfg:      cfg,
-		next:     1,
-		head:     1,
+		next:     first,
+		head:     first,
 		quit:     make(chan struct{}),
 		readDone: make(chan struct{}),
 		wake:     make(chan struct{}, 1),
@@ -402,7 +407,7 @@ func (c *Conn) answer(a Answer) error {
 			bad = fmt.Errorf("%w: answer to command %d, never sent", ErrProtocol, seq)
 		case i >= uint64(len(q)) || q[i].done == nil:
 			if a.Kind == ByID {
-				bad = fmt.Errorf("%w: answer to command %d, not outstanding (answered already)", ErrProtocol, seq)
+				bad = fmt.Errorf("%w: answer to command %d, not outstanding", ErrProtocol, seq)
 			} else {
 				bad = fmt.Errorf("%w: answer with no command outstanding", ErrProtocol)
 			}
