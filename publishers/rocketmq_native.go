@@ -76,8 +76,8 @@ const (
 	// queue far more than a broker answers in that time. Past it, publishes wait for a slot (within
 	// their deadline) on our side instead.
 	rmqMaxInFlight = 64
-	// opaque is an int32: a connection is replaced before its sequence numbers leave that range.
-	rmqMaxOpaque = 1<<31 - 1<<20
+	// A connection is replaced before its sequence numbers leave rmqOpaques' domain.
+	rmqMaxOpaque = 1<<30 - 1<<20
 )
 
 // errRMQNotSent marks failures where the request certainly never reached the broker, so that resending
@@ -102,7 +102,7 @@ type rmqNative struct {
 }
 
 type rmqNativeSlot struct {
-	cur      atomic.Pointer[wire.Conn]
+	cur      atomic.Pointer[rmqConn]
 	mu       sync.Mutex    // held while dialling
 	inFlight chan struct{} // one token per outstanding request (rmqMaxInFlight)
 	counts   hostConns     // connections made, replaced and failed (ConnCounts)
@@ -154,6 +154,7 @@ type rmqSend struct {
 	queue  int
 	bodies [][]byte
 	ids    [][rmqUniqLen]byte // UNIQ_KEY per body, kept across resends
+	op     rmqOpaques         // of the connection prepare chose
 }
 
 func (n *rmqNative) newSend(topic string, host int, bodies [][]byte) *rmqSend {
@@ -222,7 +223,7 @@ func (n *rmqNative) sendOnce(ctx context.Context, dl time.Time, host int, s *rmq
 }
 
 // prepare picks s's queue from the topic's route and returns host's connection.
-func (n *rmqNative) prepare(ctx context.Context, dl time.Time, host int, s *rmqSend) (*wire.Conn, error) {
+func (n *rmqNative) prepare(ctx context.Context, dl time.Time, host int, s *rmqSend) (*rmqConn, error) {
 	r, err := n.route(ctx, dl, s.topic)
 	if err != nil {
 		return nil, err
@@ -233,7 +234,11 @@ func (n *rmqNative) prepare(ctx context.Context, dl time.Time, host int, s *rmqS
 		return nil, wrap(ErrUnavailable, fmt.Errorf("%w: topic %s has no write queue on broker %s (name server route)", errRMQNotSent, s.topic, s.broker))
 	}
 	s.queue = int(n.p.queues[host].Add(1) % uint32(q))
-	return n.conn(ctx, dl, host)
+	c, err := n.conn(ctx, dl, host)
+	if err == nil {
+		s.op = c.op
+	}
+	return c, err
 }
 
 // ensureTopic runs RocketMQ.ensureTopic (rocketmq.create_topics) within dl.
@@ -510,7 +515,7 @@ func (n *rmqNative) fetchRoute(ctx context.Context, topic string) ([]int, bool, 
 // ---------------------------------------------------------------- connections
 
 // conn returns host's live connection, dialling a new one when there is none.
-func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*wire.Conn, error) {
+func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*rmqConn, error) {
 	s := &n.conns[host]
 	if c := s.cur.Load(); rmqUsable(c) {
 		return c, nil
@@ -551,15 +556,13 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*wire.Con
 	return c, nil
 }
 
-// rmqFirstOpaque is a connection's first opaque: random below 2^19, so that a broker cannot answer
-// requests it did not get by counting, and the connection's rmqMaxOpaque requests stay within int32.
-func rmqFirstOpaque() uint64 {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return 1 + uint64(binary.BigEndian.Uint32(b[:])%(1<<19))
+// rmqConn is one native connection and the opaques of its requests.
+type rmqConn struct {
+	*wire.Conn
+	op rmqOpaques
 }
 
-func rmqUsable(c *wire.Conn) bool {
+func rmqUsable(c *rmqConn) bool {
 	if c == nil || c.Dead() {
 		return false
 	}
@@ -567,7 +570,7 @@ func rmqUsable(c *wire.Conn) bool {
 	return cmds < rmqMaxOpaque
 }
 
-func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int) (*wire.Conn, error) {
+func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int) (*rmqConn, error) {
 	b := n.p.brokers[host]
 	if limit := time.Now().Add(rmqDialTimeout); limit.Before(dl) {
 		dl = limit
@@ -578,21 +581,21 @@ func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int) (*wire.Con
 	if err != nil {
 		return nil, wrap(ErrUnavailable, fmt.Errorf("%w: rocketmq broker %s: %w", errRMQNotSent, b, err))
 	}
-	return wire.New(nc, wire.Config{
+	op := newRMQOpaques()
+	return &rmqConn{op: op, Conn: wire.New(nc, wire.Config{
 		Name:           "rocketmq",
-		Read:           readRMQAnswer,
+		Read:           func(r *bufio.Reader) (wire.Answer, error) { return readRMQAnswer(r, op) },
 		MaxWait:        n.p.cfg.SendTimeout,
 		StallGrace:     rmqNativeStallGrace,
 		IdleTimeout:    rmqNativeIdle,
 		HeartBeat:      rmqNativeHeartBeat,
 		HeartBeatFrame: n.heartBeat(),
 		CloseWait:      rmqNativeCloseWait,
-		FirstID:        rmqFirstOpaque(),
 		Unavailable:    ErrUnavailable,
 		Closed:         ErrClosed,
 		ProtocolError:  n.proto.hook(b.Addr),
 		Log:            n.p.log,
-	}), nil
+	})}, nil
 }
 
 // heartBeat is the HEART_BEAT request that keeps an idle connection open (the broker closes
@@ -642,9 +645,10 @@ func (n *rmqNative) close() {
 
 // ---------------------------------------------------------------- framing
 
-// encode appends s's request frame with opaque id to b (wire.Conn calls it under its lock).
-func (s *rmqSend) encode(b []byte, id uint64) []byte {
+// encode appends s's request frame for sequence number seq to b (wire.Conn calls it under its lock).
+func (s *rmqSend) encode(b []byte, seq uint64) []byte {
 	n := s.n
+	id := s.op.opaque(seq)
 	code := rmqCodeSendV2
 	if len(s.bodies) > 1 {
 		code = rmqCodeSendBatch
@@ -652,7 +656,7 @@ func (s *rmqSend) encode(b []byte, id uint64) []byte {
 	if n.p.cfg.AccessKey != "" {
 		return s.encodeSigned(b, id, code)
 	}
-	b, at := rmqAppendHeader(b, code, int32(id))
+	b, at := rmqAppendHeader(b, code, id)
 	b = append(b, n.fixed...)
 	b = rmqAppendKV(b, "b", s.topic)
 	b = rmqAppendKVInt(b, "e", int64(s.queue))
@@ -675,7 +679,7 @@ func (s *rmqSend) encode(b []byte, id uint64) []byte {
 
 // encodeSigned builds the header through a map, signed (ACL 1.0): the signature covers the sorted
 // field values and the body.
-func (s *rmqSend) encodeSigned(b []byte, id uint64, code int) []byte {
+func (s *rmqSend) encodeSigned(b []byte, id int32, code int) []byte {
 	var body []byte
 	props := ""
 	if len(s.bodies) == 1 {
@@ -690,7 +694,7 @@ func (s *rmqSend) encodeSigned(b []byte, id uint64, code int) []byte {
 		"i": props, "j": "0", "k": "false", "l": "0", "m": strconv.FormatBool(len(s.bodies) > 1), "n": s.broker,
 	}
 	rmqadmin.Sign(ext, body, s.n.credentials())
-	b, at := rmqAppendHeader(b, code, int32(id))
+	b, at := rmqAppendHeader(b, code, id)
 	for _, k := range rmqSortedKeys(ext) {
 		b = rmqAppendKV(b, k, ext[k])
 	}
@@ -779,22 +783,22 @@ type rmqAnswer struct {
 	Remark string `json:"remark"`
 }
 
-// readRMQAnswer reads one frame and classifies it: responses answer the request with their opaque;
-// requests from the broker and the heart-beat's answer (opaque 0) answer none. A negative opaque is no
-// request's (wire.Conn fails the connection for an answer to one not outstanding); a malformed frame is
-// a protocol violation.
-func readRMQAnswer(r *bufio.Reader) (wire.Answer, error) {
+// readRMQAnswer reads one frame and classifies it: responses answer the request whose opaque (made by
+// op) they carry; requests from the broker and the heart-beat's answer (opaque 0) answer none. A
+// response whose opaque op did not make, or a malformed frame, is a protocol violation.
+func readRMQAnswer(r *bufio.Reader, op rmqOpaques) (wire.Answer, error) {
 	a, err := readRMQFrame(r)
 	if err != nil {
 		return wire.Answer{}, err
 	}
-	switch {
-	case a.Flag&rmqFlagResponse == 0 || a.Opaque == 0:
+	if a.Flag&rmqFlagResponse == 0 || a.Opaque == 0 {
 		return wire.Answer{}, nil
-	case a.Opaque < 0:
-		return wire.Answer{}, protocolError("response with opaque %d", a.Opaque)
 	}
-	ans := wire.Answer{Kind: wire.ByID, ID: uint64(a.Opaque)}
+	seq, ok := op.seq(a.Opaque)
+	if !ok {
+		return wire.Answer{}, protocolError("response with opaque %d, which no request of this connection had", a.Opaque)
+	}
+	ans := wire.Answer{Kind: wire.ByID, ID: seq}
 	if a.Code != rmqResSuccess {
 		ans.Err = &rmqadmin.CodeError{Code: a.Code, Remark: a.Remark}
 	}
@@ -864,6 +868,56 @@ func parseRMQBinaryHeader(h []byte, a *rmqAnswer) error {
 		a.Remark = string(h[fixed : fixed+int(rl)])
 	}
 	return nil
+}
+
+// rmqOpaques maps a connection's sequence numbers (1 .. 2^30-1) to request opaques (1 .. 2^30) and back
+// through a keyed permutation (a 4-round Feistel network on two 15-bit halves, keys random per
+// connection): a broker cannot answer a request it did not get by counting from the opaques it saw,
+// and an opaque that is no request's is told from ours. Opaque 0 stays the heart-beat's.
+type rmqOpaques struct{ keys [4]uint32 }
+
+const rmqOpaqueHalf = 1<<15 - 1
+
+func newRMQOpaques() rmqOpaques {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	var o rmqOpaques
+	for i := range o.keys {
+		o.keys[i] = binary.BigEndian.Uint32(b[4*i:])
+	}
+	return o
+}
+
+func rmqRound(x, k uint32) uint32 {
+	x ^= k
+	x *= 0x9E3779B1
+	x ^= x >> 15
+	x *= 0x85EBCA77
+	x ^= x >> 13
+	return x & rmqOpaqueHalf
+}
+
+// opaque is the opaque of sequence number seq (below 2^30).
+func (o rmqOpaques) opaque(seq uint64) int32 {
+	l, r := uint32(seq>>15)&rmqOpaqueHalf, uint32(seq)&rmqOpaqueHalf
+	for _, k := range o.keys {
+		l, r = r, l^rmqRound(r, k)
+	}
+	return int32(l<<15|r) + 1
+}
+
+// seq inverts opaque: the sequence number whose opaque is op, if op is one.
+func (o rmqOpaques) seq(op int32) (uint64, bool) {
+	if op < 1 || op > 1<<30 {
+		return 0, false
+	}
+	v := uint32(op - 1)
+	l, r := v>>15, v&rmqOpaqueHalf
+	for i := len(o.keys) - 1; i >= 0; i-- {
+		l, r = r^rmqRound(l, o.keys[i]), l
+	}
+	seq := uint64(l<<15 | r)
+	return seq, seq != 0
 }
 
 // ---------------------------------------------------------------- message ids

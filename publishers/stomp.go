@@ -4,11 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"net"
@@ -146,9 +147,9 @@ func checkHeaderText(s string) error {
 // non-blocking way to wait for a receipt (async would need a goroutine per message), it takes no
 // context, and when a receipt waiter has given up its read loop blocks forever delivering to it.
 //
-// Here every SEND carries a receipt header whose id is the connection's random token and the request's
-// sequence number on the connection (a broker cannot guess the receipt of a SEND it did not get), and is
-// queued on the shared connection core (publishers/wire), which writes many requests at once and
+// Here every SEND carries a receipt header whose id is the request's sequence number on the connection
+// and a tag keyed by a random per-connection seed (a broker cannot name the receipt of a SEND it did not
+// get, not even the next one's), and is queued on the shared connection core (publishers/wire), which writes many requests at once and
 // runs each callback when its RECEIPT (or an ERROR) arrives. Sync publishes wait for their callback or
 // their context; PublishAsync returns once queued.
 type STOMP struct {
@@ -239,7 +240,7 @@ func (p *STOMP) PublishAsync(host int, topic string, body []byte, done func(erro
 }
 
 // send queues a SEND of body, or a transaction of bodies when body is nil, on a connection to host. The
-// receipt id is the connection's token and the command's sequence number on it.
+// receipt id is the command's sequence number on its connection, tagged (stompReceipts).
 func (p *STOMP) send(ctx context.Context, host int, topic string, body []byte, bodies [][]byte, done func(error)) error {
 	conn, err := p.pool.get(ctx, host)
 	if err != nil {
@@ -248,23 +249,23 @@ func (p *STOMP) send(ctx context.Context, host int, topic string, body []byte, b
 	by, _ := ctx.Deadline()
 	dest := p.cfg.Prefix + topic
 	persistent := p.cfg.Persistent
-	token := conn.token
+	rc := conn.receipts
 	if bodies == nil {
 		return conn.Send(by, func(b []byte, id uint64) []byte {
-			return appendSEND(b, dest, body, persistent, 0, token, id)
+			return appendSEND(b, dest, body, persistent, 0, rc, id)
 		}, done)
 	}
 	return conn.Send(by, func(b []byte, id uint64) []byte {
-		b = appendTxFrame(b, "BEGIN", id, "", 0)
+		b = appendTxFrame(b, "BEGIN", id, rc, 0)
 		for _, body := range bodies {
-			b = appendSEND(b, dest, body, persistent, id, "", 0)
+			b = appendSEND(b, dest, body, persistent, id, rc, 0)
 		}
-		return appendTxFrame(b, "COMMIT", id, token, id)
+		return appendTxFrame(b, "COMMIT", id, rc, id)
 	}, done)
 }
 
-// appendSEND encodes a SEND; tx and receipt are left out when 0; the receipt id is token-receipt.
-func appendSEND(b []byte, dest string, body []byte, persistent bool, tx uint64, token string, receipt uint64) []byte {
+// appendSEND encodes a SEND; tx and receipt are left out when 0; rc makes the receipt id.
+func appendSEND(b []byte, dest string, body []byte, persistent bool, tx uint64, rc stompReceipts, receipt uint64) []byte {
 	b = append(b, "SEND\ndestination:"...)
 	b = appendHeaderValue(b, dest)
 	b = append(b, "\ncontent-length:"...)
@@ -274,7 +275,7 @@ func appendSEND(b []byte, dest string, body []byte, persistent bool, tx uint64, 
 		b = append(b, "persistent:true\n"...)
 	}
 	b = appendIDHeader(b, "transaction:tx-", tx)
-	b = appendReceipt(b, token, receipt)
+	b = rc.appendHeader(b, receipt)
 	b = append(b, '\n')
 	b = append(b, body...)
 	return append(b, 0)
@@ -305,46 +306,49 @@ func appendHeaderValue(b []byte, s string) []byte {
 }
 
 // appendTxFrame encodes BEGIN or COMMIT of transaction tx-<tx>, with a receipt unless receipt is 0.
-func appendTxFrame(b []byte, command string, tx uint64, token string, receipt uint64) []byte {
+func appendTxFrame(b []byte, command string, tx uint64, rc stompReceipts, receipt uint64) []byte {
 	b = append(b, command...)
 	b = append(b, '\n')
 	b = appendIDHeader(b, "transaction:tx-", tx)
-	b = appendReceipt(b, token, receipt)
+	b = rc.appendHeader(b, receipt)
 	return append(b, '\n', 0)
 }
 
-// appendReceipt appends the header line receipt:<token>-<id>, or nothing when id is 0.
-func appendReceipt(b []byte, token string, id uint64) []byte {
-	if id == 0 {
+// stompReceipts makes and checks one connection's receipt ids, <seq>-<tag>: tag is a hash of seq keyed by
+// a random seed, so no broker (nor anything else on the path) can name the receipt of a SEND it did not
+// get, not even the next one's, and a receipt id that is not ours is told from ours.
+type stompReceipts struct{ seed maphash.Seed }
+
+func newSTOMPReceipts() stompReceipts { return stompReceipts{seed: maphash.MakeSeed()} }
+
+// appendHeader appends the header line receipt:<id>, or nothing when seq is 0.
+func (rc stompReceipts) appendHeader(b []byte, seq uint64) []byte {
+	if seq == 0 {
 		return b
 	}
 	b = append(b, "receipt:"...)
-	b = append(b, token...)
-	b = append(b, '-')
-	b = strconv.AppendUint(b, id, 10)
+	b = rc.appendID(b, seq)
 	return append(b, '\n')
 }
 
-// newSTOMPToken returns a connection's receipt token: 64 random bits in hex, so that no broker (or
-// anything else on the path) can name the receipt of a SEND it did not get.
-func newSTOMPToken() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// appendID appends the receipt id of seq.
+func (rc stompReceipts) appendID(b []byte, seq uint64) []byte {
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, '-')
+	var tag [8]byte
+	binary.BigEndian.PutUint64(tag[:], maphash.Comparable(rc.seed, seq))
+	return hex.AppendEncode(b, tag[:])
 }
 
-// parseReceipt returns the sequence number of a receipt id made by appendReceipt with token, or an
-// error: an id that is not ours answers nothing we sent.
-func parseReceipt(token, id string) (uint64, error) {
-	rest, ok := strings.CutPrefix(id, token)
-	if ok {
-		rest, ok = strings.CutPrefix(rest, "-")
-	}
-	n, err := strconv.ParseUint(rest, 10, 64)
-	if !ok || err != nil || n == 0 {
+// parse returns the sequence number of a receipt id this connection made, or a protocol violation.
+func (rc stompReceipts) parse(id string) (uint64, error) {
+	s, _, _ := strings.Cut(id, "-")
+	seq, err := strconv.ParseUint(s, 10, 64)
+	var want [48]byte
+	if err != nil || seq == 0 || string(rc.appendID(want[:0], seq)) != id {
 		return 0, protocolError("receipt id %s is none this connection sent", truncate([]byte(id)))
 	}
-	return n, nil
+	return seq, nil
 }
 
 // appendIDHeader appends the header line prefix<id>, or nothing when id is 0.
@@ -502,10 +506,10 @@ func (p *STOMP) Close() error {
 	return nil
 }
 
-// stompConn is one publishing connection; its receipt ids start with token.
+// stompConn is one publishing connection.
 type stompConn struct {
 	*wire.Conn
-	token string
+	receipts stompReceipts
 }
 
 var (
@@ -514,9 +518,9 @@ var (
 )
 
 func newSTOMPConn(conn net.Conn, addr string, hb heartBeats, p *STOMP) *stompConn {
-	token := newSTOMPToken()
-	read := func(r *bufio.Reader) (wire.Answer, error) { return readSTOMPAnswer(r, token) }
-	return &stompConn{token: token, Conn: wire.New(conn, wire.Config{
+	rc := newSTOMPReceipts()
+	read := func(r *bufio.Reader) (wire.Answer, error) { return readSTOMPAnswer(r, rc) }
+	return &stompConn{receipts: rc, Conn: wire.New(conn, wire.Config{
 		Name:           "stomp",
 		Read:           read,
 		MaxWait:        stompReceiptTimeout - stompStallGrace,
@@ -536,9 +540,9 @@ func newSTOMPConn(conn net.Conn, addr string, hb heartBeats, p *STOMP) *stompCon
 // readSTOMPAnswer reads one frame: a RECEIPT answers the request of its id; an ERROR ends the
 // connection (the broker closes it): the request it names is rejected and the others outstanding are
 // unavailable, and when it names none every request outstanding is rejected (the broker refused one of
-// them, e.g. a SEND in a transaction). A receipt id not made with token, or any other frame (a
-// publishing connection subscribes to nothing), is a protocol violation.
-func readSTOMPAnswer(r *bufio.Reader, token string) (wire.Answer, error) {
+// them, e.g. a SEND in a transaction). A receipt id rc did not make, or any other frame (a publishing
+// connection subscribes to nothing), is a protocol violation.
+func readSTOMPAnswer(r *bufio.Reader, rc stompReceipts) (wire.Answer, error) {
 	f, err := readSTOMPFrame(r)
 	switch {
 	case err != nil:
@@ -548,7 +552,7 @@ func readSTOMPAnswer(r *bufio.Reader, token string) (wire.Answer, error) {
 	}
 	switch f.Command {
 	case frame.RECEIPT:
-		id, err := parseReceipt(token, f.Header.Get(frame.ReceiptId))
+		id, err := rc.parse(f.Header.Get(frame.ReceiptId))
 		if err != nil {
 			return wire.Answer{}, err
 		}
@@ -556,7 +560,7 @@ func readSTOMPAnswer(r *bufio.Reader, token string) (wire.Answer, error) {
 	case frame.ERROR:
 		rejected := wrap(ErrRejected, fmt.Errorf("broker ERROR: %s", errorText(f)))
 		if s, named := f.Header.Contains(frame.ReceiptId); named {
-			id, err := parseReceipt(token, s)
+			id, err := rc.parse(s)
 			if err != nil {
 				return wire.Answer{}, err
 			}

@@ -44,10 +44,6 @@ type Config struct {
 	CloseWait time.Duration
 	// Goodbye is written by Close, best effort within a second (STOMP DISCONNECT); nil writes nothing.
 	Goodbye []byte
-	// FirstID is the sequence number of the connection's first command (0: 1). A protocol whose ids
-	// are small numbers (RocketMQ's opaque) starts each connection at a random one, so that a broker
-	// cannot answer commands it did not get by counting.
-	FirstID uint64
 	// Unavailable and Closed are the error kinds callbacks get when the connection breaks or is closed.
 	Unavailable, Closed error
 	// ProtocolError, when set, is called once when the connection fails for a protocol violation (an
@@ -134,12 +130,11 @@ type entry struct {
 
 // New starts the writer and read loop on nc, which has finished its handshake.
 func New(nc net.Conn, cfg Config) *Conn {
-	first := max(cfg.FirstID, 1)
 	c := &Conn{
 		nc:       nc,
 		cfg:      cfg,
-		next:     first,
-		head:     first,
+		next:     1,
+		head:     1,
 		quit:     make(chan struct{}),
 		readDone: make(chan struct{}),
 		wake:     make(chan struct{}, 1),
