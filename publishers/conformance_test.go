@@ -3,6 +3,7 @@ package publishers_test
 import (
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/mqtarget/mqtarget/internal/embedded"
 	"github.com/mqtarget/mqtarget/internal/itest"
@@ -33,6 +34,60 @@ func TestConformanceEmbeddedSTOMP(t *testing.T) {
 		c := publishers.DefaultSTOMPConfig()
 		c.Hosts = h.Addrs
 		p, err := publishers.NewSTOMP(c, publishertest.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	})
+}
+
+// The fakes: brokers in the test process that misbehave on purpose (publishertest.Misbehaviours).
+// Against each, no publisher acknowledges what the fake did not store.
+
+// nsqInOrder is why NSQ cannot be held to the misbehaviours that answer a command in flight.
+const nsqInOrder = "NSQ answers in order and without ids: an OK for a command in flight (written, not yet " +
+	"read by nsqd) cannot be told from its own answer; answers with nothing outstanding or to commands not " +
+	"yet written are caught (the other cases, and publishers/wire's tests)"
+
+func TestFakesNSQ(t *testing.T) {
+	f := publishertest.FakeFeatures{
+		Skip: map[publishertest.Misbehaviour]string{
+			publishertest.AnswerAhead:   nsqInOrder,
+			publishertest.StrayThenDrop: nsqInOrder,
+			publishertest.Flood:         nsqInOrder,
+		},
+		OneAtATime: map[publishertest.Misbehaviour]string{publishertest.Twice: nsqInOrder},
+	}
+	publishertest.RunFakes(t, f, publishertest.FakeNSQD, func(t testing.TB, fake publishertest.Fake) publishers.Publisher {
+		c := publishers.DefaultNSQConfig()
+		c.Hosts = fake.Addrs()
+		p, err := publishers.NewNSQ(c, publishertest.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	})
+}
+
+func TestFakesSTOMP(t *testing.T) {
+	publishertest.RunFakes(t, publishertest.FakeFeatures{}, publishertest.FakeSTOMP, func(t testing.TB, fake publishertest.Fake) publishers.Publisher {
+		c := publishers.DefaultSTOMPConfig()
+		c.Hosts = fake.Addrs()
+		p, err := publishers.NewSTOMP(c, publishertest.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	})
+}
+
+func TestFakesRocketMQNative(t *testing.T) {
+	publishertest.RunFakes(t, publishertest.FakeFeatures{}, publishertest.FakeRocketMQ, func(t testing.TB, fake publishertest.Fake) publishers.Publisher {
+		c := publishers.DefaultRocketMQConfig()
+		c.Client = publishers.RocketMQClientNative
+		c.NameServers = fake.Addrs()
+		c.SendTimeout = time.Second
+		p, err := publishers.NewRocketMQ(c, nil, publishertest.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -186,9 +186,11 @@ func (p *NSQ) send(ctx context.Context, host int, topic string, body []byte, bod
 	}
 	by, _ := ctx.Deadline()
 	if bodies == nil {
-		return conn.Send(by, func(b []byte, _ uint64) []byte { return appendPUB(b, topic, body) }, done)
+		err = conn.Send(by, func(b []byte, _ uint64) []byte { return appendPUB(b, topic, body) }, done)
+	} else {
+		err = conn.Send(by, func(b []byte, _ uint64) []byte { return appendMPUB(b, topic, bodies) }, done)
 	}
-	return conn.Send(by, func(b []byte, _ uint64) []byte { return appendMPUB(b, topic, bodies) }, done)
+	return sendRefused(p.pool.closed.Load(), err)
 }
 
 // Ping connects to host and identifies, within ctx and the dial timeout, on a connection of its own so

@@ -141,3 +141,14 @@ func (c *protocolCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+// sendRefused is the error of a Send its connection refused because it broke or is being replaced
+// (closing) after the caller picked it: the broker's unavailability (503, retried where retries are
+// safe), not ErrClosed, which means mqtarget is shutting down, unless the publisher is closed. A broker
+// that breaks the protocol makes this common: every violation replaces a connection.
+func sendRefused(publisherClosed bool, err error) error {
+	if err != nil && errors.Is(err, ErrClosed) && !publisherClosed {
+		return wrap(ErrUnavailable, fmt.Errorf("connection replaced: %v", err))
+	}
+	return err
+}

@@ -209,7 +209,7 @@ func (n *rmqNative) sendOnce(ctx context.Context, dl time.Time, host int, s *rmq
 	ch := make(chan error, 1)
 	if err := c.Send(dl, s.encode, func(err error) { <-sem; ch <- err }); err != nil {
 		<-sem
-		return fmt.Errorf("%w: %w", errRMQNotSent, err)
+		return fmt.Errorf("%w: %w", errRMQNotSent, n.sendRefused(err))
 	}
 	select {
 	case err = <-ch:
@@ -307,10 +307,13 @@ func (n *rmqNative) publishAsync(host int, topic string, body []byte, done func(
 		if fired.Swap(true) {
 			return nil // the timer answered already
 		}
-		return n.result(err)
+		return n.result(n.sendRefused(err))
 	}
 	return nil
 }
+
+// sendRefused is sendRefused for this publisher.
+func (n *rmqNative) sendRefused(err error) error { return sendRefused(n.p.closed.Load(), err) }
 
 // acquire takes an in-flight slot, waiting until expired fires or the publisher closes.
 func (n *rmqNative) acquire(sem chan struct{}, expired <-chan time.Time) error {

@@ -251,17 +251,19 @@ func (p *STOMP) send(ctx context.Context, host int, topic string, body []byte, b
 	persistent := p.cfg.Persistent
 	rc := conn.receipts
 	if bodies == nil {
-		return conn.Send(by, func(b []byte, id uint64) []byte {
+		err = conn.Send(by, func(b []byte, id uint64) []byte {
 			return appendSEND(b, dest, body, persistent, 0, rc, id)
 		}, done)
+	} else {
+		err = conn.Send(by, func(b []byte, id uint64) []byte {
+			b = appendTxFrame(b, "BEGIN", id, rc, 0)
+			for _, body := range bodies {
+				b = appendSEND(b, dest, body, persistent, id, rc, 0)
+			}
+			return appendTxFrame(b, "COMMIT", id, rc, id)
+		}, done)
 	}
-	return conn.Send(by, func(b []byte, id uint64) []byte {
-		b = appendTxFrame(b, "BEGIN", id, rc, 0)
-		for _, body := range bodies {
-			b = appendSEND(b, dest, body, persistent, id, rc, 0)
-		}
-		return appendTxFrame(b, "COMMIT", id, rc, id)
-	}, done)
+	return sendRefused(p.pool.closed.Load(), err)
 }
 
 // appendSEND encodes a SEND; tx and receipt are left out when 0; rc makes the receipt id.
@@ -446,6 +448,11 @@ func (p *STOMP) connect(conn net.Conn, addr string) (heartBeats, error) {
 	}
 	switch f.Command {
 	case frame.CONNECTED:
+		// What followed CONNECTED in the same read would be lost with r: heart-beats may, anything else
+		// (a RECEIPT before any SEND) is no answer to us.
+		if rest, _ := r.Peek(r.Buffered()); len(bytes.Trim(rest, "\r\n")) > 0 {
+			return heartBeats{}, protocolError("CONNECTED followed by %s before any command", truncate(rest))
+		}
 		p.versions.set(addr, f.Header.Get(frame.Server))
 	case frame.ERROR:
 		return heartBeats{}, wrap(ErrRejected, fmt.Errorf("CONNECT refused: %s", errorText(f)))
