@@ -83,6 +83,15 @@ func (e *CodeError) Error() string { return fmt.Sprintf("CODE: %d, DESC: %s", e.
 
 var opaque atomic.Int32
 
+// ErrProtocol marks an answer no correct name server or broker sends: a malformed frame, a response to
+// another request (Call makes one request per connection), or requests from the server instead of the
+// answer.
+var ErrProtocol = errors.New("rocketmq protocol violation")
+
+// maxServerRequests bounds the requests from the server Call skips while it waits for its answer (a
+// broker may send one; an endless stream of them is no answer).
+const maxServerRequests = 16
+
 // Call sends one command to addr and returns the answer; answers with a non-success code are returned
 // too (callers decide), transport failures are errors.
 func (c *Client) Call(ctx context.Context, addr string, code int, ext map[string]string, body []byte) (*Command, error) {
@@ -114,12 +123,18 @@ func (c *Client) Call(ctx context.Context, addr string, code int, ext map[string
 	if _, err := conn.Write(frame); err != nil {
 		return nil, ctxOr(ctx, err)
 	}
-	for {
+	for skipped := 0; ; skipped++ {
 		resp, err := readCommand(conn)
 		if err != nil {
 			return nil, ctxOr(ctx, err)
 		}
-		if resp.Opaque == req.Opaque && resp.Flag&1 == 1 {
+		switch {
+		case resp.Flag&1 == 0 && skipped < maxServerRequests: // a request from the server: not ours to answer
+		case resp.Flag&1 == 0:
+			return nil, fmt.Errorf("%w: %s sent %d requests and no answer", ErrProtocol, addr, skipped+1)
+		case resp.Opaque != req.Opaque:
+			return nil, fmt.Errorf("%w: %s answered opaque %d to request %d, the only one on the connection", ErrProtocol, addr, resp.Opaque, req.Opaque)
+		default:
 			return resp, nil
 		}
 	}
@@ -160,11 +175,11 @@ func readCommand(r io.Reader) (*Command, error) {
 	total := binary.BigEndian.Uint32(head[0:4])
 	hl := binary.BigEndian.Uint32(head[4:8])
 	if hl>>24 != 0 {
-		return nil, fmt.Errorf("unsupported serialize type %d", hl>>24)
+		return nil, fmt.Errorf("%w: unsupported serialize type %d", ErrProtocol, hl>>24)
 	}
 	hl &= 0xFFFFFF
 	if total < 4+hl || total > 64<<20 {
-		return nil, fmt.Errorf("bad frame: length %d, header %d", total, hl)
+		return nil, fmt.Errorf("%w: bad frame: length %d, header %d", ErrProtocol, total, hl)
 	}
 	buf := make([]byte, total-4)
 	if _, err := io.ReadFull(r, buf); err != nil {
@@ -172,7 +187,7 @@ func readCommand(r io.Reader) (*Command, error) {
 	}
 	var cmd Command
 	if err := json.Unmarshal(buf[:hl], &cmd); err != nil {
-		return nil, fmt.Errorf("bad header: %v", err)
+		return nil, fmt.Errorf("%w: bad header: %v", ErrProtocol, err)
 	}
 	cmd.Body = buf[hl:]
 	return &cmd, nil

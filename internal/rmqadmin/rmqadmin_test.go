@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -104,5 +105,69 @@ func TestRouteOfMissingTopic(t *testing.T) {
 	route, err := (&Client{}).Route(context.Background(), addr, "nope")
 	if err != nil || route != nil {
 		t.Fatalf("route %v err %v, want nil, nil", route, err)
+	}
+}
+
+// Call believes only the response to its request: another opaque, garbage or an endless stream of
+// server requests is a protocol violation, not an answer (nor a wait until the deadline).
+func TestCallChecksTheAnswer(t *testing.T) {
+	frame := func(c Command) []byte {
+		header, _ := json.Marshal(c)
+		b := binary.BigEndian.AppendUint32(nil, uint32(4+len(header)))
+		b = binary.BigEndian.AppendUint32(b, uint32(len(header)))
+		return append(b, header...)
+	}
+	cases := []struct {
+		name   string
+		answer func(req *Command) []byte
+		ok     bool
+	}{
+		{"its own answer after a server request", func(req *Command) []byte {
+			return append(frame(Command{Code: 40, Opaque: 7}), frame(Command{Code: 0, Opaque: req.Opaque, Flag: 1})...)
+		}, true},
+		{"another request's answer first", func(req *Command) []byte {
+			return append(frame(Command{Code: 0, Opaque: req.Opaque + 1, Flag: 1}), frame(Command{Code: 0, Opaque: req.Opaque, Flag: 1})...)
+		}, false},
+		{"a request with its opaque, flag not a response, forever", func(req *Command) []byte {
+			var b []byte
+			for range maxServerRequests + 1 {
+				b = append(b, frame(Command{Code: 0, Opaque: req.Opaque})...)
+			}
+			return b
+		}, false},
+		{"garbage", func(*Command) []byte { return []byte("\x00\x00\x00\x0eGARBAGE-NOT-OK") }, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			t.Cleanup(func() { ln.Close(); <-done })
+			go func() {
+				defer close(done)
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				req, err := readCommand(conn)
+				if err != nil {
+					return
+				}
+				_, _ = conn.Write(tc.answer(req))
+				_, _ = conn.Read(make([]byte, 1)) // until the client hangs up
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			resp, err := (&Client{}).Call(ctx, ln.Addr().String(), codeGetBrokerRuntimeInfo, nil, nil)
+			switch {
+			case tc.ok && err != nil:
+				t.Fatalf("Call: %v", err)
+			case !tc.ok && !errors.Is(err, ErrProtocol):
+				t.Fatalf("Call: %+v, %v, want a protocol violation", resp, err)
+			}
+		})
 	}
 }
