@@ -394,12 +394,101 @@ func (c *Client) Pull(ctx context.Context, addr, group, topic string, queue int,
 	}
 	switch resp.Code {
 	case resSuccess:
-		return primitive.DecodeMessage(resp.Body), next, nil
+		msgs, err := decodePulled(resp.Body, topic, queue, offset)
+		if err != nil {
+			return nil, offset, err
+		}
+		return msgs, next, nil
 	case resPullNotFound, resPullRetry, resPullOffsetMove:
 		return nil, next, nil
 	default:
 		return nil, offset, &CodeError{resp.Code, resp.Remark}
 	}
+}
+
+// decodePulled decodes the messages of a pull answer for topic's queue from offset. The records are
+// checked first (primitive.DecodeMessage trusts every length: a negative one panics or loops for
+// long), then every message must be of that topic and queue, at or after offset: anything else is no
+// answer to this pull and is a protocol violation, nothing delivered.
+func decodePulled(body []byte, topic string, queue int, offset int64) ([]*primitive.MessageExt, error) {
+	if err := checkMessageRecords(body); err != nil {
+		return nil, err
+	}
+	msgs := primitive.DecodeMessage(body)
+	for _, m := range msgs {
+		if m.Topic != topic || m.Queue == nil || m.Queue.QueueId != queue || m.QueueOffset < offset {
+			qid := -1
+			if m.Queue != nil {
+				qid = m.Queue.QueueId
+			}
+			return nil, fmt.Errorf("%w: pull of %s queue %d from offset %d answered with a message of %q queue %d offset %d",
+				ErrProtocol, topic, queue, offset, m.Topic, qid, m.QueueOffset)
+		}
+	}
+	return msgs, nil
+}
+
+// checkMessageRecords walks the records of a pulled body as primitive.DecodeMessage reads them and checks
+// that every length is within its record and every record's size is what it says.
+func checkMessageRecords(b []byte) error {
+	bad := func(what string) error { return fmt.Errorf("%w: pulled messages: %s", ErrProtocol, what) }
+	const (
+		bornV6  = 1 << 4 // primitive.FlagBornHostV6
+		storeV6 = 1 << 5 // primitive.FlagStoreHostV6
+	)
+	for len(b) > 0 {
+		if len(b) < 4 {
+			return bad("truncated record")
+		}
+		size := int64(int32(binary.BigEndian.Uint32(b)))
+		if size < 4 || size > int64(len(b)) {
+			return bad(fmt.Sprintf("record size %d of %d bytes left", size, len(b)))
+		}
+		r := b[:size]
+		const fixedToSysFlag = 4 + 4 + 4 + 4 + 4 + 8 + 8 // size .. physical offset
+		at := fixedToSysFlag
+		need := func(n int) bool { return at+n <= len(r) }
+		if !need(4) {
+			return bad("record too short")
+		}
+		sysFlag := int32(binary.BigEndian.Uint32(r[at:]))
+		at += 4 + 8 // sysFlag, born timestamp
+		if sysFlag&bornV6 != 0 {
+			at += 20
+		} else {
+			at += 8
+		}
+		at += 8 // store timestamp
+		if sysFlag&storeV6 != 0 {
+			at += 20
+		} else {
+			at += 8
+		}
+		at += 4 + 8 // reconsume times, prepared transaction offset
+		if !need(4) {
+			return bad("record too short")
+		}
+		bodyLen := int64(int32(binary.BigEndian.Uint32(r[at:])))
+		at += 4
+		if bodyLen < 0 || int64(at)+bodyLen > int64(len(r)) {
+			return bad(fmt.Sprintf("body length %d", bodyLen))
+		}
+		at += int(bodyLen)
+		if !need(1) {
+			return bad("record too short")
+		}
+		at += 1 + int(r[at])
+		if !need(2) {
+			return bad("record too short")
+		}
+		propsLen := int(int16(binary.BigEndian.Uint16(r[at:])))
+		at += 2
+		if propsLen < 0 || at+propsLen != len(r) {
+			return bad(fmt.Sprintf("properties length %d in a record of %d bytes", propsLen, len(r)))
+		}
+		b = b[size:]
+	}
+	return nil
 }
 
 // ValidateAddr checks a host:port address.

@@ -171,3 +171,67 @@ func TestCallChecksTheAnswer(t *testing.T) {
 		})
 	}
 }
+
+// record encodes one pulled message as a broker stores it (MessageDecoder's layout, IPv4 hosts).
+func record(topic string, queue int32, offset int64, body []byte, bodyLen int32) []byte {
+	b := binary.BigEndian.AppendUint32(nil, 0) // size, patched
+	b = binary.BigEndian.AppendUint32(b, 0xdaa320a7)
+	b = binary.BigEndian.AppendUint32(b, 0) // body CRC
+	b = binary.BigEndian.AppendUint32(b, uint32(queue))
+	b = binary.BigEndian.AppendUint32(b, 0) // flag
+	b = binary.BigEndian.AppendUint64(b, uint64(offset))
+	b = binary.BigEndian.AppendUint64(b, 0) // physical offset
+	b = binary.BigEndian.AppendUint32(b, 0) // sysFlag
+	b = binary.BigEndian.AppendUint64(b, 0) // born timestamp
+	b = append(b, 127, 0, 0, 1, 0, 0, 0x27, 0x10)
+	b = binary.BigEndian.AppendUint64(b, 0) // store timestamp
+	b = append(b, 127, 0, 0, 1, 0, 0, 0x2a, 0x9f)
+	b = binary.BigEndian.AppendUint32(b, 0) // reconsume times
+	b = binary.BigEndian.AppendUint64(b, 0) // prepared transaction offset
+	b = binary.BigEndian.AppendUint32(b, uint32(bodyLen))
+	b = append(b, body...)
+	b = append(b, byte(len(topic)))
+	b = append(b, topic...)
+	b = binary.BigEndian.AppendUint16(b, 0) // no properties
+	binary.BigEndian.PutUint32(b, uint32(len(b)))
+	return b
+}
+
+// A pull answer is believed only as messages of the queue pulled, from the offset asked, in records
+// whose lengths hold: anything else is a protocol violation, nothing delivered (and never a panic).
+func TestPullChecksTheMessages(t *testing.T) {
+	ok := record("t", 2, 10, []byte("hello"), 5)
+	cases := []struct {
+		name string
+		body []byte
+		want int // messages; -1: a protocol violation
+	}{
+		{"two messages", append(append([]byte{}, ok...), record("t", 2, 11, []byte("again"), 5)...), 2},
+		{"another topic's", record("other", 2, 10, []byte("x"), 1), -1},
+		{"another queue's", record("t", 3, 10, []byte("x"), 1), -1},
+		{"before the offset asked", record("t", 2, 9, []byte("x"), 1), -1},
+		{"negative body length", record("t", 2, 10, []byte("x"), -1<<31), -1},
+		{"body past its record", record("t", 2, 10, []byte("x"), 1000), -1},
+		{"record size past the body", ok[:len(ok)-1], -1},
+		{"garbage", []byte("GARBAGE-NOT-OK"), -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := fakeServer(t, func(req *Command) *Command {
+				return &Command{Code: resSuccess, ExtFields: map[string]string{"nextBeginOffset": "12"}, Body: tc.body}
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			msgs, _, err := (&Client{}).Pull(ctx, addr, "g", "t", 2, 10, 32)
+			switch {
+			case tc.want < 0 && !errors.Is(err, ErrProtocol):
+				t.Fatalf("Pull: %d messages, %v, want a protocol violation", len(msgs), err)
+			case tc.want >= 0 && (err != nil || len(msgs) != tc.want):
+				t.Fatalf("Pull: %d messages, %v, want %d", len(msgs), err, tc.want)
+			}
+			if tc.want == 2 && (string(msgs[0].Body) != "hello" || string(msgs[1].Body) != "again") {
+				t.Errorf("bodies %q, %q", msgs[0].Body, msgs[1].Body)
+			}
+		})
+	}
+}
