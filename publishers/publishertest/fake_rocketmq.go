@@ -13,7 +13,8 @@ import (
 
 // FakeRocketMQ starts a RocketMQ name server, which behaves, and one broker ("fake-a") that misbehaves
 // as m. The name server answers the cluster info and every topic's route (4 queues on fake-a); the
-// broker answers HEART_BEAT, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (binary or JSON headers). Its
+// broker answers SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (binary or JSON headers), and
+// everything else (heart-beats) with success. Its
 // guessed opaques are the opaque it got plus 1, 2, 3; with none seen yet, 1, 2, 3. RocketMQ has no
 // handshake: AheadOfHandshake answers right after accepting, CloseAfterHandshake closes right then.
 // Stored are the messages of every send it acknowledges or would (Garbage and Flood store none).
@@ -39,6 +40,7 @@ func (f *fakeRocketMQ) Close() {
 
 // Remoting request codes the fake knows.
 const (
+	fakeRMQSend        = 10 // SEND_MESSAGE, rocketmq-client-go's
 	fakeRMQHeartBeat   = 34
 	fakeRMQSendV2      = 310
 	fakeRMQSendBatch   = 320
@@ -187,7 +189,7 @@ func (f *fakeRocketMQ) serveBroker(c *fakeConn) {
 		}
 		var bodies [][]byte
 		switch q.code {
-		case fakeRMQSendV2:
+		case fakeRMQSend, fakeRMQSendV2:
 			bodies = [][]byte{q.body}
 		case fakeRMQSendBatch:
 			if bodies, err = fakeRMQBatch(q.body); err != nil {
