@@ -103,8 +103,6 @@ type Conn struct {
 	next    uint64        // sequence number of the next command
 	written uint64        // sequence number of the last command the writer took: later ones are still queued
 	writing uint64        // sequence number of the last command whose write started (writing <= written)
-	sent    uint64        // sequence number of the last command whose write returned (sent <= writing)
-	wrote   sync.Cond     // on mu: signalled when sent moves on, a write breaks or the connection fails
 	live    int           // entries in pending whose done is still set
 	idle    chan struct{} // set by Close while it waits; closed when live drops to 0
 	closing bool
@@ -140,7 +138,6 @@ func New(nc net.Conn, cfg Config) *Conn {
 		wake:     make(chan struct{}, 1),
 		wsem:     make(chan struct{}, 1),
 	}
-	c.wrote.L = &c.mu
 	c.arm()
 	c.wg.Add(2)
 	go c.writeLoop()
@@ -289,10 +286,6 @@ func (c *Conn) writeLoop() {
 			c.breakWrites(err)
 			return
 		}
-		c.mu.Lock()
-		c.sent = taken
-		c.wrote.Broadcast()
-		c.mu.Unlock()
 		c.writes.Add(1)
 		wrote = true
 		if cap(out) > 1<<20 {
@@ -310,7 +303,6 @@ func (c *Conn) breakWrites(err error) {
 	c.broken = err
 	c.dead.Store(true)
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.cfg.StallGrace))
-	c.wrote.Broadcast()
 	c.mu.Unlock()
 }
 
@@ -376,54 +368,43 @@ func (c *Conn) arm() {
 	}
 }
 
-// answer runs the callback of the command a names. An answer that names no outstanding command that was
-// written is a protocol violation (returned, nothing run): a broker that answers ahead, twice, or for
-// nothing would otherwise acknowledge commands it never saw.
+// answer runs the callback of the command a names. An answer that names no outstanding command whose
+// write has started is a protocol violation (returned, nothing run): a broker that answers ahead, twice,
+// or for nothing would otherwise acknowledge commands it never saw. (An answer to a command whose write
+// is under way is believed: the broker may answer the bytes it got before our Write returns, and
+// waiting for the write would stop the read loop, which could leave a broker blocked on its answers
+// and our write blocked on it.)
 func (c *Conn) answer(a Answer) error {
 	c.mu.Lock()
-	var (
-		q   []entry
-		seq uint64
-	)
-	for {
-		if c.failed { // everything outstanding has been failed already
-			c.mu.Unlock()
-			return nil
-		}
-		q = c.pending[c.off:]
-		seq = c.head // Next: q[0] is always outstanding (answered entries are trimmed from the front)
-		if a.Kind == ByID {
-			seq = a.ID
-		}
-		i := seq - c.head // wraps to a huge value for ids already trimmed
-		var bad error
-		switch {
-		case a.Kind == ByID && (seq == 0 || seq >= c.next):
-			bad = fmt.Errorf("%w: answer to command %d, never sent", ErrProtocol, seq)
-		case i >= uint64(len(q)) || q[i].done == nil:
-			if a.Kind == ByID {
-				bad = fmt.Errorf("%w: answer to command %d, not outstanding", ErrProtocol, seq)
-			} else {
-				bad = fmt.Errorf("%w: answer with no command outstanding", ErrProtocol)
-			}
-		case seq > c.writing:
-			bad = fmt.Errorf("%w: answer to command %d, not yet written", ErrProtocol, seq)
-		}
-		if bad != nil {
-			c.mu.Unlock()
-			return bad
-		}
-		// Being written: believed once the write returned (the broker may answer the bytes it got before
-		// our Write returns). After a broken write the broker may have got, and answered, the commands at
-		// its start, as before the break.
-		if seq <= c.sent || c.broken != nil {
-			q = q[i:]
-			break
-		}
-		c.wrote.Wait()
+	if c.failed { // everything outstanding has been failed already: nothing to answer, nothing to blame
+		c.mu.Unlock()
+		return nil
 	}
-	done := q[0].done
-	q[0] = entry{}
+	q := c.pending[c.off:]
+	seq := c.head // Next: q[0] is always outstanding (answered entries are trimmed from the front)
+	if a.Kind == ByID {
+		seq = a.ID
+	}
+	i := seq - c.head // wraps to a huge value for ids already trimmed
+	var bad error
+	switch {
+	case a.Kind == ByID && (seq == 0 || seq >= c.next):
+		bad = fmt.Errorf("%w: answer to command %d, never sent", ErrProtocol, seq)
+	case i >= uint64(len(q)) || q[i].done == nil:
+		if a.Kind == ByID {
+			bad = fmt.Errorf("%w: answer to command %d, not outstanding", ErrProtocol, seq)
+		} else {
+			bad = fmt.Errorf("%w: answer with no command outstanding", ErrProtocol)
+		}
+	case seq > c.writing:
+		bad = fmt.Errorf("%w: answer to command %d, not yet written", ErrProtocol, seq)
+	}
+	if bad != nil {
+		c.mu.Unlock()
+		return bad
+	}
+	done := q[i].done
+	q[i] = entry{}
 	c.live--
 	c.trim()
 	if c.live == 0 && c.idle != nil {
@@ -466,7 +447,6 @@ func (c *Conn) fail(err error) {
 	}
 	c.failed = true
 	c.dead.Store(true)
-	c.wrote.Broadcast()
 	close(c.quit)
 	pending := c.pending
 	c.pending, c.off, c.live, c.queued = nil, 0, 0, nil
