@@ -39,31 +39,10 @@ func (s *syncBuffer) String() string {
 // named, mqtarget_protocol_errors_total{broker,host} counts the violations, and the log has one line
 // for them per host, however many connections the broker broke.
 func TestProtocolErrorsCountedAndLoggedOnce(t *testing.T) {
-	cases := []struct {
-		name   string
-		fake   func(testing.TB, publishertest.Misbehaviour) publishertest.Fake
-		open   func(addrs []string, log *slog.Logger) (publishers.Publisher, error)
-		broker string
-	}{
-		{"nsq", publishertest.FakeNSQD, func(addrs []string, log *slog.Logger) (publishers.Publisher, error) {
-			c := publishers.DefaultNSQConfig()
-			c.Hosts = addrs
-			return publishers.NewNSQ(c, log)
-		}, "nsq"},
-		{"stomp", publishertest.FakeSTOMP, func(addrs []string, log *slog.Logger) (publishers.Publisher, error) {
-			c := publishers.DefaultSTOMPConfig()
-			c.Hosts = addrs
-			return publishers.NewSTOMP(c, log)
-		}, "stomp"},
-		{"rocketmq native", publishertest.FakeRocketMQ, func(addrs []string, log *slog.Logger) (publishers.Publisher, error) {
-			c := publishers.DefaultRocketMQConfig()
-			c.Client = publishers.RocketMQClientNative
-			c.NameServers = addrs
-			c.Retries = 0
-			return publishers.NewRocketMQ(c, nil, log)
-		}, "rocketmq"},
-	}
-	for _, tc := range cases {
+	for _, tc := range fakeTargets() {
+		if tc.f.NoProtocolErrors != "" {
+			continue
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			fake := tc.fake(t, publishertest.Garbage)
 			defer fake.Close()

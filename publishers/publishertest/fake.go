@@ -267,6 +267,53 @@ func covers(stored, want map[string]int) bool {
 
 // ---------------------------------------------------------------- the fakes' server
 
+// answerer decides, per connection, what a fake misbehaving as m writes back to a command it got.
+type answerer struct {
+	m        Misbehaviour
+	dropNext bool // StrayThenDrop: the command after a stray answer is dropped
+}
+
+// answer returns the bytes to write for a command (nil: none): ok is its answer, guess(k) the answer a
+// broker would expect for the k-th command after it, garbage no answer at all; store stores the
+// command's messages and is called when the fake keeps them.
+func (a *answerer) answer(store func(), ok []byte, guess func(k int) []byte, garbage []byte) []byte {
+	var out []byte
+	switch a.m {
+	case Garbage:
+		return garbage
+	case Flood:
+		return nil
+	case StrayThenDrop:
+		if a.dropNext {
+			a.dropNext = false
+			return nil
+		}
+		a.dropNext = true
+		out = append(append(out, ok...), guess(1)...)
+	case Twice:
+		out = append(append(out, ok...), ok...)
+	case AnswerAhead:
+		out = append(out, ok...)
+		for k := 1; k <= 3; k++ {
+			out = append(out, guess(k)...)
+		}
+	default:
+		out = ok
+	}
+	store()
+	return out
+}
+
+// fakeOne is a Fake of one server (NSQ, STOMP) misbehaving as m.
+type fakeOne struct {
+	m Misbehaviour
+	s *fakeServer
+}
+
+func (f *fakeOne) Addrs() []string        { return []string{f.s.addr()} }
+func (f *fakeOne) Stored() map[string]int { return f.s.storedCopy() }
+func (f *fakeOne) Close()                 { f.s.close() }
+
 // fakeServer accepts connections and runs handle on each; it records what was stored.
 type fakeServer struct {
 	ln     net.Listener

@@ -13,19 +13,12 @@ import (
 // order, without ids, so its guessed answers are extra OKs; Flood and AheadOfHandshake send them from the
 // handshake on. Stored messages are those of every PUB and MPUB read whole (Garbage and Flood store none).
 func FakeNSQD(t testing.TB, m Misbehaviour) Fake {
-	f := &fakeNSQD{m: m}
+	f := &fakeNSQD{fakeOne{m: m}}
 	f.s = startFakeServer(t, f.serve)
 	return f
 }
 
-type fakeNSQD struct {
-	m Misbehaviour
-	s *fakeServer
-}
-
-func (f *fakeNSQD) Addrs() []string        { return []string{f.s.addr()} }
-func (f *fakeNSQD) Stored() map[string]int { return f.s.storedCopy() }
-func (f *fakeNSQD) Close()                 { f.s.close() }
+type fakeNSQD struct{ fakeOne }
 
 func nsqFrame(typ uint32, data string) []byte {
 	b := binary.BigEndian.AppendUint32(nil, uint32(4+len(data)))
@@ -41,7 +34,7 @@ func (f *fakeNSQD) serve(c *fakeConn) {
 	if _, err := io.ReadFull(r, magic[:]); err != nil {
 		return
 	}
-	dropNext := false
+	a := answerer{m: f.m}
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {
@@ -84,31 +77,8 @@ func (f *fakeNSQD) serve(c *fakeConn) {
 			_ = c.write(nsqFrame(1, "E_INVALID fake nsqd: "+cmd))
 			return
 		}
-		var answer []byte
-		switch f.m {
-		case Garbage:
-			answer = nsqFrame(0, "GARBAGE-NOT-OK")
-		case Flood:
-		case StrayThenDrop:
-			if dropNext {
-				dropNext = false
-				continue
-			}
-			f.s.store(bodies...)
-			answer = append(append([]byte{}, nsqOK...), nsqOK...)
-			dropNext = true
-		case Twice:
-			f.s.store(bodies...)
-			answer = append(append([]byte{}, nsqOK...), nsqOK...)
-		case AnswerAhead:
-			f.s.store(bodies...)
-			for range 4 {
-				answer = append(answer, nsqOK...)
-			}
-		default:
-			f.s.store(bodies...)
-			answer = nsqOK
-		}
+		// NSQ's guess for any later command is one more OK.
+		answer := a.answer(func() { f.s.store(bodies...) }, nsqOK, func(int) []byte { return nsqOK }, nsqFrame(0, "GARBAGE-NOT-OK"))
 		if answer != nil && c.write(answer) != nil {
 			return
 		}

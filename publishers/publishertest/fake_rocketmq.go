@@ -181,7 +181,7 @@ func (f *fakeRocketMQ) serveBroker(c *fakeConn) {
 		c.flood(func(i int) []byte { return fakeRMQResponse(0, last.Load()+int32(i%3)+1, nil) })
 	}
 	r := bufio.NewReader(c)
-	dropNext := false
+	a := answerer{m: f.m}
 	for {
 		q, err := readFakeRMQRequest(r)
 		if err != nil {
@@ -203,33 +203,8 @@ func (f *fakeRocketMQ) serveBroker(c *fakeConn) {
 			continue
 		}
 		last.Store(q.opaque)
-		ok := fakeRMQResponse(0, q.opaque, nil)
-		var answer []byte
-		switch f.m {
-		case Garbage:
-			answer = []byte("\x00\x00\x00\x0eGARBAGE-NOT-OK")
-		case Flood:
-		case StrayThenDrop:
-			if dropNext {
-				dropNext = false
-				continue
-			}
-			f.broker.store(bodies...)
-			answer = append(ok, fakeRMQResponse(0, q.opaque+1, nil)...)
-			dropNext = true
-		case Twice:
-			f.broker.store(bodies...)
-			answer = append(ok, ok...)
-		case AnswerAhead:
-			f.broker.store(bodies...)
-			answer = ok
-			for k := int32(1); k <= 3; k++ {
-				answer = append(answer, fakeRMQResponse(0, q.opaque+k, nil)...)
-			}
-		default:
-			f.broker.store(bodies...)
-			answer = ok
-		}
+		answer := a.answer(func() { f.broker.store(bodies...) }, fakeRMQResponse(0, q.opaque, nil),
+			func(k int) []byte { return fakeRMQResponse(0, q.opaque+int32(k), nil) }, []byte("\x00\x00\x00\x0eGARBAGE-NOT-OK"))
 		if answer != nil && c.write(answer) != nil {
 			return
 		}

@@ -15,19 +15,12 @@ import (
 // Stored are the messages of every SEND outside a transaction and of every committed transaction it
 // acknowledges or would (Garbage and Flood store none; StrayThenDrop stores nothing of what it drops).
 func FakeSTOMP(t testing.TB, m Misbehaviour) Fake {
-	f := &fakeSTOMP{m: m}
+	f := &fakeSTOMP{fakeOne{m: m}}
 	f.s = startFakeServer(t, f.serve)
 	return f
 }
 
-type fakeSTOMP struct {
-	m Misbehaviour
-	s *fakeServer
-}
-
-func (f *fakeSTOMP) Addrs() []string        { return []string{f.s.addr()} }
-func (f *fakeSTOMP) Stored() map[string]int { return f.s.storedCopy() }
-func (f *fakeSTOMP) Close()                 { f.s.close() }
+type fakeSTOMP struct{ fakeOne }
 
 // guessReceipt is what a broker would expect the receipt id k after id to be.
 func guessReceipt(id string, k int) string {
@@ -49,9 +42,9 @@ func stompReceipt(id string) []byte {
 func (f *fakeSTOMP) serve(c *fakeConn) {
 	r := frame.NewReader(c)
 	var (
-		last     atomic.Value // string: the last receipt id received, for the flood's guesses
-		txs      = map[string][][]byte{}
-		dropNext bool
+		last atomic.Value // string: the last receipt id received, for the flood's guesses
+		txs  = map[string][][]byte{}
+		a    = answerer{m: f.m}
 	)
 	last.Store("")
 	for {
@@ -109,32 +102,8 @@ func (f *fakeSTOMP) serve(c *fakeConn) {
 			continue
 		}
 		last.Store(id)
-		var answer []byte
-		switch f.m {
-		case Garbage:
-			answer = stompReceipt("GARBAGE-NOT-OK")
-		case Flood:
-		case StrayThenDrop:
-			if dropNext {
-				dropNext = false
-				continue
-			}
-			f.s.store(bodies...)
-			answer = append(stompReceipt(id), stompReceipt(guessReceipt(id, 1))...)
-			dropNext = true
-		case Twice:
-			f.s.store(bodies...)
-			answer = append(stompReceipt(id), stompReceipt(id)...)
-		case AnswerAhead:
-			f.s.store(bodies...)
-			answer = stompReceipt(id)
-			for k := 1; k <= 3; k++ {
-				answer = append(answer, stompReceipt(guessReceipt(id, k))...)
-			}
-		default:
-			f.s.store(bodies...)
-			answer = stompReceipt(id)
-		}
+		answer := a.answer(func() { f.s.store(bodies...) }, stompReceipt(id),
+			func(k int) []byte { return stompReceipt(guessReceipt(id, k)) }, stompReceipt("GARBAGE-NOT-OK"))
 		if answer != nil && c.write(answer) != nil {
 			return
 		}
