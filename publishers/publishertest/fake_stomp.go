@@ -11,7 +11,8 @@ import (
 
 // FakeSTOMP starts a STOMP 1.2 broker that misbehaves as m: CONNECT, SEND (with or without a
 // transaction), BEGIN, COMMIT, ABORT, DISCONNECT. Its guessed receipt ids take the receipt id it got and
-// add 1, 2, 3 to its first number ("41" → "42", "41-x" → "42-x"); with none seen yet, 1, 2, 3.
+// add 1, 2, 3 to its first number ("41" → "42", "41-x" → "42-x"); with none seen yet, 1, 2, 3. The
+// flood names, in turn, the three receipts after the last one it got.
 // Stored are the messages of every SEND outside a transaction and of every committed transaction it
 // acknowledges or would (Garbage and Flood store none; StrayThenDrop stores nothing of what it drops).
 func FakeSTOMP(t testing.TB, m Misbehaviour) Fake {
@@ -69,7 +70,7 @@ func (f *fakeSTOMP) serve(c *fakeConn) {
 					return
 				}
 			case Flood:
-				c.flood(func(i int) []byte { return stompReceipt(guessReceipt(last.Load().(string), i)) })
+				c.flood(func(i int) []byte { return stompReceipt(guessReceipt(last.Load().(string), i%3+1)) })
 			}
 			continue
 		case frame.DISCONNECT:
