@@ -478,12 +478,18 @@ func (c *Conn) fail(err error) {
 // Close fails the commands queued but not yet written with the Closed kind (they are dropped, so the
 // broker never sees a command whose caller was told it failed), waits up to CloseWait for the answers
 // to those written, writes the goodbye (best effort, within a second), fails what is still outstanding
-// with the Closed kind, and waits for the connection's goroutines. Close is idempotent, and a
+// with the Closed kind (the Unavailable kind when a write had failed: the broker broke it), and waits
+// for the connection's goroutines. Close is idempotent, and a
 // concurrent call returns only once the first has done all this.
 func (c *Conn) Close() {
 	c.closeOnce.Do(func() {
 		closed := kind(c.cfg.Closed, errors.New("connection closed"))
 		c.mu.Lock()
+		if c.broken != nil {
+			// A broken connection being replaced (or closed with its publisher): what it still holds
+			// failed because the broker's side broke, not because we are shutting down.
+			closed = kind(c.cfg.Unavailable, fmt.Errorf("connection closed after a failed write: %w", c.broken))
+		}
 		c.closing = true
 		c.queued = nil
 		unsent := c.takeUnsent()

@@ -643,3 +643,28 @@ func TestConcurrentClose(t *testing.T) {
 		}
 	}
 }
+
+// failingWrites is a connection whose writes fail while reads wait for the peer.
+type failingWrites struct{ net.Conn }
+
+func (failingWrites) Write([]byte) (int, error) { return 0, errors.New("broken pipe (test)") }
+
+// A connection whose write broke and which is closed (replaced by the pool) before its read loop gave
+// up fails what it held as unavailable: the broker's side broke. Closed means mqtarget is shutting down.
+func TestCloseAfterBrokenWrite(t *testing.T) {
+	_, nc := startBroker(t, func(io.Writer, string, net.Conn) {})
+	c := New(failingWrites{nc}, testConfig(Next))
+	r := newResult()
+	if err := c.Send(time.Time{}, encLine, r.done); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !c.Dead(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the failed write did not mark the connection dead within 5s")
+		}
+	}
+	c.Close()
+	if err := r.wait(t); !errors.Is(err, errUnavailable) || errors.Is(err, errClosed) {
+		t.Errorf("command on a connection closed after its write broke: %v, want unavailable, not closed", err)
+	}
+}
