@@ -238,9 +238,8 @@ func (p *NSQ) connect(ctx context.Context, addr string) (*nsqConn, error) {
 		if limit, err = p.probeMaxMsgSize(ctx, addr); errors.Is(err, errNSQTLSRequired) {
 			netConn.Close()
 			return nil, wrap(ErrUnavailable, fmt.Errorf("nsqd %s: %w: set nsq.tls", addr, err))
-		} else if isProtocolError(err) {
+		} else if isProtocolError(err) { // counted where it was found
 			netConn.Close()
-			p.proto.count(addr, err)
 			return nil, wrap(ErrUnavailable, fmt.Errorf("nsqd %s: %w", addr, err))
 		} else if err != nil {
 			p.log.Warn("nsqd message size limit unknown: oversize messages will fail their connection", "addr", addr, "err", err)
@@ -429,7 +428,9 @@ func (p *NSQ) probeMaxMsgSize(ctx context.Context, addr string) (int64, error) {
 	}
 	if frameType != nsq.FrameTypeError {
 		// No nsqd accepts a 2 GiB message, let alone before its body arrived.
-		return 0, protocolError("nsqd answered a PUB of %d bytes, body not sent, with frame type %d %s", nsqProbeBodyLen, frameType, truncate(data))
+		err := protocolError("nsqd answered a PUB of %d bytes, body not sent, with frame type %d %s", nsqProbeBodyLen, frameType, truncate(data))
+		p.proto.count(addr, err)
+		return 0, err
 	}
 	i := bytes.LastIndex(data, []byte(" > "))
 	if i < 0 {
