@@ -551,7 +551,7 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	for _, want := range []string{
 		"mqtarget_http_request_duration_seconds", "mqtarget_publish_duration_seconds",
 		"mqtarget_publish_messages_total", "mqtarget_publish_bytes_total", "mqtarget_async_in_flight",
-		"mqtarget_broker_connections_total", "mqtarget_broker_reconnects_total",
+		"mqtarget_broker_connections_total", "mqtarget_broker_reconnects_total", "mqtarget_protocol_errors_total",
 	} {
 		if !used[want] {
 			t.Errorf("no panel queries %s", want)

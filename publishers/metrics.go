@@ -38,6 +38,7 @@ type Metrics struct {
 	messages *prometheus.CounterVec
 	bytes    *prometheus.CounterVec
 	conns    *connCollector
+	proto    *protocolCollector
 	log      *slog.Logger // failed publishes, rate-limited; nil: not logged
 	logEvery time.Duration
 }
@@ -65,8 +66,9 @@ func NewMetrics(reg prometheus.Registerer, log *slog.Logger) *Metrics {
 			Help: "Payload bytes the broker acknowledged (result ok), all modes together.",
 		}, []string{"broker", "host"}),
 		conns: newConnCollector(),
+		proto: newProtocolCollector(),
 	}
-	reg.MustRegister(m.duration, m.messages, m.bytes, m.conns)
+	reg.MustRegister(m.duration, m.messages, m.bytes, m.conns, m.proto)
 	return m
 }
 
@@ -79,6 +81,7 @@ func (m *Metrics) Instrument(broker string, p Publisher) Publisher {
 			m.conns.add(broker, hosts, cc)
 		}
 	}
+	m.proto.add(broker, hosts, p)
 	ip := &instrumented{Publisher: p, obs: make([][]modeObs, len(hosts)), epoch: time.Now()}
 	// Resolve every label combination once so the hot path does no label lookups.
 	for h, addr := range hosts {

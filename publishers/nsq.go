@@ -95,6 +95,7 @@ type NSQ struct {
 	versions   brokerVersions // what each nsqd said it runs (IDENTIFY)
 	sizes      nsqSizes       // each nsqd's message size limit, probed at most once a minute
 	pings      pingLimit      // Ping's connections: one per host and pingReuse
+	proto      *protocolErrors
 }
 
 // Timings of the connection handling.
@@ -122,7 +123,7 @@ func NewNSQ(c NSQConfig, log *slog.Logger) (*NSQ, error) {
 		return nil, err
 	}
 	log = limitLog(log) // a failing nsqd must not flood the log (lograte)
-	p := &NSQ{dial: c.DialTimeout, tls: tc, log: log, coalesce: c.Coalesce}
+	p := &NSQ{dial: c.DialTimeout, tls: tc, log: log, coalesce: c.Coalesce, proto: newProtocolErrors("nsq", c.Hosts, log)}
 	p.pool = newPool("nsq", c.Hosts, c.ProducersPerHost, p.connect)
 	p.pool.log = log
 	return p, nil
@@ -179,9 +180,11 @@ func (p *NSQ) send(ctx context.Context, host int, topic string, body []byte, bod
 	}
 	by, _ := ctx.Deadline()
 	if bodies == nil {
-		return conn.Send(by, func(b []byte, _ uint64) []byte { return appendPUB(b, topic, body) }, done)
+		err = conn.Send(by, func(b []byte, _ uint64) []byte { return appendPUB(b, topic, body) }, done)
+	} else {
+		err = conn.Send(by, func(b []byte, _ uint64) []byte { return appendMPUB(b, topic, bodies) }, done)
 	}
-	return conn.Send(by, func(b []byte, _ uint64) []byte { return appendMPUB(b, topic, bodies) }, done)
+	return sendRefused(p.pool.closed.Load(), err)
 }
 
 // Ping connects to host and identifies, within ctx and the dial timeout, on a connection of its own so
@@ -235,21 +238,25 @@ func (p *NSQ) connect(ctx context.Context, addr string) (*nsqConn, error) {
 		if limit, err = p.maxMsgSize(ctx, addr); errors.Is(err, errNSQTLSRequired) {
 			netConn.Close()
 			return nil, wrap(ErrUnavailable, fmt.Errorf("nsqd %s: %w: set nsq.tls", addr, err))
+		} else if isProtocolError(err) { // counted where it was found
+			netConn.Close()
+			return nil, wrap(ErrUnavailable, fmt.Errorf("nsqd %s: %w", addr, err))
 		} else if err != nil {
 			p.log.Warn("nsqd message size limit unknown: oversize messages will fail their connection", "addr", addr, "err", err)
 		}
 	}
 	c := &nsqConn{maxMsg: limit}
 	c.Conn = wire.New(netConn, wire.Config{
-		Name:        "nsq",
-		Read:        c.marking(readNSQAnswer),
-		MaxWait:     nsqMaxWait,
-		StallGrace:  nsqStallGrace,
-		IdleTimeout: nsqReadTimeout,
-		CloseWait:   nsqCloseWait,
-		Unavailable: ErrUnavailable,
-		Closed:      ErrClosed,
-		Log:         p.log,
+		Name:          "nsq",
+		Read:          c.marking(readNSQAnswer),
+		MaxWait:       nsqMaxWait,
+		StallGrace:    nsqStallGrace,
+		IdleTimeout:   nsqReadTimeout,
+		CloseWait:     nsqCloseWait,
+		Unavailable:   ErrUnavailable,
+		Closed:        ErrClosed,
+		ProtocolError: p.proto.hook(addr),
+		Log:           p.log,
 	})
 	return c, nil
 }
@@ -298,6 +305,9 @@ func (p *NSQ) handshake(ctx context.Context, addr string) (net.Conn, int64, erro
 	if err == nil && ans.Version != "" {
 		p.versions.set(addr, "nsqd "+ans.Version)
 	}
+	if isProtocolError(err) {
+		p.proto.count(addr, err)
+	}
 	return conn, ans.MaxMsgSize, err
 }
 
@@ -342,8 +352,10 @@ func nsqUpgrade(ctx context.Context, conn net.Conn, addr string, tc *tls.Config,
 	switch {
 	case err != nil:
 		return tlsConn, err
-	case frameType != nsq.FrameTypeResponse || string(data) != "OK":
+	case frameType == nsq.FrameTypeError:
 		return tlsConn, wrap(ErrRejected, fmt.Errorf("TLS upgrade answered %q", data))
+	case frameType != nsq.FrameTypeResponse || string(data) != "OK":
+		return tlsConn, protocolError("nsqd answered the TLS upgrade with frame type %d %s", frameType, truncate(data))
 	}
 	return tlsConn, nil
 }
@@ -376,13 +388,15 @@ func identify(conn net.Conn, wantTLS bool) (nsqIdentifyAnswer, error) {
 	switch {
 	case err != nil:
 		return answer, err
-	case frameType != nsq.FrameTypeResponse:
+	case frameType == nsq.FrameTypeError:
 		return answer, wrap(ErrRejected, fmt.Errorf("IDENTIFY answered %q", data))
+	case frameType != nsq.FrameTypeResponse:
+		return answer, protocolError("nsqd answered IDENTIFY with frame type %d", frameType)
 	case string(data) == "OK": // nsqd without feature negotiation
 		return answer, nil
 	}
 	if err := json.Unmarshal(data, &answer); err != nil {
-		return answer, wrap(ErrRejected, fmt.Errorf("IDENTIFY answer %q: %v", data, err))
+		return answer, protocolError("IDENTIFY answer %s is neither OK nor JSON: %v", truncate(data), err)
 	}
 	return answer, nil
 }
@@ -467,8 +481,14 @@ func (p *NSQ) probeMaxMsgSize(ctx context.Context, addr string) (int64, error) {
 	if frameType == nsq.FrameTypeError && bytes.Contains(data, []byte("TLS required")) {
 		return 0, fmt.Errorf("%w (it answered %q)", errNSQTLSRequired, data)
 	}
+	if frameType != nsq.FrameTypeError {
+		// No nsqd accepts a 2 GiB message, let alone before its body arrived.
+		err := protocolError("nsqd answered a PUB of %d bytes, body not sent, with frame type %d %s", nsqProbeBodyLen, frameType, truncate(data))
+		p.proto.count(addr, err)
+		return 0, err
+	}
 	i := bytes.LastIndex(data, []byte(" > "))
-	if frameType != nsq.FrameTypeError || i < 0 {
+	if i < 0 {
 		return 0, fmt.Errorf("size probe answered %q", data)
 	}
 	if limit, err = strconv.ParseInt(string(data[i+3:]), 10, 64); err != nil || limit <= 0 {
@@ -484,8 +504,8 @@ var nop = []byte("NOP\n")
 // the 4-byte size says (up to 2 GiB).
 const nsqMaxAnswer = 4 << 10
 
-// errNSQFrame: nsqd sent something that is not a frame within our limits.
-var errNSQFrame = errors.New("malformed nsqd frame")
+// errNSQFrame: nsqd sent something that is not a frame within our limits: a protocol violation.
+var errNSQFrame = fmt.Errorf("%w: malformed nsqd frame", wire.ErrProtocol)
 
 // nsqFrameLen checks a frame header (size, type) and returns the length of the data that follows.
 func nsqFrameLen(hdr []byte) (int, int32, error) {
@@ -515,7 +535,8 @@ func readNSQFrame(r io.Reader) (int32, []byte, error) {
 }
 
 // readNSQAnswer reads one frame: OK answers the oldest command, an error rejects it and ends the
-// connection, a heart-beat wants a NOP. It allocates nothing: the frame is read within r's buffer.
+// connection, a heart-beat wants a NOP; any other frame is a protocol violation (nsqd answers PUB and
+// MPUB with OK and nothing else). It allocates nothing: the frame is read within r's buffer.
 func readNSQAnswer(r *bufio.Reader) (wire.Answer, error) {
 	hdr, err := r.Peek(8)
 	if err != nil {
@@ -540,8 +561,10 @@ func readNSQAnswer(r *bufio.Reader) (wire.Answer, error) {
 	switch {
 	case frameType == nsq.FrameTypeResponse && string(data) == "_heartbeat_":
 		return wire.Answer{Reply: nop}, nil
-	case frameType == nsq.FrameTypeResponse:
+	case frameType == nsq.FrameTypeResponse && string(data) == "OK":
 		return wire.Answer{Kind: wire.Next}, nil
+	case frameType == nsq.FrameTypeResponse:
+		return wire.Answer{}, fmt.Errorf("%w: response %s where only OK answers a publish", errNSQFrame, truncate(data))
 	case frameType == nsq.FrameTypeError:
 		// Every error nsqd answers a producer command with is fatal: it closes the connection.
 		reason := string(data)

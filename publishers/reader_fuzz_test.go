@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"log/slog"
 	"runtime"
 	"strconv"
 	"testing"
@@ -83,9 +82,11 @@ func FuzzReadNSQFrame(f *testing.F) {
 }
 
 func FuzzReadSTOMPAnswer(f *testing.F) {
+	rc := newSTOMPReceipts()
+	f.Add([]byte("RECEIPT\nreceipt-id:" + string(rc.appendID(nil, 1)) + "\n\n\x00\n"))
 	f.Add([]byte("RECEIPT\nreceipt-id:1\n\n\x00\n"))
-	f.Add([]byte("\n\r\nRECEIPT\r\nreceipt-id:77\r\n\r\n\x00"))
-	f.Add([]byte("ERROR\nmessage:AMQ229216 Invalid queue name \ncontent-type:text/plain\nreceipt-id:3\ncontent-length:31\n\nAMQ229216: Invalid queue name: \x00\n"))
+	f.Add([]byte("\n\r\nRECEIPT\r\nreceipt-id:" + string(rc.appendID(nil, 77)) + "\r\n\r\n\x00"))
+	f.Add([]byte("ERROR\nmessage:AMQ229216 Invalid queue name \ncontent-type:text/plain\nreceipt-id:" + string(rc.appendID(nil, 3)) + "\ncontent-length:31\n\nAMQ229216: Invalid queue name: \x00\n"))
 	f.Add([]byte("ERROR\nmessage:bad\n\nno receipt named\x00"))
 	f.Add([]byte("CONNECTED\nversion:1.2\nserver:Foo\\Bar\nheart-beat:0,30000\n\n\x00"))
 	f.Add([]byte("RECEIPT\nreceipt-id:a\\cb\n\n\x00"))
@@ -94,13 +95,12 @@ func FuzzReadSTOMPAnswer(f *testing.F) {
 	f.Add([]byte("MESSAGE\ndestination:/queue/x\n\nbody\x00"))
 	f.Add([]byte("BOGUS\n\n\x00"))
 	f.Add(append([]byte("RECEIPT\nreceipt-id:"), bytes.Repeat([]byte("9"), readerBuf)...))
-	log := slog.New(slog.DiscardHandler)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := bufio.NewReaderSize(bytes.NewReader(data), readerBuf)
 		for range len(data) + 1 { // every answer consumes at least a byte
-			a, err := readSTOMPAnswer(r, log, "127.0.0.1:61613")
+			a, err := readSTOMPAnswer(r, rc)
 			if err != nil {
-				if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, errSTOMPFrame) {
+				if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, wire.ErrProtocol) {
 					t.Fatalf("error of no known kind: %v", err)
 				}
 				return
@@ -125,9 +125,10 @@ func FuzzEncodeSTOMP(f *testing.F) {
 	f.Add("/queue/", "orders", []byte("hello"), true, uint64(0), uint64(1))
 	f.Add("/topic/", "conformance::", []byte{}, false, uint64(7), uint64(0))
 	f.Add("/queue/", "a\\b\nreceipt:9\r", []byte("x\x00y"), true, uint64(1), uint64(2))
+	rc := newSTOMPReceipts()
 	f.Fuzz(func(t *testing.T, prefix, topic string, body []byte, persistent bool, tx, receipt uint64) {
 		dest := prefix + topic
-		enc := appendSEND(nil, dest, body, persistent, tx, receipt)
+		enc := appendSEND(nil, dest, body, persistent, tx, rc, receipt)
 		got, err := frame.NewReader(bytes.NewReader(enc)).Read()
 		if err != nil {
 			t.Fatalf("go-stomp cannot read our SEND %q: %v", enc, err)
@@ -140,7 +141,7 @@ func FuzzEncodeSTOMP(f *testing.F) {
 			want[frame.Transaction] = "tx-" + strconv.FormatUint(tx, 10)
 		}
 		if receipt != 0 {
-			want[frame.Receipt] = strconv.FormatUint(receipt, 10)
+			want[frame.Receipt] = string(rc.appendID(nil, receipt))
 		}
 		if got.Command != frame.SEND || got.Header.Len() != len(want) || !bytes.Equal(got.Body, body) {
 			t.Fatalf("SEND %q read back as %s with %d headers, body %q", enc, got.Command, got.Header.Len(), got.Body)

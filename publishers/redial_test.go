@@ -174,8 +174,8 @@ func stompHandshakeThen(then func(*bufio.Reader, net.Conn)) func(net.Conn) {
 	}
 }
 
-// stompReceipts answers every frame's receipt header; answerOne stops after the first.
-func stompReceipts(answerOne bool) func(*bufio.Reader, net.Conn) {
+// stompServeReceipts answers every frame's receipt header; answerOne stops after the first.
+func stompServeReceipts(answerOne bool) func(*bufio.Reader, net.Conn) {
 	return func(r *bufio.Reader, c net.Conn) {
 		for {
 			f, err := r.ReadString(0)
@@ -295,8 +295,8 @@ func TestRedialBounded(t *testing.T) {
 		{"nsq closes after the handshake", nsqPub, nsqHandshakeThen(closeAtOnce), nsqHandshakeThen(nsqServeOK), slots, false, slots},
 		{"nsq answers one PUB and closes", nsqPub, nsqHandshakeThen(nsqAnswerOneThenClose), nsqHandshakeThen(nsqServeOK), slots, true, slots},
 		{"nsq refuses", nsqPub, nil, nil, slots, false, 0},
-		{"stomp closes after CONNECTED", stompPub, stompHandshakeThen(closeAtOnce), stompHandshakeThen(stompReceipts(false)), slots, false, 0},
-		{"stomp answers one receipt and closes", stompPub, stompHandshakeThen(stompReceipts(true)), stompHandshakeThen(stompReceipts(false)), slots, true, 0},
+		{"stomp closes after CONNECTED", stompPub, stompHandshakeThen(closeAtOnce), stompHandshakeThen(stompServeReceipts(false)), slots, false, 0},
+		{"stomp answers one receipt and closes", stompPub, stompHandshakeThen(stompServeReceipts(true)), stompHandshakeThen(stompServeReceipts(false)), slots, true, 0},
 		{"stomp refuses", stompPub, nil, nil, slots, false, 0},
 		{"rocketmq closes at once", rmqPub, func(net.Conn) {}, rmqServe(false), 1, false, 0},
 		{"rocketmq answers one and closes", rmqPub, rmqServe(true), rmqServe(false), 1, true, 0},

@@ -76,8 +76,8 @@ const (
 	// queue far more than a broker answers in that time. Past it, publishes wait for a slot (within
 	// their deadline) on our side instead.
 	rmqMaxInFlight = 64
-	// opaque is an int32: a connection is replaced before its sequence numbers leave that range.
-	rmqMaxOpaque = 1<<31 - 1<<20
+	// A connection is replaced before its sequence numbers leave rmqOpaques' domain.
+	rmqMaxOpaque = 1<<30 - 1<<20
 )
 
 // errRMQNotSent marks failures where the request certainly never reached the broker, so that resending
@@ -99,10 +99,11 @@ type rmqNative struct {
 	bg       sync.WaitGroup // route refreshes, dead connections being closed
 	clientID string
 	backoff  Backoff // the redial policy (DefaultBackoff; tests shorten it)
+	proto    *protocolErrors
 }
 
 type rmqNativeSlot struct {
-	cur      atomic.Pointer[wire.Conn]
+	cur      atomic.Pointer[rmqConn]
 	mu       sync.Mutex    // held while dialling
 	inFlight chan struct{} // one token per outstanding request (rmqMaxInFlight)
 	counts   hostConns     // connections made, replaced and failed (ConnCounts); the redial backoff
@@ -132,6 +133,11 @@ func newRMQNative(p *RocketMQ) *rmqNative {
 		n.conns[i].inFlight = make(chan struct{}, rmqMaxInFlight)
 	}
 	n.clientID = fmt.Sprintf("mqtarget@%d#%d", os.Getpid(), rmqInstance.Add(1))
+	addrs := make([]string, len(p.brokers))
+	for i, b := range p.brokers {
+		addrs[i] = b.Addr
+	}
+	n.proto = newProtocolErrors("rocketmq", addrs, p.log)
 	n.uniq.init()
 	// SendMessageRequestHeaderV2's short field names: a producerGroup, c defaultTopic, d
 	// defaultTopicQueueNums, f sysFlag, h flag, j reconsumeTimes, k unitMode, l maxReconsumeTimes; the
@@ -155,6 +161,7 @@ type rmqSend struct {
 	queue  int
 	bodies [][]byte
 	ids    [][rmqUniqLen]byte // UNIQ_KEY per body, kept across resends
+	op     rmqOpaques         // of the connection prepare chose
 }
 
 func (n *rmqNative) newSend(topic string, host int, bodies [][]byte) *rmqSend {
@@ -209,7 +216,7 @@ func (n *rmqNative) sendOnce(ctx context.Context, dl time.Time, host int, s *rmq
 	ch := make(chan error, 1)
 	if err := c.Send(dl, s.encode, func(err error) { <-sem; ch <- err }); err != nil {
 		<-sem
-		return fmt.Errorf("%w: %w", errRMQNotSent, err)
+		return fmt.Errorf("%w: %w", errRMQNotSent, n.sendRefused(err))
 	}
 	select {
 	case err = <-ch:
@@ -223,7 +230,7 @@ func (n *rmqNative) sendOnce(ctx context.Context, dl time.Time, host int, s *rmq
 }
 
 // prepare picks s's queue from the topic's route and returns host's connection.
-func (n *rmqNative) prepare(ctx context.Context, dl time.Time, host int, s *rmqSend) (*wire.Conn, error) {
+func (n *rmqNative) prepare(ctx context.Context, dl time.Time, host int, s *rmqSend) (*rmqConn, error) {
 	r, err := n.route(ctx, dl, s.topic)
 	if err != nil {
 		return nil, err
@@ -234,7 +241,11 @@ func (n *rmqNative) prepare(ctx context.Context, dl time.Time, host int, s *rmqS
 		return nil, wrap(ErrUnavailable, fmt.Errorf("%w: topic %s has no write queue on broker %s (name server route)", errRMQNotSent, s.topic, s.broker))
 	}
 	s.queue = int(n.p.queues[host].Add(1) % uint32(q))
-	return n.conn(ctx, dl, host)
+	c, err := n.conn(ctx, dl, host)
+	if err == nil {
+		s.op = c.op
+	}
+	return c, err
 }
 
 // ensureTopic runs RocketMQ.ensureTopic (rocketmq.create_topics) within dl.
@@ -303,10 +314,13 @@ func (n *rmqNative) publishAsync(host int, topic string, body []byte, done func(
 		if fired.Swap(true) {
 			return nil // the timer answered already
 		}
-		return n.result(err)
+		return n.result(n.sendRefused(err))
 	}
 	return nil
 }
+
+// sendRefused is sendRefused for this publisher.
+func (n *rmqNative) sendRefused(err error) error { return sendRefused(n.p.closed.Load(), err) }
 
 // acquire takes an in-flight slot, waiting until expired fires or the publisher closes.
 func (n *rmqNative) acquire(sem chan struct{}, expired <-chan time.Time) error {
@@ -521,7 +535,7 @@ func (n *rmqNative) fetchRoute(ctx context.Context, topic string) ([]int, bool, 
 // ---------------------------------------------------------------- connections
 
 // conn returns host's live connection, dialling a new one when there is none.
-func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*wire.Conn, error) {
+func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*rmqConn, error) {
 	s := &n.conns[host]
 	if c := s.cur.Load(); rmqUsable(c) {
 		return c, nil
@@ -574,7 +588,13 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*wire.Con
 	return c, nil
 }
 
-func rmqUsable(c *wire.Conn) bool {
+// rmqConn is one native connection and the opaques of its requests.
+type rmqConn struct {
+	*wire.Conn
+	op rmqOpaques
+}
+
+func rmqUsable(c *rmqConn) bool {
 	if c == nil || c.Dead() {
 		return false
 	}
@@ -583,7 +603,7 @@ func rmqUsable(c *wire.Conn) bool {
 }
 
 // dial connects to host's broker; mark notes the connection's answers.
-func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int, mark *answerMark) (*wire.Conn, error) {
+func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int, mark *answerMark) (*rmqConn, error) {
 	b := n.p.brokers[host]
 	if limit := time.Now().Add(rmqDialTimeout); limit.Before(dl) {
 		dl = limit
@@ -594,9 +614,10 @@ func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int, mark *answ
 	if err != nil {
 		return nil, wrap(ErrUnavailable, fmt.Errorf("%w: rocketmq broker %s: %w", errRMQNotSent, b, err))
 	}
-	return wire.New(nc, wire.Config{
+	op := newRMQOpaques()
+	return &rmqConn{op: op, Conn: wire.New(nc, wire.Config{
 		Name:           "rocketmq",
-		Read:           mark.marking(readRMQAnswer),
+		Read:           mark.marking(func(r *bufio.Reader) (wire.Answer, error) { return readRMQAnswer(r, op) }),
 		MaxWait:        n.p.cfg.SendTimeout,
 		StallGrace:     rmqNativeStallGrace,
 		IdleTimeout:    rmqNativeIdle,
@@ -605,8 +626,9 @@ func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int, mark *answ
 		CloseWait:      rmqNativeCloseWait,
 		Unavailable:    ErrUnavailable,
 		Closed:         ErrClosed,
+		ProtocolError:  n.proto.hook(b.Addr),
 		Log:            n.p.log,
-	}), nil
+	})}, nil
 }
 
 // heartBeat is the HEART_BEAT request that keeps an idle connection open (the broker closes
@@ -656,9 +678,10 @@ func (n *rmqNative) close() {
 
 // ---------------------------------------------------------------- framing
 
-// encode appends s's request frame with opaque id to b (wire.Conn calls it under its lock).
-func (s *rmqSend) encode(b []byte, id uint64) []byte {
+// encode appends s's request frame for sequence number seq to b (wire.Conn calls it under its lock).
+func (s *rmqSend) encode(b []byte, seq uint64) []byte {
 	n := s.n
+	id := s.op.opaque(seq)
 	code := rmqCodeSendV2
 	if len(s.bodies) > 1 {
 		code = rmqCodeSendBatch
@@ -666,7 +689,7 @@ func (s *rmqSend) encode(b []byte, id uint64) []byte {
 	if n.p.cfg.AccessKey != "" {
 		return s.encodeSigned(b, id, code)
 	}
-	b, at := rmqAppendHeader(b, code, int32(id))
+	b, at := rmqAppendHeader(b, code, id)
 	b = append(b, n.fixed...)
 	b = rmqAppendKV(b, "b", s.topic)
 	b = rmqAppendKVInt(b, "e", int64(s.queue))
@@ -689,7 +712,7 @@ func (s *rmqSend) encode(b []byte, id uint64) []byte {
 
 // encodeSigned builds the header through a map, signed (ACL 1.0): the signature covers the sorted
 // field values and the body.
-func (s *rmqSend) encodeSigned(b []byte, id uint64, code int) []byte {
+func (s *rmqSend) encodeSigned(b []byte, id int32, code int) []byte {
 	var body []byte
 	props := ""
 	if len(s.bodies) == 1 {
@@ -704,7 +727,7 @@ func (s *rmqSend) encodeSigned(b []byte, id uint64, code int) []byte {
 		"i": props, "j": "0", "k": "false", "l": "0", "m": strconv.FormatBool(len(s.bodies) > 1), "n": s.broker,
 	}
 	rmqadmin.Sign(ext, body, s.n.credentials())
-	b, at := rmqAppendHeader(b, code, int32(id))
+	b, at := rmqAppendHeader(b, code, id)
 	for _, k := range rmqSortedKeys(ext) {
 		b = rmqAppendKV(b, k, ext[k])
 	}
@@ -793,17 +816,22 @@ type rmqAnswer struct {
 	Remark string `json:"remark"`
 }
 
-// readRMQAnswer reads one frame and classifies it: responses answer the request with their opaque;
-// requests from the broker and the heart-beat's answer (opaque 0) answer none.
-func readRMQAnswer(r *bufio.Reader) (wire.Answer, error) {
+// readRMQAnswer reads one frame and classifies it: responses answer the request whose opaque (made by
+// op) they carry; requests from the broker and the heart-beat's answer (opaque 0) answer none. A
+// response whose opaque op did not make, or a malformed frame, is a protocol violation.
+func readRMQAnswer(r *bufio.Reader, op rmqOpaques) (wire.Answer, error) {
 	a, err := readRMQFrame(r)
 	if err != nil {
 		return wire.Answer{}, err
 	}
-	if a.Flag&rmqFlagResponse == 0 || a.Opaque <= 0 {
+	if a.Flag&rmqFlagResponse == 0 || a.Opaque == 0 {
 		return wire.Answer{}, nil
 	}
-	ans := wire.Answer{Kind: wire.ByID, ID: uint64(a.Opaque)}
+	seq, ok := op.seq(a.Opaque)
+	if !ok {
+		return wire.Answer{}, protocolError("response with opaque %d, which no request of this connection had", a.Opaque)
+	}
+	ans := wire.Answer{Kind: wire.ByID, ID: seq}
 	if a.Code != rmqResSuccess {
 		ans.Err = &rmqadmin.CodeError{Code: a.Code, Remark: a.Remark}
 	}
@@ -821,7 +849,7 @@ func readRMQFrame(r *bufio.Reader) (rmqAnswer, error) {
 	typ := head[4]
 	hl := binary.BigEndian.Uint32(head[4:8]) & 0xFFFFFF
 	if total < 4+hl || total > rmqMaxFrame {
-		return a, fmt.Errorf("bad rocketmq frame: length %d, header %d", total, hl)
+		return a, protocolError("bad rocketmq frame: length %d, header %d", total, hl)
 	}
 	_, _ = r.Discard(8)
 	var hdr []byte
@@ -844,7 +872,7 @@ func readRMQFrame(r *bufio.Reader) (rmqAnswer, error) {
 		err = fmt.Errorf("unsupported rocketmq serialize type %d", typ)
 	}
 	if err != nil {
-		return a, fmt.Errorf("bad rocketmq header: %w", err)
+		return a, protocolError("bad rocketmq header: %v", err)
 	}
 	if int(hl) <= r.Size() {
 		_, _ = r.Discard(int(hl))
@@ -873,6 +901,56 @@ func parseRMQBinaryHeader(h []byte, a *rmqAnswer) error {
 		a.Remark = string(h[fixed : fixed+int(rl)])
 	}
 	return nil
+}
+
+// rmqOpaques maps a connection's sequence numbers (1 .. 2^30-1) to request opaques (1 .. 2^30) and back
+// through a keyed permutation (a 4-round Feistel network on two 15-bit halves, keys random per
+// connection): a broker cannot answer a request it did not get by counting from the opaques it saw,
+// and an opaque that is no request's is told from ours. Opaque 0 stays the heart-beat's.
+type rmqOpaques struct{ keys [4]uint32 }
+
+const rmqOpaqueHalf = 1<<15 - 1
+
+func newRMQOpaques() rmqOpaques {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	var o rmqOpaques
+	for i := range o.keys {
+		o.keys[i] = binary.BigEndian.Uint32(b[4*i:])
+	}
+	return o
+}
+
+func rmqRound(x, k uint32) uint32 {
+	x ^= k
+	x *= 0x9E3779B1
+	x ^= x >> 15
+	x *= 0x85EBCA77
+	x ^= x >> 13
+	return x & rmqOpaqueHalf
+}
+
+// opaque is the opaque of sequence number seq (below 2^30).
+func (o rmqOpaques) opaque(seq uint64) int32 {
+	l, r := uint32(seq>>15)&rmqOpaqueHalf, uint32(seq)&rmqOpaqueHalf
+	for _, k := range o.keys {
+		l, r = r, l^rmqRound(r, k)
+	}
+	return int32(l<<15|r) + 1
+}
+
+// seq inverts opaque: the sequence number whose opaque is op, if op is one.
+func (o rmqOpaques) seq(op int32) (uint64, bool) {
+	if op < 1 || op > 1<<30 {
+		return 0, false
+	}
+	v := uint32(op - 1)
+	l, r := v>>15, v&rmqOpaqueHalf
+	for i := len(o.keys) - 1; i >= 0; i-- {
+		l, r = r^rmqRound(l, o.keys[i]), l
+	}
+	seq := uint64(l<<15 | r)
+	return seq, seq != 0
 }
 
 // ---------------------------------------------------------------- message ids

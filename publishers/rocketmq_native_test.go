@@ -137,7 +137,7 @@ func TestRMQSendFrame(t *testing.T) {
 					t.Errorf("field %s = %q, want %q", k, q.ext[k], v)
 				}
 			}
-			if q.code != tc.code || q.opaque != 42 || q.ext["g"] == "" {
+			if q.code != tc.code || q.opaque != s.op.opaque(42) || q.ext["g"] == "" {
 				t.Errorf("code %d opaque %d born %q", q.code, q.opaque, q.ext["g"])
 			}
 			if len(tc.bodies) == 1 {
@@ -172,22 +172,23 @@ func TestRMQSendFrame(t *testing.T) {
 }
 
 func TestReadRMQAnswer(t *testing.T) {
+	op := newRMQOpaques()
 	for _, tc := range []struct {
 		name  string
 		frame []byte
 		want  wire.Answer
 		code  int
 	}{
-		{"binary success", rmqTestResponse(0, 7, "", false), wire.Answer{Kind: wire.ByID, ID: 7}, -1},
-		{"json success", rmqTestResponse(0, 8, "", true), wire.Answer{Kind: wire.ByID, ID: 8}, -1},
-		{"binary busy", rmqTestResponse(2, 9, "[TIMEOUT_CLEAN_QUEUE]broker busy", false), wire.Answer{Kind: wire.ByID, ID: 9}, 2},
-		{"json illegal", rmqTestResponse(13, 10, "too big", true), wire.Answer{Kind: wire.ByID, ID: 10}, 13},
+		{"binary success", rmqTestResponse(0, op.opaque(7), "", false), wire.Answer{Kind: wire.ByID, ID: 7}, -1},
+		{"json success", rmqTestResponse(0, op.opaque(8), "", true), wire.Answer{Kind: wire.ByID, ID: 8}, -1},
+		{"binary busy", rmqTestResponse(2, op.opaque(9), "[TIMEOUT_CLEAN_QUEUE]broker busy", false), wire.Answer{Kind: wire.ByID, ID: 9}, 2},
+		{"json illegal", rmqTestResponse(13, op.opaque(10), "too big", true), wire.Answer{Kind: wire.ByID, ID: 10}, 13},
 		{"heart-beat answer", rmqTestResponse(0, 0, "", false), wire.Answer{}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// followed by a second frame: the first must be consumed exactly
-			r := bufio.NewReader(bytes.NewReader(append(tc.frame, rmqTestResponse(0, 99, "", false)...)))
-			a, err := readRMQAnswer(r)
+			r := bufio.NewReader(bytes.NewReader(append(tc.frame, rmqTestResponse(0, op.opaque(99), "", false)...)))
+			a, err := readRMQAnswer(r, op)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,10 +203,53 @@ func TestReadRMQAnswer(t *testing.T) {
 			if a.Kind != tc.want.Kind || a.ID != tc.want.ID || gotCode != tc.code {
 				t.Errorf("answer %+v (code %d), want %+v (code %d)", a, gotCode, tc.want, tc.code)
 			}
-			if next, err := readRMQAnswer(r); err != nil || next.ID != 99 {
+			if next, err := readRMQAnswer(r, op); err != nil || next.ID != 99 {
 				t.Errorf("next frame %+v, %v", next, err)
 			}
 		})
+	}
+	// Opaques no request of the connection had: protocol violations, never an answer.
+	for _, opaque := range []int32{-1, 1<<30 + 1, op.opaque(0)} {
+		a, err := readRMQAnswer(bufio.NewReader(bytes.NewReader(rmqTestResponse(0, opaque, "", false))), op)
+		if !errors.Is(err, wire.ErrProtocol) {
+			t.Errorf("response with opaque %d: %+v, %v, want a protocol violation", opaque, a, err)
+		}
+	}
+	// Garbage where a frame should be.
+	if _, err := readRMQAnswer(bufio.NewReader(bytes.NewReader([]byte("\x00\x00\x00\x02GARBAGE-NOT-OK"))), op); !errors.Is(err, wire.ErrProtocol) {
+		t.Errorf("garbage: %v, want a protocol violation", err)
+	}
+}
+
+// The opaques of a connection are a permutation of its sequence numbers onto 1..2^30, keyed per
+// connection: distinct, invertible, never 0, and not the sequence numbers themselves.
+func TestRMQOpaques(t *testing.T) {
+	a, b := newRMQOpaques(), newRMQOpaques()
+	seen := map[int32]bool{}
+	same, counting := 0, 0
+	for seq := uint64(1); seq <= 1<<16; seq++ {
+		o := a.opaque(seq)
+		if o < 1 || o > 1<<30 || seen[o] {
+			t.Fatalf("seq %d: opaque %d out of range or repeated", seq, o)
+		}
+		seen[o] = true
+		if back, ok := a.seq(o); !ok || back != seq {
+			t.Fatalf("seq %d: opaque %d maps back to %d, %v", seq, o, back, ok)
+		}
+		if o == b.opaque(seq) {
+			same++
+		}
+		if seq > 1 && o == a.opaque(seq-1)+1 {
+			counting++
+		}
+	}
+	for _, seq := range []uint64{rmqMaxOpaque, 1<<30 - 1} {
+		if back, ok := a.seq(a.opaque(seq)); !ok || back != seq {
+			t.Errorf("seq %d maps back to %d, %v", seq, back, ok)
+		}
+	}
+	if same > 4 || counting > 4 {
+		t.Errorf("of 2^16 opaques %d equal another connection's, %d follow their predecessor's: not keyed", same, counting)
 	}
 }
 

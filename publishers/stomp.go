@@ -5,8 +5,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"net"
@@ -146,8 +149,9 @@ func checkHeaderText(s string) error {
 // non-blocking way to wait for a receipt (async would need a goroutine per message), it takes no
 // context, and when a receipt waiter has given up its read loop blocks forever delivering to it.
 //
-// Here every SEND carries a receipt header whose id is the request's sequence number on the connection,
-// and is queued on the shared connection core (publishers/wire), which writes many requests at once and
+// Here every SEND carries a receipt header whose id is the request's sequence number on the connection
+// and a tag keyed by a random per-connection seed (a broker cannot name the receipt of a SEND it did not
+// get, not even the next one's), and is queued on the shared connection core (publishers/wire), which writes many requests at once and
 // runs each callback when its RECEIPT (or an ERROR) arrives. Sync publishes wait for their callback or
 // their context; PublishAsync returns once queued.
 type STOMP struct {
@@ -157,6 +161,7 @@ type STOMP struct {
 	log      *slog.Logger
 	versions brokerVersions // what each broker said it runs (CONNECTED's server header)
 	pings    pingLimit      // Ping's connections: one per host and pingReuse
+	proto    *protocolErrors
 }
 
 // Timings of the connection handling.
@@ -182,13 +187,13 @@ func NewSTOMP(c STOMPConfig, log *slog.Logger) (*STOMP, error) {
 		return nil, err
 	}
 	log = limitLog(log) // a failing broker must not flood the log (lograte)
-	p := &STOMP{cfg: c, tls: tc, log: log}
+	p := &STOMP{cfg: c, tls: tc, log: log, proto: newProtocolErrors("stomp", c.Hosts, log)}
 	p.pool = newPool("stomp", c.Hosts, c.ConnectionsPerHost, func(ctx context.Context, addr string) (*stompConn, error) {
 		netConn, hb, err := p.handshake(ctx, addr)
 		if err != nil {
 			return nil, err
 		}
-		return newSTOMPConn(netConn, hb, p), nil
+		return newSTOMPConn(netConn, addr, hb, p), nil
 	})
 	p.pool.log = log
 	return p, nil
@@ -239,7 +244,7 @@ func (p *STOMP) PublishAsync(host int, topic string, body []byte, done func(erro
 }
 
 // send queues a SEND of body, or a transaction of bodies when body is nil, on a connection to host. The
-// receipt id is the command's sequence number on its connection.
+// receipt id is the command's sequence number on its connection, tagged (stompReceipts).
 func (p *STOMP) send(ctx context.Context, host int, topic string, body []byte, bodies [][]byte, done func(error)) error {
 	conn, err := p.pool.get(ctx, host)
 	if err != nil {
@@ -248,22 +253,25 @@ func (p *STOMP) send(ctx context.Context, host int, topic string, body []byte, b
 	by, _ := ctx.Deadline()
 	dest := p.cfg.Prefix + topic
 	persistent := p.cfg.Persistent
+	rc := conn.receipts
 	if bodies == nil {
-		return conn.Send(by, func(b []byte, id uint64) []byte {
-			return appendSEND(b, dest, body, persistent, 0, id)
+		err = conn.Send(by, func(b []byte, id uint64) []byte {
+			return appendSEND(b, dest, body, persistent, 0, rc, id)
+		}, done)
+	} else {
+		err = conn.Send(by, func(b []byte, id uint64) []byte {
+			b = appendTxFrame(b, "BEGIN", id, rc, 0)
+			for _, body := range bodies {
+				b = appendSEND(b, dest, body, persistent, id, rc, 0)
+			}
+			return appendTxFrame(b, "COMMIT", id, rc, id)
 		}, done)
 	}
-	return conn.Send(by, func(b []byte, id uint64) []byte {
-		b = appendTxFrame(b, "BEGIN", id, 0)
-		for _, body := range bodies {
-			b = appendSEND(b, dest, body, persistent, id, 0)
-		}
-		return appendTxFrame(b, "COMMIT", id, id)
-	}, done)
+	return sendRefused(p.pool.closed.Load(), err)
 }
 
-// appendSEND encodes a SEND; tx and receipt are left out when 0.
-func appendSEND(b []byte, dest string, body []byte, persistent bool, tx, receipt uint64) []byte {
+// appendSEND encodes a SEND; tx and receipt are left out when 0; rc makes the receipt id.
+func appendSEND(b []byte, dest string, body []byte, persistent bool, tx uint64, rc stompReceipts, receipt uint64) []byte {
 	b = append(b, "SEND\ndestination:"...)
 	b = appendHeaderValue(b, dest)
 	b = append(b, "\ncontent-length:"...)
@@ -273,7 +281,7 @@ func appendSEND(b []byte, dest string, body []byte, persistent bool, tx, receipt
 		b = append(b, "persistent:true\n"...)
 	}
 	b = appendIDHeader(b, "transaction:tx-", tx)
-	b = appendIDHeader(b, "receipt:", receipt)
+	b = rc.appendHeader(b, receipt)
 	b = append(b, '\n')
 	b = append(b, body...)
 	return append(b, 0)
@@ -304,12 +312,49 @@ func appendHeaderValue(b []byte, s string) []byte {
 }
 
 // appendTxFrame encodes BEGIN or COMMIT of transaction tx-<tx>, with a receipt unless receipt is 0.
-func appendTxFrame(b []byte, command string, tx, receipt uint64) []byte {
+func appendTxFrame(b []byte, command string, tx uint64, rc stompReceipts, receipt uint64) []byte {
 	b = append(b, command...)
 	b = append(b, '\n')
 	b = appendIDHeader(b, "transaction:tx-", tx)
-	b = appendIDHeader(b, "receipt:", receipt)
+	b = rc.appendHeader(b, receipt)
 	return append(b, '\n', 0)
+}
+
+// stompReceipts makes and checks one connection's receipt ids, <seq>-<tag>: tag is a hash of seq keyed by
+// a random seed, so no broker (nor anything else on the path) can name the receipt of a SEND it did not
+// get, not even the next one's, and a receipt id that is not ours is told from ours.
+type stompReceipts struct{ seed maphash.Seed }
+
+func newSTOMPReceipts() stompReceipts { return stompReceipts{seed: maphash.MakeSeed()} }
+
+// appendHeader appends the header line receipt:<id>, or nothing when seq is 0.
+func (rc stompReceipts) appendHeader(b []byte, seq uint64) []byte {
+	if seq == 0 {
+		return b
+	}
+	b = append(b, "receipt:"...)
+	b = rc.appendID(b, seq)
+	return append(b, '\n')
+}
+
+// appendID appends the receipt id of seq.
+func (rc stompReceipts) appendID(b []byte, seq uint64) []byte {
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, '-')
+	var tag [8]byte
+	binary.BigEndian.PutUint64(tag[:], maphash.Comparable(rc.seed, seq))
+	return hex.AppendEncode(b, tag[:])
+}
+
+// parse returns the sequence number of a receipt id this connection made, or a protocol violation.
+func (rc stompReceipts) parse(id string) (uint64, error) {
+	s, _, _ := strings.Cut(id, "-")
+	seq, err := strconv.ParseUint(s, 10, 64)
+	var want [48]byte
+	if err != nil || seq == 0 || string(rc.appendID(want[:0], seq)) != id {
+		return 0, protocolError("receipt id %s is none this connection sent", truncate([]byte(id)))
+	}
+	return seq, nil
 }
 
 // appendIDHeader appends the header line prefix<id>, or nothing when id is 0.
@@ -358,6 +403,9 @@ func (p *STOMP) handshake(ctx context.Context, addr string) (net.Conn, heartBeat
 	hb, err := p.connect(conn, addr)
 	if err != nil {
 		conn.Close()
+		if isProtocolError(err) {
+			p.proto.count(addr, err)
+		}
 		if errors.Is(err, ErrRejected) {
 			return nil, hb, err
 		}
@@ -408,11 +456,16 @@ func (p *STOMP) connect(conn net.Conn, addr string) (heartBeats, error) {
 	}
 	switch f.Command {
 	case frame.CONNECTED:
+		// What followed CONNECTED in the same read would be lost with r: heart-beats may, anything else
+		// (a RECEIPT before any SEND) is no answer to us.
+		if rest, _ := r.Peek(r.Buffered()); len(bytes.Trim(rest, "\r\n")) > 0 {
+			return heartBeats{}, protocolError("CONNECTED followed by %s before any command", truncate(rest))
+		}
 		p.versions.set(addr, f.Header.Get(frame.Server))
 	case frame.ERROR:
 		return heartBeats{}, wrap(ErrRejected, fmt.Errorf("CONNECT refused: %s", errorText(f)))
 	default:
-		return heartBeats{}, fmt.Errorf("CONNECT answered with %s", f.Command)
+		return heartBeats{}, protocolError("CONNECT answered with %s", f.Command)
 	}
 	return negotiate(p.cfg.HeartBeat, p.cfg.HeartBeatReceive, f.Header.Get(frame.HeartBeat))
 }
@@ -441,7 +494,7 @@ func negotiate(send, recv time.Duration, header string) (heartBeats, error) {
 	}
 	sx, sy, err := frame.ParseHeartBeat(header)
 	if err != nil {
-		return heartBeats{}, fmt.Errorf("CONNECTED heart-beat %q: %w", header, err)
+		return heartBeats{}, protocolError("CONNECTED heart-beat %s: %v", truncate([]byte(header)), err)
 	}
 	var hb heartBeats
 	if send > 0 && sy > 0 {
@@ -472,6 +525,7 @@ func (p *STOMP) Close() error {
 type stompConn struct {
 	*wire.Conn
 	answerMark
+	receipts stompReceipts
 }
 
 var (
@@ -479,10 +533,10 @@ var (
 	stompDisconnect = []byte("DISCONNECT\n\n\x00")
 )
 
-func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
-	addr := conn.RemoteAddr().String()
-	read := func(r *bufio.Reader) (wire.Answer, error) { return readSTOMPAnswer(r, p.log, addr) }
-	c := &stompConn{}
+func newSTOMPConn(conn net.Conn, addr string, hb heartBeats, p *STOMP) *stompConn {
+	rc := newSTOMPReceipts()
+	read := func(r *bufio.Reader) (wire.Answer, error) { return readSTOMPAnswer(r, rc) }
+	c := &stompConn{receipts: rc}
 	c.Conn = wire.New(conn, wire.Config{
 		Name:           "stomp",
 		Read:           c.marking(read),
@@ -495,6 +549,7 @@ func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
 		Goodbye:        stompDisconnect,
 		Unavailable:    ErrUnavailable,
 		Closed:         ErrClosed,
+		ProtocolError:  p.proto.hook(addr),
 		Log:            p.log,
 	})
 	return c
@@ -503,8 +558,9 @@ func newSTOMPConn(conn net.Conn, hb heartBeats, p *STOMP) *stompConn {
 // readSTOMPAnswer reads one frame: a RECEIPT answers the request of its id; an ERROR ends the
 // connection (the broker closes it): the request it names is rejected and the others outstanding are
 // unavailable, and when it names none every request outstanding is rejected (the broker refused one of
-// them, e.g. a SEND in a transaction).
-func readSTOMPAnswer(r *bufio.Reader, log *slog.Logger, addr string) (wire.Answer, error) {
+// them, e.g. a SEND in a transaction). A receipt id rc did not make, or any other frame (a publishing
+// connection subscribes to nothing), is a protocol violation.
+func readSTOMPAnswer(r *bufio.Reader, rc stompReceipts) (wire.Answer, error) {
 	f, err := readSTOMPFrame(r)
 	switch {
 	case err != nil:
@@ -514,24 +570,24 @@ func readSTOMPAnswer(r *bufio.Reader, log *slog.Logger, addr string) (wire.Answe
 	}
 	switch f.Command {
 	case frame.RECEIPT:
-		id, err := strconv.ParseUint(f.Header.Get(frame.ReceiptId), 10, 64)
+		id, err := rc.parse(f.Header.Get(frame.ReceiptId))
 		if err != nil {
-			log.Warn("stomp broker sent a receipt nobody waits for", "addr", addr, "receipt", f.Header.Get(frame.ReceiptId))
-			return wire.Answer{}, nil
+			return wire.Answer{}, err
 		}
 		return wire.Answer{Kind: wire.ByID, ID: id}, nil
 	case frame.ERROR:
 		rejected := wrap(ErrRejected, fmt.Errorf("broker ERROR: %s", errorText(f)))
 		if s, named := f.Header.Contains(frame.ReceiptId); named {
-			if id, err := strconv.ParseUint(s, 10, 64); err == nil {
-				return wire.Answer{Kind: wire.ByID, ID: id, Err: rejected,
-					Close: wrap(ErrUnavailable, fmt.Errorf("connection closed after a broker ERROR: %s", errorText(f)))}, nil
+			id, err := rc.parse(s)
+			if err != nil {
+				return wire.Answer{}, err
 			}
+			return wire.Answer{Kind: wire.ByID, ID: id, Err: rejected,
+				Close: wrap(ErrUnavailable, fmt.Errorf("connection closed after a broker ERROR: %s", errorText(f)))}, nil
 		}
 		return wire.Answer{Close: rejected}, nil
 	default:
-		log.Warn("stomp broker sent an unexpected frame", "addr", addr, "command", f.Command)
-		return wire.Answer{}, nil
+		return wire.Answer{}, protocolError("%s frame on a publishing connection", f.Command)
 	}
 }
 
@@ -543,8 +599,9 @@ const (
 	stompMaxHeaders = 64
 )
 
-// errSTOMPFrame: the broker sent something that is not a STOMP frame within our limits.
-var errSTOMPFrame = errors.New("malformed STOMP frame from the broker")
+// errSTOMPFrame: the broker sent something that is not a STOMP frame within our limits: a protocol
+// violation.
+var errSTOMPFrame = fmt.Errorf("%w: malformed STOMP frame from the broker", wire.ErrProtocol)
 
 // readSTOMPFrame reads one frame, or returns nil for a heart-beat. A line longer than r's buffer, more
 // than stompMaxHeaders headers or a body over stompMaxBody is errSTOMPFrame, as is anything malformed;

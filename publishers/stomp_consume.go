@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-stomp/stomp/v3/frame"
@@ -112,6 +113,8 @@ type stompSession struct {
 	w     *frame.Writer
 	hbOut time.Duration // negotiated heart-beat send interval (0: none)
 	since time.Time     // when conn subscribed
+	// leaving: the DISCONNECT was sent (its RECEIPT ends the session); set by leave, read by serve.
+	leaving atomic.Bool
 }
 
 // subscribe connects and subscribes within the dial timeout and ctx.
@@ -145,13 +148,13 @@ func (s *stompSession) subscribe(ctx context.Context) error {
 		conn.Close()
 		return wrap(ErrRejected, fmt.Errorf("CONNECT refused: %s", errorText(f)))
 	default:
-		return fail(fmt.Errorf("CONNECT answered with %s", f.Command))
+		return fail(protocolError("CONNECT answered with %s", f.Command))
 	}
 	hb, err := negotiate(s.c.cfg.HeartBeat, 0, f.Header.Get(frame.HeartBeat))
 	if err != nil {
 		return fail(err)
 	}
-	if err := w.Write(frame.New(frame.SUBSCRIBE, frame.Id, "0", frame.Destination, s.dest, frame.Ack, frame.AckAuto)); err != nil {
+	if err := w.Write(frame.New(frame.SUBSCRIBE, frame.Id, stompSubscription, frame.Destination, s.dest, frame.Ack, frame.AckAuto)); err != nil {
 		return fail(err)
 	}
 	_ = conn.SetDeadline(time.Time{})
@@ -240,24 +243,41 @@ func (s *stompSession) serve(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// Only what answers us is believed: a message of our subscription, the receipt of our DISCONNECT
+		// once we sent it; anything else ends the connection as a protocol violation (it is redialled).
 		switch f.Command {
 		case frame.MESSAGE:
+			if sub := f.Header.Get(frame.Subscription); sub != stompSubscription {
+				return wrap(ErrUnavailable, protocolError("MESSAGE of subscription %s, ours is %s", truncate([]byte(sub)), stompSubscription))
+			}
 			s.handle(Delivery{Host: s.host, Topic: s.topic, Body: f.Body, Received: time.Now()})
-		case frame.RECEIPT: // the DISCONNECT's: everything dispatched to us has arrived
-			return nil
+		case frame.RECEIPT:
+			if id := f.Header.Get(frame.ReceiptId); id != stompLeaveReceipt || !s.leaving.Load() {
+				return wrap(ErrUnavailable, protocolError("RECEIPT %s for nothing we sent", truncate([]byte(id))))
+			}
+			return nil // the DISCONNECT's: everything dispatched to us has arrived
 		case frame.ERROR:
 			return wrap(ErrRejected, errors.New(errorText(f)))
+		default:
+			return wrap(ErrUnavailable, protocolError("%s frame on a subscribed connection", f.Command))
 		}
 	}
 }
+
+// The consumer's subscription id and the receipt id of its DISCONNECT.
+const (
+	stompSubscription = "0"
+	stompLeaveReceipt = "bye"
+)
 
 // leave asks the broker to stop dispatching and to confirm the end, and bounds the wait for it.
 func (s *stompSession) leave() {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	_ = s.conn.SetDeadline(time.Now().Add(stompConsumeLeave))
-	_ = s.w.Write(frame.New(frame.UNSUBSCRIBE, frame.Id, "0"))
-	_ = s.w.Write(frame.New(frame.DISCONNECT, frame.Receipt, "bye"))
+	s.leaving.Store(true)
+	_ = s.w.Write(frame.New(frame.UNSUBSCRIBE, frame.Id, stompSubscription))
+	_ = s.w.Write(frame.New(frame.DISCONNECT, frame.Receipt, stompLeaveReceipt))
 }
 
 // stompConsumerWriteTimeout bounds one heart-beat write of a consumer: a broker that cannot take one

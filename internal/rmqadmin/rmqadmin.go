@@ -82,6 +82,15 @@ func (e *CodeError) Error() string { return fmt.Sprintf("CODE: %d, DESC: %s", e.
 
 var opaque atomic.Int32
 
+// ErrProtocol marks an answer no correct name server or broker sends: a malformed frame, a response to
+// another request (Call makes one request per connection), or requests from the server instead of the
+// answer.
+var ErrProtocol = errors.New("rocketmq protocol violation")
+
+// maxServerRequests bounds the requests from the server Call skips while it waits for its answer (a
+// broker may send one; an endless stream of them is no answer).
+const maxServerRequests = 16
+
 // Call sends one command to addr and returns the answer; answers with a non-success code are returned
 // too (callers decide), transport failures are errors.
 func (c *Client) Call(ctx context.Context, addr string, code int, ext map[string]string, body []byte) (*Command, error) {
@@ -113,12 +122,18 @@ func (c *Client) Call(ctx context.Context, addr string, code int, ext map[string
 	if _, err := conn.Write(frame); err != nil {
 		return nil, ctxOr(ctx, err)
 	}
-	for {
+	for skipped := 0; ; skipped++ {
 		resp, err := readCommand(conn)
 		if err != nil {
 			return nil, ctxOr(ctx, err)
 		}
-		if resp.Opaque == req.Opaque && resp.Flag&1 == 1 {
+		switch {
+		case resp.Flag&1 == 0 && skipped < maxServerRequests: // a request from the server: not ours to answer
+		case resp.Flag&1 == 0:
+			return nil, fmt.Errorf("%w: %s sent %d requests and no answer", ErrProtocol, addr, skipped+1)
+		case resp.Opaque != req.Opaque:
+			return nil, fmt.Errorf("%w: %s answered opaque %d to request %d, the only one on the connection", ErrProtocol, addr, resp.Opaque, req.Opaque)
+		default:
 			return resp, nil
 		}
 	}
@@ -159,11 +174,11 @@ func readCommand(r io.Reader) (*Command, error) {
 	total := binary.BigEndian.Uint32(head[0:4])
 	hl := binary.BigEndian.Uint32(head[4:8])
 	if hl>>24 != 0 {
-		return nil, fmt.Errorf("unsupported serialize type %d", hl>>24)
+		return nil, fmt.Errorf("%w: unsupported serialize type %d", ErrProtocol, hl>>24)
 	}
 	hl &= 0xFFFFFF
 	if total < 4+hl || total > 64<<20 {
-		return nil, fmt.Errorf("bad frame: length %d, header %d", total, hl)
+		return nil, fmt.Errorf("%w: bad frame: length %d, header %d", ErrProtocol, total, hl)
 	}
 	buf := make([]byte, total-4)
 	if _, err := io.ReadFull(r, buf); err != nil {
@@ -171,7 +186,7 @@ func readCommand(r io.Reader) (*Command, error) {
 	}
 	var cmd Command
 	if err := json.Unmarshal(buf[:hl], &cmd); err != nil {
-		return nil, fmt.Errorf("bad header: %v", err)
+		return nil, fmt.Errorf("%w: bad header: %v", ErrProtocol, err)
 	}
 	cmd.Body = buf[hl:]
 	return &cmd, nil
@@ -378,12 +393,101 @@ func (c *Client) Pull(ctx context.Context, addr, group, topic string, queue int,
 	}
 	switch resp.Code {
 	case resSuccess:
-		return primitive.DecodeMessage(resp.Body), next, nil
+		msgs, err := decodePulled(resp.Body, topic, queue, offset)
+		if err != nil {
+			return nil, offset, err
+		}
+		return msgs, next, nil
 	case resPullNotFound, resPullRetry, resPullOffsetMove:
 		return nil, next, nil
 	default:
 		return nil, offset, &CodeError{resp.Code, resp.Remark}
 	}
+}
+
+// decodePulled decodes the messages of a pull answer for topic's queue from offset. The records are
+// checked first (primitive.DecodeMessage trusts every length: a negative one panics or loops for
+// long), then every message must be of that topic and queue, at or after offset: anything else is no
+// answer to this pull and is a protocol violation, nothing delivered.
+func decodePulled(body []byte, topic string, queue int, offset int64) ([]*primitive.MessageExt, error) {
+	if err := checkMessageRecords(body); err != nil {
+		return nil, err
+	}
+	msgs := primitive.DecodeMessage(body)
+	for _, m := range msgs {
+		if m.Topic != topic || m.Queue == nil || m.Queue.QueueId != queue || m.QueueOffset < offset {
+			qid := -1
+			if m.Queue != nil {
+				qid = m.Queue.QueueId
+			}
+			return nil, fmt.Errorf("%w: pull of %s queue %d from offset %d answered with a message of %q queue %d offset %d",
+				ErrProtocol, topic, queue, offset, m.Topic, qid, m.QueueOffset)
+		}
+	}
+	return msgs, nil
+}
+
+// checkMessageRecords walks the records of a pulled body as primitive.DecodeMessage reads them and checks
+// that every length is within its record and every record's size is what it says.
+func checkMessageRecords(b []byte) error {
+	bad := func(what string) error { return fmt.Errorf("%w: pulled messages: %s", ErrProtocol, what) }
+	const (
+		bornV6  = 1 << 4 // primitive.FlagBornHostV6
+		storeV6 = 1 << 5 // primitive.FlagStoreHostV6
+	)
+	for len(b) > 0 {
+		if len(b) < 4 {
+			return bad("truncated record")
+		}
+		size := int64(int32(binary.BigEndian.Uint32(b)))
+		if size < 4 || size > int64(len(b)) {
+			return bad(fmt.Sprintf("record size %d of %d bytes left", size, len(b)))
+		}
+		r := b[:size]
+		const fixedToSysFlag = 4 + 4 + 4 + 4 + 4 + 8 + 8 // size .. physical offset
+		at := fixedToSysFlag
+		need := func(n int) bool { return at+n <= len(r) }
+		if !need(4) {
+			return bad("record too short")
+		}
+		sysFlag := int32(binary.BigEndian.Uint32(r[at:]))
+		at += 4 + 8 // sysFlag, born timestamp
+		if sysFlag&bornV6 != 0 {
+			at += 20
+		} else {
+			at += 8
+		}
+		at += 8 // store timestamp
+		if sysFlag&storeV6 != 0 {
+			at += 20
+		} else {
+			at += 8
+		}
+		at += 4 + 8 // reconsume times, prepared transaction offset
+		if !need(4) {
+			return bad("record too short")
+		}
+		bodyLen := int64(int32(binary.BigEndian.Uint32(r[at:])))
+		at += 4
+		if bodyLen < 0 || int64(at)+bodyLen > int64(len(r)) {
+			return bad(fmt.Sprintf("body length %d", bodyLen))
+		}
+		at += int(bodyLen)
+		if !need(1) {
+			return bad("record too short")
+		}
+		at += 1 + int(r[at])
+		if !need(2) {
+			return bad("record too short")
+		}
+		propsLen := int(int16(binary.BigEndian.Uint16(r[at:])))
+		at += 2
+		if propsLen < 0 || at+propsLen != len(r) {
+			return bad(fmt.Sprintf("properties length %d in a record of %d bytes", propsLen, len(r)))
+		}
+		b = b[size:]
+	}
+	return nil
 }
 
 // ErrNoBrokers: the name server knows no broker with a master.

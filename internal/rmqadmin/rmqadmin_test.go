@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -104,5 +105,133 @@ func TestRouteOfMissingTopic(t *testing.T) {
 	route, err := (&Client{}).Route(context.Background(), addr, "nope")
 	if err != nil || route != nil {
 		t.Fatalf("route %v err %v, want nil, nil", route, err)
+	}
+}
+
+// Call believes only the response to its request: another opaque, garbage or an endless stream of
+// server requests is a protocol violation, not an answer (nor a wait until the deadline).
+func TestCallChecksTheAnswer(t *testing.T) {
+	frame := func(c Command) []byte {
+		header, _ := json.Marshal(c)
+		b := binary.BigEndian.AppendUint32(nil, uint32(4+len(header)))
+		b = binary.BigEndian.AppendUint32(b, uint32(len(header)))
+		return append(b, header...)
+	}
+	cases := []struct {
+		name   string
+		answer func(req *Command) []byte
+		ok     bool
+	}{
+		{"its own answer after a server request", func(req *Command) []byte {
+			return append(frame(Command{Code: 40, Opaque: 7}), frame(Command{Code: 0, Opaque: req.Opaque, Flag: 1})...)
+		}, true},
+		{"another request's answer first", func(req *Command) []byte {
+			return append(frame(Command{Code: 0, Opaque: req.Opaque + 1, Flag: 1}), frame(Command{Code: 0, Opaque: req.Opaque, Flag: 1})...)
+		}, false},
+		{"a request with its opaque, flag not a response, forever", func(req *Command) []byte {
+			var b []byte
+			for range maxServerRequests + 1 {
+				b = append(b, frame(Command{Code: 0, Opaque: req.Opaque})...)
+			}
+			return b
+		}, false},
+		{"garbage", func(*Command) []byte { return []byte("\x00\x00\x00\x0eGARBAGE-NOT-OK") }, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			t.Cleanup(func() { ln.Close(); <-done })
+			go func() {
+				defer close(done)
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				req, err := readCommand(conn)
+				if err != nil {
+					return
+				}
+				_, _ = conn.Write(tc.answer(req))
+				_, _ = conn.Read(make([]byte, 1)) // until the client hangs up
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			resp, err := (&Client{}).Call(ctx, ln.Addr().String(), codeGetBrokerRuntimeInfo, nil, nil)
+			switch {
+			case tc.ok && err != nil:
+				t.Fatalf("Call: %v", err)
+			case !tc.ok && !errors.Is(err, ErrProtocol):
+				t.Fatalf("Call: %+v, %v, want a protocol violation", resp, err)
+			}
+		})
+	}
+}
+
+// record encodes one pulled message as a broker stores it (MessageDecoder's layout, IPv4 hosts).
+func record(topic string, queue int32, offset int64, body []byte, bodyLen int32) []byte {
+	b := binary.BigEndian.AppendUint32(nil, 0) // size, patched
+	b = binary.BigEndian.AppendUint32(b, 0xdaa320a7)
+	b = binary.BigEndian.AppendUint32(b, 0) // body CRC
+	b = binary.BigEndian.AppendUint32(b, uint32(queue))
+	b = binary.BigEndian.AppendUint32(b, 0) // flag
+	b = binary.BigEndian.AppendUint64(b, uint64(offset))
+	b = binary.BigEndian.AppendUint64(b, 0) // physical offset
+	b = binary.BigEndian.AppendUint32(b, 0) // sysFlag
+	b = binary.BigEndian.AppendUint64(b, 0) // born timestamp
+	b = append(b, 127, 0, 0, 1, 0, 0, 0x27, 0x10)
+	b = binary.BigEndian.AppendUint64(b, 0) // store timestamp
+	b = append(b, 127, 0, 0, 1, 0, 0, 0x2a, 0x9f)
+	b = binary.BigEndian.AppendUint32(b, 0) // reconsume times
+	b = binary.BigEndian.AppendUint64(b, 0) // prepared transaction offset
+	b = binary.BigEndian.AppendUint32(b, uint32(bodyLen))
+	b = append(b, body...)
+	b = append(b, byte(len(topic)))
+	b = append(b, topic...)
+	b = binary.BigEndian.AppendUint16(b, 0) // no properties
+	binary.BigEndian.PutUint32(b, uint32(len(b)))
+	return b
+}
+
+// A pull answer is believed only as messages of the queue pulled, from the offset asked, in records
+// whose lengths hold: anything else is a protocol violation, nothing delivered (and never a panic).
+func TestPullChecksTheMessages(t *testing.T) {
+	ok := record("t", 2, 10, []byte("hello"), 5)
+	cases := []struct {
+		name string
+		body []byte
+		want int // messages; -1: a protocol violation
+	}{
+		{"two messages", append(append([]byte{}, ok...), record("t", 2, 11, []byte("again"), 5)...), 2},
+		{"another topic's", record("other", 2, 10, []byte("x"), 1), -1},
+		{"another queue's", record("t", 3, 10, []byte("x"), 1), -1},
+		{"before the offset asked", record("t", 2, 9, []byte("x"), 1), -1},
+		{"negative body length", record("t", 2, 10, []byte("x"), -1<<31), -1},
+		{"body past its record", record("t", 2, 10, []byte("x"), 1000), -1},
+		{"record size past the body", ok[:len(ok)-1], -1},
+		{"garbage", []byte("GARBAGE-NOT-OK"), -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := fakeServer(t, func(req *Command) *Command {
+				return &Command{Code: resSuccess, ExtFields: map[string]string{"nextBeginOffset": "12"}, Body: tc.body}
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			msgs, _, err := (&Client{}).Pull(ctx, addr, "g", "t", 2, 10, 32)
+			switch {
+			case tc.want < 0 && !errors.Is(err, ErrProtocol):
+				t.Fatalf("Pull: %d messages, %v, want a protocol violation", len(msgs), err)
+			case tc.want >= 0 && (err != nil || len(msgs) != tc.want):
+				t.Fatalf("Pull: %d messages, %v, want %d", len(msgs), err, tc.want)
+			}
+			if tc.want == 2 && (string(msgs[0].Body) != "hello" || string(msgs[1].Body) != "again") {
+				t.Errorf("bodies %q, %q", msgs[0].Body, msgs[1].Body)
+			}
+		})
 	}
 }

@@ -46,7 +46,11 @@ type Config struct {
 	Goodbye []byte
 	// Unavailable and Closed are the error kinds callbacks get when the connection breaks or is closed.
 	Unavailable, Closed error
-	Log                 *slog.Logger
+	// ProtocolError, when set, is called once when the connection fails for a protocol violation (an
+	// error wrapping ErrProtocol), before any outstanding command's callback runs: the protocol counts it
+	// and logs it (the core then logs the failure at debug level only). It must be quick.
+	ProtocolError func(err error)
+	Log           *slog.Logger
 }
 
 // AnswerKind says which command a frame answers.
@@ -74,6 +78,12 @@ type Answer struct {
 	Close error
 }
 
+// ErrProtocol marks a protocol violation: the broker sent what no correct broker sends (a malformed or
+// unexpected frame, an answer with nothing outstanding, to a command not yet written, or to one already
+// answered). Nothing it says can be believed then: the connection is closed and every outstanding command
+// fails as unavailable, never as acknowledged. Protocols wrap it in the errors of their Read.
+var ErrProtocol = errors.New("broker protocol violation")
+
 // ErrStalled fails a connection whose oldest command stayed unanswered past its caller's deadline and the
 // grace: without it a frozen broker would pile up callbacks until a long read timeout.
 var ErrStalled = errors.New("broker left a command unanswered past its deadline")
@@ -92,6 +102,7 @@ type Conn struct {
 	head    uint64
 	next    uint64        // sequence number of the next command
 	written uint64        // sequence number of the last command the writer took: later ones are still queued
+	writing uint64        // sequence number of the last command whose write started (writing <= written)
 	live    int           // entries in pending whose done is still set
 	idle    chan struct{} // set by Close while it waits; closed when live drops to 0
 	closing bool
@@ -245,6 +256,7 @@ func (c *Conn) writeLoop() {
 		c.mu.Lock()
 		out, c.queued = c.queued, out[:0]
 		c.written = c.next - 1
+		taken := c.written
 		by := c.batchBy
 		c.batchBy = time.Time{}
 		c.mu.Unlock()
@@ -262,6 +274,9 @@ func (c *Conn) writeLoop() {
 		// One deadline per gathered write: a write still blocked past the earliest caller's deadline
 		// and the grace means the broker stopped reading.
 		_ = c.nc.SetWriteDeadline(by.Add(c.cfg.StallGrace))
+		c.mu.Lock()
+		c.writing = taken // an answer to a later command answers what the broker cannot have seen
+		c.mu.Unlock()
 		_, err := c.nc.Write(out)
 		<-c.wsem
 		if err != nil {
@@ -309,6 +324,8 @@ func (c *Conn) readLoop() {
 			switch {
 			case broken != nil:
 				err = fmt.Errorf("write failed: %w (then read: %v)", broken, err)
+			case errors.Is(err, ErrProtocol):
+				c.protocolError(err)
 			case isTimeout(err):
 				if outstanding > 0 {
 					err = fmt.Errorf("%w: %v", ErrStalled, err)
@@ -323,7 +340,11 @@ func (c *Conn) readLoop() {
 			c.queueRaw(a.Reply)
 		}
 		if a.Kind != None {
-			c.answer(a)
+			if err := c.answer(a); err != nil {
+				c.protocolError(err)
+				c.fail(kind(c.cfg.Unavailable, err))
+				return
+			}
 		}
 		if a.Close != nil {
 			c.fail(a.Close)
@@ -348,35 +369,63 @@ func (c *Conn) arm() {
 	}
 }
 
-// answer runs the callback of the command a names.
-func (c *Conn) answer(a Answer) {
+// answer runs the callback of the command a names. An answer that names no outstanding command whose
+// write has started is a protocol violation (returned, nothing run): a broker that answers ahead, twice,
+// or for nothing would otherwise acknowledge commands it never saw. (An answer to a command whose write
+// is under way is believed: the broker may answer the bytes it got before our Write returns, and
+// waiting for the write would stop the read loop, which could leave a broker blocked on its answers
+// and our write blocked on it.)
+func (c *Conn) answer(a Answer) error {
 	c.mu.Lock()
-	var done func(error)
-	q := c.pending[c.off:]
-	i := uint64(0) // Next: q[0] is always outstanding (answered entries are trimmed from the front)
-	if a.Kind == ByID {
-		i = a.ID - c.head // wraps to a huge value for ids already trimmed
+	if c.failed { // everything outstanding has been failed already: nothing to answer, nothing to blame
+		c.mu.Unlock()
+		return nil
 	}
-	if i < uint64(len(q)) && q[i].done != nil {
-		done = q[i].done
-		q[i] = entry{}
-		c.live--
-		c.trim()
-		if c.live == 0 && c.idle != nil {
-			close(c.idle)
-			c.idle = nil
+	q := c.pending[c.off:]
+	seq := c.head // Next: q[0] is always outstanding (answered entries are trimmed from the front)
+	if a.Kind == ByID {
+		seq = a.ID
+	}
+	i := seq - c.head // wraps to a huge value for ids already trimmed
+	var bad error
+	switch {
+	case a.Kind == ByID && (seq == 0 || seq >= c.next):
+		bad = fmt.Errorf("%w: answer to command %d, never sent", ErrProtocol, seq)
+	case i >= uint64(len(q)) || q[i].done == nil:
+		if a.Kind == ByID {
+			bad = fmt.Errorf("%w: answer to command %d, not outstanding", ErrProtocol, seq)
+		} else {
+			bad = fmt.Errorf("%w: answer with no command outstanding", ErrProtocol)
 		}
+	case seq > c.writing:
+		bad = fmt.Errorf("%w: answer to command %d, not yet written", ErrProtocol, seq)
+	}
+	if bad != nil {
+		c.mu.Unlock()
+		return bad
+	}
+	done := q[i].done
+	q[i] = entry{}
+	c.live--
+	c.trim()
+	if c.live == 0 && c.idle != nil {
+		close(c.idle)
+		c.idle = nil
 	}
 	if a.Close != nil {
 		// Before the callback runs, so its caller's next command goes to a new connection.
 		c.dead.Store(true)
 	}
 	c.mu.Unlock()
-	if done == nil {
-		c.cfg.Log.Warn(c.cfg.Name+" broker answered a command nobody waits for", "addr", c.RemoteAddr(), "id", a.ID)
-		return
-	}
 	done(a.Err)
+	return nil
+}
+
+// protocolError reports a violation to the protocol's hook, once per connection (it fails right after).
+func (c *Conn) protocolError(err error) {
+	if c.cfg.ProtocolError != nil {
+		c.cfg.ProtocolError(err)
+	}
 }
 
 // trim drops answered entries from the front, so pending[off] is the oldest outstanding command.
@@ -412,6 +461,9 @@ func (c *Conn) fail(err error) {
 	}
 	switch {
 	case errors.Is(err, c.cfg.Closed):
+	case errors.Is(err, ErrProtocol) && c.cfg.ProtocolError != nil:
+		// The protocol's hook logged it (once per host: a misbehaving broker fails every connection).
+		c.cfg.Log.Debug(c.cfg.Name+" connection closed after a protocol violation", "addr", c.RemoteAddr(), "pending", n, "err", err)
 	case n > 0:
 		c.cfg.Log.Warn(c.cfg.Name+" connection lost with commands pending", "addr", c.RemoteAddr(), "pending", n, "err", err)
 	default:
@@ -427,12 +479,18 @@ func (c *Conn) fail(err error) {
 // Close fails the commands queued but not yet written with the Closed kind (they are dropped, so the
 // broker never sees a command whose caller was told it failed), waits up to CloseWait for the answers
 // to those written, writes the goodbye (best effort, within a second), fails what is still outstanding
-// with the Closed kind, and waits for the connection's goroutines. Close is idempotent, and a
+// with the Closed kind (the Unavailable kind when a write had failed: the broker broke it), and waits
+// for the connection's goroutines. Close is idempotent, and a
 // concurrent call returns only once the first has done all this.
 func (c *Conn) Close() {
 	c.closeOnce.Do(func() {
 		closed := kind(c.cfg.Closed, errors.New("connection closed"))
 		c.mu.Lock()
+		if c.broken != nil {
+			// A broken connection being replaced (or closed with its publisher): what it still holds
+			// failed because the broker's side broke, not because we are shutting down.
+			closed = kind(c.cfg.Unavailable, fmt.Errorf("connection closed after a failed write: %w", c.broken))
+		}
 		c.closing = true
 		// A connection that failed first is retired (the pool does that before redialling): a Send
 		// reaching it meets the broker's failure, not a shutdown.

@@ -323,21 +323,124 @@ func TestConnectionFailure(t *testing.T) {
 			t.Errorf("stall detected after %v, want about 300ms", d)
 		}
 	})
-	t.Run("an answer for nothing is ignored", func(t *testing.T) {
-		_, nc := startBroker(t, func(w io.Writer, line string, c net.Conn) {
-			fmt.Fprint(w, "A 99 ok\n")
-			okAll(w, line, c)
+}
+
+// Answers the broker cannot have meant fail the connection as a protocol violation, reported to the hook
+// once; never is a command acknowledged by them.
+func TestProtocolViolations(t *testing.T) {
+	cases := []struct {
+		name string
+		kind AnswerKind
+		// serve is the broker; release is closed once the second command has been taken by the writer
+		// but not written (with holdSecond).
+		serve      func(release <-chan struct{}) func(io.Writer, string, net.Conn)
+		holdSecond bool
+		wantFirst  bool // the first command is acknowledged (its answer came before the violation)
+	}{
+		{"by id: answer to an id never sent", ByID, func(<-chan struct{}) func(io.Writer, string, net.Conn) {
+			return func(w io.Writer, _ string, _ net.Conn) { fmt.Fprint(w, "A 99 ok\n") }
+		}, false, false},
+		{"by id: id 0", ByID, func(<-chan struct{}) func(io.Writer, string, net.Conn) {
+			return func(w io.Writer, _ string, _ net.Conn) { fmt.Fprint(w, "A 0 ok\n") }
+		}, false, false},
+		{"by id: answered twice", ByID, func(<-chan struct{}) func(io.Writer, string, net.Conn) {
+			return func(w io.Writer, line string, c net.Conn) { okAll(w, line, c); okAll(w, line, c) }
+		}, false, true},
+		{"in order: answered twice, nothing outstanding", Next, func(<-chan struct{}) func(io.Writer, string, net.Conn) {
+			return func(w io.Writer, line string, c net.Conn) { okAll(w, line, c); okAll(w, line, c) }
+		}, false, true},
+		{"in order: answer ahead of the write", Next, func(release <-chan struct{}) func(io.Writer, string, net.Conn) {
+			return func(w io.Writer, _ string, _ net.Conn) {
+				<-release
+				fmt.Fprint(w, "A 1 ok\nA 2 ok\n")
+			}
+		}, true, true},
+		{"by id: answer ahead of the write", ByID, func(release <-chan struct{}) func(io.Writer, string, net.Conn) {
+			return func(w io.Writer, _ string, _ net.Conn) {
+				<-release
+				fmt.Fprint(w, "A 2 ok\nA 1 ok\n")
+			}
+		}, true, false},
+		{"garbage", Next, func(<-chan struct{}) func(io.Writer, string, net.Conn) {
+			return func(w io.Writer, _ string, _ net.Conn) { fmt.Fprint(w, "G\n") }
+		}, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			b, nc := startBroker(t, tc.serve(release))
+			cfg := testConfig(tc.kind)
+			read := cfg.Read
+			cfg.Read = func(r *bufio.Reader) (Answer, error) {
+				if s, _ := r.Peek(1); len(s) == 1 && s[0] == 'G' {
+					_, _ = r.ReadString('\n')
+					return Answer{}, fmt.Errorf("%w: garbage", ErrProtocol)
+				}
+				return read(r)
+			}
+			reported := make(chan error, 4)
+			cfg.ProtocolError = func(err error) { reported <- err }
+			c := New(nc, cfg)
+			defer c.Close()
+			first, second := newResult(), newResult()
+			if err := c.Send(time.Time{}, encLine, first.done); err != nil {
+				t.Fatal(err)
+			}
+			if tc.holdSecond {
+				b.waitReceived()
+				c.wsem <- struct{}{} // the writer takes the second command, then waits here
+				if err := c.Send(time.Time{}, encLine, second.done); err != nil {
+					t.Fatal(err)
+				}
+				for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+					c.mu.Lock()
+					taken := c.written == 2
+					c.mu.Unlock()
+					if taken {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("the writer did not take the second command within 5s")
+					}
+				}
+				close(release)
+			}
+			err := first.wait(t)
+			if tc.wantFirst != (err == nil) {
+				t.Errorf("first command: %v, want acknowledged=%v", err, tc.wantFirst)
+			}
+			if err != nil && (!errors.Is(err, errUnavailable) || !errors.Is(err, ErrProtocol)) {
+				t.Errorf("first command: %v, want unavailable (protocol violation)", err)
+			}
+			if tc.holdSecond {
+				err := second.wait(t)
+				<-c.wsem
+				if !errors.Is(err, errUnavailable) || !errors.Is(err, ErrProtocol) {
+					t.Errorf("second command (answered before it was written): %v, want unavailable (protocol violation)", err)
+				}
+			}
+			select {
+			case err := <-reported:
+				if !errors.Is(err, ErrProtocol) {
+					t.Errorf("reported %v, want a protocol violation", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no protocol violation reported within 10s")
+			}
+			for deadline := time.Now().Add(5 * time.Second); !c.Dead(); time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("connection still alive after the violation")
+				}
+			}
+			if err := c.Send(time.Time{}, encLine, newResult().done); !errors.Is(err, errUnavailable) {
+				t.Errorf("Send after the violation: %v, want unavailable", err)
+			}
+			c.Close()
+			if len(reported) > 0 {
+				t.Errorf("violation reported more than once: %v", <-reported)
+			}
 		})
-		c := New(nc, testConfig(ByID))
-		defer c.Close()
-		r := newResult()
-		if err := c.Send(time.Time{}, encLine, r.done); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.wait(t); err != nil {
-			t.Fatal(err)
-		}
-	})
+	}
 }
 
 func TestClose(t *testing.T) {
@@ -572,5 +675,30 @@ func TestSendAfterRetire(t *testing.T) {
 				t.Errorf("Send: %v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+// failingWrites is a connection whose writes fail while reads wait for the peer.
+type failingWrites struct{ net.Conn }
+
+func (failingWrites) Write([]byte) (int, error) { return 0, errors.New("broken pipe (test)") }
+
+// A connection whose write broke and which is closed (replaced by the pool) before its read loop gave
+// up fails what it held as unavailable: the broker's side broke. Closed means mqtarget is shutting down.
+func TestCloseAfterBrokenWrite(t *testing.T) {
+	_, nc := startBroker(t, func(io.Writer, string, net.Conn) {})
+	c := New(failingWrites{nc}, testConfig(Next))
+	r := newResult()
+	if err := c.Send(time.Time{}, encLine, r.done); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !c.Dead(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the failed write did not mark the connection dead within 5s")
+		}
+	}
+	c.Close()
+	if err := r.wait(t); !errors.Is(err, errUnavailable) || errors.Is(err, errClosed) {
+		t.Errorf("command on a connection closed after its write broke: %v, want unavailable, not closed", err)
 	}
 }

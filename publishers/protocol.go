@@ -1,0 +1,154 @@
+package publishers
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mqtarget/mqtarget/publishers/wire"
+)
+
+// ProtocolErrorCounter is implemented by the publishers that read their brokers' answers themselves (NSQ,
+// STOMP, RocketMQ with rocketmq.client native): how many times a host's broker sent what no correct
+// broker sends (a malformed or unexpected frame, an answer to nothing outstanding, to a command not yet
+// written, or twice). Each closed the connection and failed what was pending on it as unavailable.
+// rocketmq-client-go (rocketmq.client library) reads its answers itself, so that publisher counts none.
+type ProtocolErrorCounter interface {
+	ProtocolErrors(host int) uint64
+}
+
+// protocolErrors counts one publisher's protocol violations per host address and logs the first of each
+// host: a broker that misbehaves does so on every connection, and each is closed and redialled.
+type protocolErrors struct {
+	broker string
+	hosts  []string
+	by     map[string]*protocolHost // by address; fixed at construction, so read without a lock
+	log    *slog.Logger
+}
+
+type protocolHost struct {
+	n      atomic.Uint64
+	logged atomic.Bool
+}
+
+// newProtocolErrors counts for hosts (addresses as connections dial them); log may be nil.
+func newProtocolErrors(broker string, hosts []string, log *slog.Logger) *protocolErrors {
+	e := &protocolErrors{broker: broker, hosts: hosts, by: make(map[string]*protocolHost, len(hosts)), log: log}
+	for _, h := range hosts {
+		if e.by[h] == nil {
+			e.by[h] = &protocolHost{}
+		}
+	}
+	return e
+}
+
+// hook is the wire.Config.ProtocolError of a connection to addr.
+func (e *protocolErrors) hook(addr string) func(error) {
+	return func(err error) { e.count(addr, err) }
+}
+
+// count records a violation of addr's broker; an address not configured is counted nowhere but logged.
+func (e *protocolErrors) count(addr string, err error) {
+	h := e.by[addr]
+	if h != nil {
+		h.n.Add(1)
+	}
+	if e.log == nil || (h != nil && h.logged.Swap(true)) {
+		return
+	}
+	e.log.Warn(e.broker+" broker broke the protocol: connection closed, what was pending on it failed as unavailable "+
+		"(logged once per host; mqtarget_protocol_errors_total counts them)", "addr", addr, "err", err)
+}
+
+// get returns the count of the host at index i.
+func (e *protocolErrors) get(i int) uint64 {
+	if i < 0 || i >= len(e.hosts) {
+		return 0
+	}
+	return e.by[e.hosts[i]].n.Load()
+}
+
+// protocolError wraps wire.ErrProtocol with what the broker did, for the readers outside the
+// connection core (handshakes, consumers).
+func protocolError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", wire.ErrProtocol, fmt.Sprintf(format, args...))
+}
+
+// isProtocolError reports whether err is a protocol violation.
+func isProtocolError(err error) bool { return errors.Is(err, wire.ErrProtocol) }
+
+// ProtocolErrors implements ProtocolErrorCounter.
+func (p *NSQ) ProtocolErrors(host int) uint64 { return p.proto.get(host) }
+
+// ProtocolErrors implements ProtocolErrorCounter.
+func (p *STOMP) ProtocolErrors(host int) uint64 { return p.proto.get(host) }
+
+// ProtocolErrors implements ProtocolErrorCounter: the native send path's; none with the client library.
+func (p *RocketMQ) ProtocolErrors(host int) uint64 {
+	if p.native == nil {
+		return 0
+	}
+	return p.native.proto.get(host)
+}
+
+// protocolCollector exports mqtarget_protocol_errors_total{broker,host} of the instrumented publishers
+// that count them, read at scrape time (the counting is atomics on the connection's failure path).
+type protocolCollector struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	pubs []protocolSource
+}
+
+type protocolSource struct {
+	broker string
+	hosts  []string
+	c      ProtocolErrorCounter
+}
+
+func newProtocolCollector() *protocolCollector {
+	return &protocolCollector{desc: prometheus.NewDesc("mqtarget_protocol_errors_total",
+		"Broker protocol violations (malformed or unexpected frames, answers to nothing outstanding or to commands not yet written); "+
+			"each closed its connection and failed what was pending on it as unavailable.", []string{"broker", "host"}, nil)}
+}
+
+// add exports p's counts when it has them (RocketMQ only with rocketmq.client native).
+func (c *protocolCollector) add(broker string, hosts []string, p Publisher) {
+	pc, ok := p.(ProtocolErrorCounter)
+	if !ok {
+		return
+	}
+	if cc, ok := p.(connCounting); ok && !cc.countsConnections() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pubs = append(c.pubs, protocolSource{broker, hosts, pc})
+}
+
+func (c *protocolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *protocolCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	pubs := c.pubs
+	c.mu.Unlock()
+	for _, p := range pubs {
+		for h, addr := range p.hosts {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(p.c.ProtocolErrors(h)), p.broker, addr)
+		}
+	}
+}
+
+// sendRefused is the error of a Send its connection refused because it broke or is being replaced
+// (closing) after the caller picked it: the broker's unavailability (503, retried where retries are
+// safe), not ErrClosed, which means mqtarget is shutting down, unless the publisher is closed. A broker
+// that breaks the protocol makes this common: every violation replaces a connection.
+func sendRefused(publisherClosed bool, err error) error {
+	if err != nil && errors.Is(err, ErrClosed) && !publisherClosed {
+		return wrap(ErrUnavailable, fmt.Errorf("connection replaced: %v", err))
+	}
+	return err
+}
