@@ -3,6 +3,7 @@ package publishers
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -110,6 +111,23 @@ func (m *answerMark) marking(read func(*bufio.Reader) (wire.Answer, error)) func
 type answeredLink interface{ answered() bool }
 
 // linkAnswered reports whether l noted an answer; false for a link that does not tell.
+// lostErr is the error of a connection to what lost lived after it was made; cause, when known, is
+// why it ended, so a publish refused during the backoff still says (a protocol violation, say).
+func lostErr(what string, lived time.Duration, cause error) error {
+	if cause == nil {
+		return fmt.Errorf("%s: connection lost %v after it was made; redialling with backoff", what, lived.Round(time.Millisecond))
+	}
+	return fmt.Errorf("%s: connection lost %v after it was made (%w); redialling with backoff", what, lived.Round(time.Millisecond), cause)
+}
+
+// linkCause is why l ended, when it says (wire.Conn.Err); nil otherwise.
+func linkCause(l any) error {
+	if e, ok := l.(interface{ Err() error }); ok {
+		return e.Err()
+	}
+	return nil
+}
+
 func linkAnswered(l any) bool {
 	a, ok := l.(answeredLink)
 	return ok && a.answered()

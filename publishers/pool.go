@@ -235,7 +235,7 @@ func (s *slot[L]) get(ctx context.Context, p *pool[L]) (L, error) {
 		s.cur.Close() // dead already: this only waits for its goroutines, which are ending
 		lived := time.Since(s.since)
 		s.counts.lost(p.log, p.backoff, s.addr, lived, linkAnswered(s.cur), wrap(ErrUnavailable,
-			fmt.Errorf("%s %s: connection lost %v after it was made; redialling with backoff", p.name, s.addr, lived.Round(time.Millisecond))))
+			lostErr(fmt.Sprintf("%s %s", p.name, s.addr), lived, linkCause(s.cur))))
 	}
 	s.cur, s.live = zero, false
 	if err := s.counts.mayDial(); err != nil {

@@ -557,7 +557,7 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*rmqConn,
 		lived := time.Since(s.since)
 		s.since = time.Time{}
 		s.counts.lost(n.p.log, n.backoff, b, lived, s.mark.answered(), wrap(ErrUnavailable,
-			fmt.Errorf("%w: rocketmq broker %s: connection lost %v after it was made; redialling with backoff", errRMQNotSent, b, lived.Round(time.Millisecond))))
+			fmt.Errorf("%w: %w", errRMQNotSent, lostErr("rocketmq broker "+b, lived, old.Err()))))
 	}
 	if err := s.counts.mayDial(); err != nil {
 		return nil, err

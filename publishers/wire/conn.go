@@ -108,6 +108,7 @@ type Conn struct {
 	closing bool
 	broken  error // the write that failed; the read loop still takes the answers already sent
 	failed  bool  // fail ran
+	cause   error // what fail ran with
 
 	shutdown bool          // under mu: Close came to a live connection, our own shutdown
 	dead     atomic.Bool   // no new commands: the connection failed, or its write side broke
@@ -148,6 +149,14 @@ func New(nc net.Conn, cfg Config) *Conn {
 
 // Dead reports whether the connection failed or was closed.
 func (c *Conn) Dead() bool { return c.dead.Load() }
+
+// Err is what the connection failed with, nil while it has not failed: a redial's error names why the
+// last connection ended (a protocol violation, the broker's close).
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cause
+}
 
 // RemoteAddr is the broker's address.
 func (c *Conn) RemoteAddr() string { return c.nc.RemoteAddr().String() }
@@ -447,6 +456,7 @@ func (c *Conn) fail(err error) {
 		return
 	}
 	c.failed = true
+	c.cause = err
 	c.dead.Store(true)
 	close(c.quit)
 	pending := c.pending
