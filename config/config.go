@@ -48,6 +48,7 @@ type HTTP struct {
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout" help:"time a client has to send a request's line and headers"`
 	ReadTimeout       time.Duration `yaml:"read_timeout" help:"time a client has to send a request's body, counted from the end of its headers; past it 408 and the connection is closed"`
 	IdleTimeout       time.Duration `yaml:"idle_timeout" help:"a keep-alive connection without a request for this long is closed"`
+	WriteTimeout      time.Duration `yaml:"write_timeout" help:"time a client has to take its answer, counted from the end of its request headers (or of its body); a client that reads slower or not at all loses the connection (more than publish_timeout and readyz.timeout)"`
 	MaxHeaderBytes    int           `yaml:"max_header_bytes" help:"largest request line plus headers in bytes; beyond it 431"`
 	MaxConnections    int           `yaml:"max_connections" help:"open HTTP connections at once; more wait in the listen backlog until one closes (0: no limit)"`
 	MaxRequests       int           `yaml:"max_requests" help:"send requests being handled at once; beyond it 503 with Retry-After at once (0: no limit)"`
@@ -98,9 +99,14 @@ func Default() Config {
 			ReadHeaderTimeout: 10 * time.Second,
 			// A 64 MiB body (the largest message.max_size) takes about 5 s at 100 Mbit/s; a client slower
 			// than that is holding a connection, not load-testing.
-			ReadTimeout:    10 * time.Second,
-			IdleTimeout:    2 * time.Minute,
-			MaxHeaderBytes: 1 << 20, // net/http's default
+			ReadTimeout: 10 * time.Second,
+			IdleTimeout: 2 * time.Minute,
+			// Above publish_timeout (5 s), so a slow broker's answer still reaches the client; short
+			// enough that a client that never reads frees its connection and memory soon.
+			WriteTimeout: 15 * time.Second,
+			// A request line and headers are held while their request is served; load generators send
+			// under 1 KiB, proxies refuse more than 64 KiB of headers too.
+			MaxHeaderBytes: 64 << 10,
 			// Bounds file descriptors and per-connection goroutines; above the wrk -c a single target is
 			// usually driven with.
 			MaxConnections: 10000,
@@ -152,6 +158,11 @@ func (c Config) Validate() error {
 		if d.v <= 0 {
 			add(d.key, "must be positive, got %v", d.v)
 		}
+	}
+	if c.HTTP.WriteTimeout <= c.PublishTimeout || c.HTTP.WriteTimeout <= c.Readyz.Timeout {
+		// The deadline counts while the handler waits for the broker (or /readyz for its pings).
+		add("http.write_timeout", "must be more than publish_timeout (%v) and readyz.timeout (%v), got %v",
+			c.PublishTimeout, c.Readyz.Timeout, c.HTTP.WriteTimeout)
 	}
 	if c.HTTP.MaxHeaderBytes < 4096 {
 		add("http.max_header_bytes", "must be at least 4096, got %d", c.HTTP.MaxHeaderBytes)

@@ -171,12 +171,17 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 		return sendRequest{}, badField("mode", "must be batch or sequential, got %q", v)
 	}
 	if r.Body != nil && r.Body != http.NoBody && r.Method == http.MethodPost {
+		if r.ContentLength > int64(s.maxSize) {
+			// Before any read: a client sending "Expect: 100-continue" is not invited to send the body, and
+			// the answer goes out at once, closing the connection (boundBody).
+			return sendRequest{}, errTooLarge(s.maxSize)
+		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.maxSize)))
 		var tooBig *http.MaxBytesError
 		var netErr net.Error
 		switch {
 		case errors.As(err, &tooBig):
-			return sendRequest{}, &Error{Status: http.StatusRequestEntityTooLarge, Field: "body", Msg: "request body exceeds message.max_size (" + strconv.Itoa(s.maxSize) + " bytes)"}
+			return sendRequest{}, errTooLarge(s.maxSize)
 		case errors.As(err, &netErr) && netErr.Timeout():
 			// net/http closes the connection after this answer: the rest of the body is not worth waiting for.
 			return sendRequest{}, &Error{Status: http.StatusRequestTimeout, Field: "body",
@@ -196,6 +201,11 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 		return sendRequest{}, err
 	}
 	return req, nil
+}
+
+func errTooLarge(maxSize int) *Error {
+	return &Error{Status: http.StatusRequestEntityTooLarge, Field: "body",
+		Msg: "request body exceeds message.max_size (" + strconv.Itoa(maxSize) + " bytes)"}
 }
 
 // topicName returns the k-th topic of a ?topics=N spread: "<base>-<k>", keeping a "#ephemeral"-style

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -244,5 +245,130 @@ func TestHTTPLimits(t *testing.T) {
 				t.Errorf("status %d, want %d", resp.StatusCode, tc.status)
 			}
 		})
+	}
+}
+
+// reconnectingClient behaves like one connection of wrk or hey: it sends a request, reads the answer,
+// sends the next, and reconnects at once after an answer with "Connection: close" or a connection
+// error, until it cannot connect any more (the listener is closed) or stop is closed. It counts every
+// request written and every answer read: each request it wrote without an answer is one lost.
+type reconnectingClient struct {
+	sent, answered atomic.Int64
+	lastErr        atomic.Value // string: the last error after a request was sent
+}
+
+func (rc *reconnectingClient) run(addr string, paths []string, stop <-chan struct{}) {
+	for k := 0; ; {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			return // refused: the server is gone; no request was sent
+		}
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		br := bufio.NewReader(c)
+		for {
+			p := paths[k%len(paths)]
+			k++
+			if _, err := io.WriteString(c, "GET "+p+" HTTP/1.1\r\nHost: mqtarget\r\n\r\n"); err != nil {
+				// A write that fails may still have left: it counts as sent.
+				rc.sent.Add(1)
+				rc.lastErr.Store(p + ": write: " + err.Error())
+				break
+			}
+			rc.sent.Add(1)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				rc.lastErr.Store(p + ": " + err.Error())
+				break
+			}
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				rc.lastErr.Store(p + ": body: " + err.Error())
+				break
+			}
+			rc.answered.Add(1)
+			if resp.Close {
+				break
+			}
+		}
+		c.Close()
+	}
+}
+
+// TestShutdownReconnectingClients: clients that reconnect at once after "Connection: close", as load
+// generators do, get an answer to every request they sent through a shutdown (SIGTERM: Run's context
+// ends), with and without a lame-duck phase; the shutdown's drain leaves none in the listen backlog to
+// be reset.
+func TestShutdownReconnectingClients(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		lameDuck time.Duration
+		paths    []string
+	}{
+		{"lame duck, /healthz", 500 * time.Millisecond, []string{"/healthz"}},
+		{"no lame duck, /healthz", 0, []string{"/healthz"}},
+		// The brokers are unreachable: the send endpoints answer 503 at once, an answer all the same.
+		{"lame duck, send endpoints", 500 * time.Millisecond, []string{"/send1", "/sendAsync", "/healthz"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := startApp(t, func(c *config.Config) { c.ShutdownLameDuck = tc.lameDuck })
+			ctx, sigterm := context.WithCancel(context.Background())
+			ran := make(chan error, 1)
+			go func() { ran <- a.Run(ctx) }()
+
+			const n = 50
+			clients := make([]reconnectingClient, n)
+			stop := make(chan struct{})
+			var done sync.WaitGroup
+			for i := range clients {
+				done.Go(func() { clients[i].run(a.Addr(), tc.paths, stop) })
+			}
+			waitFor(t, "every client answered", func() bool {
+				for i := range clients {
+					if clients[i].answered.Load() == 0 {
+						return false
+					}
+				}
+				return true
+			})
+			sigterm()
+			select {
+			case <-ran:
+			case <-time.After(30 * time.Second):
+				t.Fatal("Run did not return")
+			}
+			close(stop) // a client still connecting to a port reused meanwhile stops
+			done.Wait()
+			var sent, answered int64
+			for i := range clients {
+				s, a := clients[i].sent.Load(), clients[i].answered.Load()
+				sent += s
+				answered += a
+				if s != a {
+					t.Logf("client %d: %d sent, %d answered, last error %v", i, s, a, clients[i].lastErr.Load())
+				}
+			}
+			t.Logf("%d requests sent, %d answered", sent, answered)
+			if sent != answered {
+				t.Errorf("%d of %d requests sent got no answer", sent-answered, sent)
+			}
+		})
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, bounded by the deadline
 	}
 }
