@@ -243,8 +243,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// instance) instead of sending its next request into the shutdown.
 		w.Header()["Connection"] = connectionClose
 	}
+	var body *deadlineBody
 	if r.Body != nil && r.Body != http.NoBody {
-		s.boundBody(w, r)
+		body = s.boundBody(w, r)
 	}
 	if hold := s.hold.Load(); hold != nil {
 		select {
@@ -253,6 +254,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.handler.ServeHTTP(w, r)
+	if body != nil && !body.eof {
+		// The answer closes the connection (boundBody): net/http's last look for the body's end, after
+		// the answer, need not wait for a client that will never send it.
+		_ = body.rc.SetReadDeadline(time.Now())
+	}
 }
 
 // Hold makes the requests that reach ServeHTTP from now on wait, before their handlers, until release
@@ -289,14 +295,16 @@ func (s *Server) EnterLameDuck() { s.lameDuck.Store(true) }
 // to a body the handler never read is then sent at once, and net/http neither reads up to 256 KiB of the
 // unread body first nor, for "Expect: 100-continue", invites the client to send it. (Replacing r.Body
 // hides net/http's own body type from its checks, so they cannot do this themselves.)
-func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) {
+func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) *deadlineBody {
 	rc := http.NewResponseController(w)
 	if s.readTimeout > 0 && rc.SetReadDeadline(time.Now().Add(s.readTimeout)) != nil {
-		return // not a net/http connection (tests' recorders)
+		return nil // not a net/http connection (tests' recorders)
 	}
 	h := w.Header()
 	h["Connection"] = connectionClose
-	r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc, h: h, s: s}
+	b := &deadlineBody{ReadCloser: r.Body, rc: rc, h: h, s: s}
+	r.Body = b
+	return b
 }
 
 // deadlineBody lifts the connection's read deadline, restarts its write deadline, and lets the

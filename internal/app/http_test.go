@@ -3,6 +3,7 @@ package app
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -371,4 +373,102 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond) // polling interval, bounded by the deadline
 	}
+}
+
+// nonReader pipelines GET path on a fresh connection to addr as fast as the connection takes them and
+// never reads (readEvery 0), or reads one byte every readEvery, like a client stuck on a slow link.
+// It returns how long the server kept the connection, or an error when it still had it after limit.
+func nonReader(addr, path string, readEvery, limit time.Duration) (time.Duration, error) {
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		// A small receive window fills at once, as a slow client's does.
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	start := time.Now()
+	_ = c.SetDeadline(start.Add(limit))
+	if readEvery > 0 {
+		go func() {
+			b := make([]byte, 1)
+			for {
+				if _, err := c.Read(b); err != nil {
+					return
+				}
+				time.Sleep(readEvery) // the slow reader's pace
+			}
+		}()
+	}
+	req := []byte("GET " + path + " HTTP/1.1\r\nHost: mqtarget\r\n\r\n")
+	for {
+		if _, err := c.Write(req); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return 0, fmt.Errorf("%s: the server still held the connection after %v", path, limit)
+			}
+			return time.Since(start), nil // reset: the server gave up on it
+		}
+	}
+}
+
+// TestNonReadingClients: a client that never reads its answers, or reads them a byte at a time, loses
+// its connection about http.write_timeout after its last answer was due, on every route and on the
+// admin listener, and so cannot lock others out through http.max_connections.
+func TestNonReadingClients(t *testing.T) {
+	const writeTimeout = 500 * time.Millisecond
+	a := startApp(t, func(c *config.Config) {
+		c.PublishTimeout = 200 * time.Millisecond
+		c.NSQ.DialTimeout = 100 * time.Millisecond
+		c.STOMP.DialTimeout = 100 * time.Millisecond
+		c.Readyz.Timeout = 100 * time.Millisecond
+		c.HTTP.WriteTimeout = writeTimeout
+		c.HTTP.AdminAddr = "127.0.0.1:0"
+		c.HTTP.MaxConnections = 2
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = a.Shutdown(ctx)
+	})
+	const limit = 20 * writeTimeout // without a write timeout the connection is held for ever
+	for _, tc := range []struct {
+		name, addr, path string
+		readEvery        time.Duration
+	}{
+		{"/metrics, never read", a.Addr(), "/metrics", 0},
+		{"/stats, never read", a.Addr(), "/stats", 0},
+		{"/, never read", a.Addr(), "/", 0},
+		{"/send1, never read", a.Addr(), "/send1?topic=" + strings.Repeat("t", 60), 0},
+		{"/metrics, a byte every 100ms", a.Addr(), "/metrics", 100 * time.Millisecond},
+		{"admin /metrics, never read", a.AdminAddr(), "/metrics", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			held, err := nonReader(tc.addr, tc.path, tc.readEvery, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("connection held %v", held.Round(time.Millisecond))
+		})
+	}
+	t.Run("http.max_connections held by non-readers", func(t *testing.T) {
+		results := make(chan error, 2)
+		for range 2 { // every slot
+			go func() { _, err := nonReader(a.Addr(), "/metrics", 0, limit); results <- err }()
+		}
+		l := a.ln.(*limitListener)
+		waitFor(t, "the non-readers holding both slots", func() bool { return len(l.slots) == 2 })
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: limit}
+		resp, err := client.Get("http://" + a.Addr() + "/healthz")
+		if err != nil {
+			t.Fatalf("a client behind two non-readers: %v", err)
+		}
+		resp.Body.Close()
+		for range 2 {
+			if err := <-results; err != nil {
+				t.Error(err)
+			}
+		}
+	})
 }
