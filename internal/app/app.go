@@ -146,8 +146,10 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	}
 	a.drainLn = newDrainListener(ln.(*net.TCPListener))
 	a.ln = a.drainLn
+	var limit *limitListener
 	if cfg.HTTP.MaxConnections > 0 {
-		a.ln = newLimitListener(a.ln, cfg.HTTP.MaxConnections)
+		limit = newLimitListener(a.ln, cfg.HTTP.MaxConnections)
+		a.ln = limit
 	}
 	if serverTLS != nil {
 		// net/http handshakes within ReadHeaderTimeout and answers plain HTTP with 400.
@@ -188,6 +190,9 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 		IdleTimeout:       cfg.HTTP.IdleTimeout,
 		MaxHeaderBytes:    cfg.HTTP.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if limit != nil {
+		a.http.ConnState = limit.connState
 	}
 	go func() { a.served <- a.http.Serve(a.ln) }()
 	log.Info("mqtarget listening", "addr", a.ln.Addr().String(), "default_broker", cfg.Broker, "brokers", setup)

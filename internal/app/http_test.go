@@ -142,7 +142,8 @@ func TestLameDuckKeepAlive(t *testing.T) {
 	}
 }
 
-// TestLimitListener: past the limit Accept waits until a connection closes; Close ends a waiting Accept.
+// TestLimitListener: past the limit, with every connection busy, Accept waits until a connection closes;
+// Close ends a waiting Accept.
 func TestLimitListener(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -163,6 +164,7 @@ func TestLimitListener(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		l.connState(c, http.StateActive) // busy: never evicted
 		accepted = append(accepted, c)
 	}
 	third := make(chan net.Conn, 1)
@@ -182,6 +184,7 @@ func TestLimitListener(t *testing.T) {
 		if c == nil {
 			t.Fatal("Accept failed after a slot was freed")
 		}
+		l.connState(c, http.StateActive)
 		accepted = append(accepted, c)
 	case <-time.After(10 * time.Second):
 		t.Fatal("Accept still waiting after a connection closed")
@@ -203,6 +206,70 @@ func TestLimitListener(t *testing.T) {
 	}
 	for _, c := range accepted[1:] {
 		c.Close()
+	}
+}
+
+// TestMaxConnectionsIdleEvicted: with http.max_connections taken by clients that keep their
+// connections without using them (idle keep-alive after an answer; connected and silent; an answer never
+// read), a new client is served at once, the idle connection it displaces being closed; a connection busy
+// with a request is not.
+func TestMaxConnectionsIdleEvicted(t *testing.T) {
+	a := startApp(t, func(c *config.Config) {
+		c.HTTP.MaxConnections = 2
+		c.HTTP.IdleTimeout = time.Minute
+		c.HTTP.ReadHeaderTimeout = time.Minute
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = a.Shutdown(ctx)
+	})
+	get := func(c net.Conn, br *bufio.Reader) error {
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: mqtarget\r\n\r\n"); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.Body.Close()
+	}
+	for _, tc := range []struct {
+		name string
+		hold func(c net.Conn, br *bufio.Reader) error // what each of the two holders does, then nothing
+	}{
+		{"idle keep-alive", get},
+		{"connected, silent", func(net.Conn, *bufio.Reader) error { return nil }},
+		{"answer never read", func(c net.Conn, _ *bufio.Reader) error {
+			_, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: mqtarget\r\n\r\n")
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := a.ln.(*limitListener)
+			waitFor(t, "the last case's connections closed", func() bool { return len(l.slots) == 0 })
+			for range 2 {
+				c, err := net.Dial("tcp", a.Addr())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				if err := tc.hold(c, bufio.NewReader(c)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, "both slots taken", func() bool { return len(l.slots) == 2 })
+			c, err := net.Dial("tcp", a.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // without eviction: the idle timeout, 1 min
+			if err := get(c, bufio.NewReader(c)); err != nil {
+				t.Fatalf("a client behind two idle connections: %v", err)
+			}
+		})
 	}
 }
 
