@@ -248,7 +248,7 @@ func TestMaxConnectionsIdleEvicted(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := a.ln.(*limitListener)
-			waitFor(t, "the last case's connections closed", func() bool { return len(l.slots) == 0 })
+			waitFor(t, "the last case's connections closed", func() bool { return l.openConns() == 0 })
 			for range 2 {
 				c, err := net.Dial("tcp", a.Addr())
 				if err != nil {
@@ -259,7 +259,7 @@ func TestMaxConnectionsIdleEvicted(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			waitFor(t, "both slots taken", func() bool { return len(l.slots) == 2 })
+			waitFor(t, "both slots taken", func() bool { return l.openConns() == 2 })
 			c, err := net.Dial("tcp", a.Addr())
 			if err != nil {
 				t.Fatal(err)
@@ -525,7 +525,7 @@ func TestNonReadingClients(t *testing.T) {
 			go func() { _, err := nonReader(a.Addr(), "/metrics", 0, limit); results <- err }()
 		}
 		l := a.ln.(*limitListener)
-		waitFor(t, "the non-readers holding both slots", func() bool { return len(l.slots) == 2 })
+		waitFor(t, "the non-readers holding both slots", func() bool { return l.openConns() == 2 })
 		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: limit}
 		resp, err := client.Get("http://" + a.Addr() + "/healthz")
 		if err != nil {

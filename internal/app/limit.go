@@ -27,6 +27,7 @@ type limitListener struct {
 
 	mu   sync.Mutex
 	idle map[*limitConn]time.Time // since when each idle connection has been idle
+	open int                      // connections accepted and not closed
 }
 
 func newLimitListener(l net.Listener, n int) *limitListener {
@@ -73,7 +74,10 @@ func (l *limitListener) accept() (net.Conn, error) {
 
 func (l *limitListener) wrap(c net.Conn) net.Conn {
 	lc := &limitConn{Conn: c, l: l}
-	l.setIdle(lc, true) // until net/http reports it active
+	l.mu.Lock()
+	l.open++
+	l.idle[lc] = time.Now() // until net/http reports it active
+	l.mu.Unlock()
 	return lc
 }
 
@@ -104,6 +108,13 @@ func (l *limitListener) setIdle(c *limitConn, idle bool) {
 	} else {
 		delete(l.idle, c)
 	}
+}
+
+// openConns is how many accepted connections are not closed yet.
+func (l *limitListener) openConns() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
 }
 
 // connState is the http.Server's ConnState hook: it tells the listener which connections are idle.
@@ -138,7 +149,10 @@ type limitConn struct {
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
-		c.l.setIdle(c, false)
+		c.l.mu.Lock()
+		c.l.open--
+		delete(c.l.idle, c)
+		c.l.mu.Unlock()
 		<-c.l.slots
 	})
 	return err
