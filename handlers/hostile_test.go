@@ -46,6 +46,10 @@ func TestUnreadBodyAnsweredAtOnce(t *testing.T) {
 			req: "POST /nope HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"},
 		{name: "body not sent, route without a body", srv: ts, status: 200,
 			req: "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"},
+		{name: "body sent and read", srv: ts, status: 200, keepAlive: true,
+			req: "POST /send1 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"},
+		{name: "body sent and read, then refused", srv: authed, status: 400, keepAlive: true,
+			req: "POST /send1?size=5 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nContent-Length: 3\r\n\r\nabc"},
 		{name: "Expect 100-continue, body sent and read", srv: ts, status: 200, continue100: true, keepAlive: true,
 			req: "POST /send1 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n"},
 	} {
@@ -111,18 +115,21 @@ func TestUnreadBodyAnsweredAtOnce(t *testing.T) {
 func TestEchoCut(t *testing.T) {
 	ts := newServer(t, newFake(1))
 	big := strings.Repeat("%22", 20000)
+	bigQuery := strings.Repeat("%22", 2600) // under the 8 KiB a query may have
 	for _, tc := range []struct {
 		name, method, target string
 		status               int
+		want                 string // in the error message
 	}{
-		{"path", http.MethodGet, "/" + strings.Repeat("p", 60000), 404},
-		{"escaped path", http.MethodGet, "/" + big, 404},
-		{"method", strings.Repeat("M", 60000), "/send1", 405},
-		{"parameter name", http.MethodGet, "/send1?" + strings.Repeat("n", 60000) + "=1", 400},
-		{"escaped parameter name", http.MethodGet, "/send1?" + big + "=1", 400},
-		{"topic", http.MethodGet, "/send1?topic=" + big, 400},
-		{"size", http.MethodGet, "/send1?size=" + big, 400},
-		{"mode", http.MethodGet, "/send2?mode=" + big, 400},
+		{"path", http.MethodGet, "/" + strings.Repeat("p", 60000), 404, "bytes cut)"},
+		{"escaped path", http.MethodGet, "/" + big, 404, "bytes cut)"},
+		{"method", strings.Repeat("M", 60000), "/send1", 405, "bytes cut)"},
+		{"parameter name", http.MethodGet, "/send1?" + strings.Repeat("n", 8000) + "=1", 400, "bytes cut)"},
+		{"escaped parameter name", http.MethodGet, "/send1?" + bigQuery + "=1", 400, "bytes cut)"},
+		{"topic", http.MethodGet, "/send1?topic=" + bigQuery, 400, "bytes cut)"},
+		{"size", http.MethodGet, "/send1?size=" + bigQuery, 400, "bytes cut)"},
+		{"mode", http.MethodGet, "/send2?mode=" + bigQuery, 400, "bytes cut)"},
+		{"query over 8 KiB", http.MethodGet, "/send1?topic=" + big, 400, "at most 8192"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := ts.do(tc.method, tc.target, "")
@@ -133,8 +140,8 @@ func TestEchoCut(t *testing.T) {
 			if n := w.Body.Len(); n > 1536 { // a 400-byte message and a 200-byte field, each escaped twice at most
 				t.Errorf("answer of %d bytes to %d bytes of input", n, len(tc.target)+len(tc.method))
 			}
-			if msg, _ := m["error"].(string); !strings.Contains(msg, "bytes cut)") {
-				t.Errorf("error %q does not say what was cut", msg)
+			if msg, _ := m["error"].(string); !strings.Contains(msg, tc.want) {
+				t.Errorf("error %q does not say %q", msg, tc.want)
 			}
 		})
 	}

@@ -56,12 +56,20 @@ type params struct {
 // send parameter; the bound only keeps the refusal of a huge one cheap.
 const maxQueryPairs = 100
 
+// maxQueryBytes bounds a raw query: six parameters with topic names of a few hundred bytes fit many
+// times over.
+const maxQueryBytes = 8 << 10
+
 // parseParams reads a raw query without building a map, which would be an allocation per request. Unlike
 // url.ParseQuery, which skips what it cannot parse, every malformed part is an error, so a typo never
 // silently benchmarks the defaults: a ';' (not a separator), an undecodable %-escape, an empty name, an
 // unknown or repeated parameter, or more than maxQueryPairs pairs. Errors name the parameter, or
 // "query" when there is no name to give.
 func parseParams(raw string) (p params, err *Error) {
+	if len(raw) > maxQueryBytes {
+		// Refused before it is unescaped or quoted: a huge query costs no copies.
+		return p, badField("query", "%d bytes, at most %d are read", len(raw), maxQueryBytes)
+	}
 	if n := strings.Count(raw, "&") + 1; n > maxQueryPairs {
 		return p, badField("query", "%d parameters, at most %d are read", n, maxQueryPairs)
 	}
