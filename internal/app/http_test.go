@@ -323,6 +323,7 @@ func TestHTTPLimits(t *testing.T) {
 // request written and every answer read: each request it wrote without an answer is one lost.
 type reconnectingClient struct {
 	sent, answered atomic.Int64
+	ok2xx          atomic.Int64
 	lastErr        atomic.Value // string: the last error after a request was sent
 }
 
@@ -361,6 +362,9 @@ func (rc *reconnectingClient) run(addr string, paths []string, stop <-chan struc
 				break
 			}
 			rc.answered.Add(1)
+			if resp.StatusCode/100 == 2 {
+				rc.ok2xx.Add(1)
+			}
 			if resp.Close {
 				break
 			}
@@ -377,15 +381,29 @@ func TestShutdownReconnectingClients(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		lameDuck time.Duration
+		embedded bool // an embedded nsqd; else the brokers are unreachable and send endpoints answer 503 at once
 		paths    []string
 	}{
-		{"lame duck, /healthz", 500 * time.Millisecond, []string{"/healthz"}},
-		{"no lame duck, /healthz", 0, []string{"/healthz"}},
-		// The brokers are unreachable: the send endpoints answer 503 at once, an answer all the same.
-		{"lame duck, send endpoints", 500 * time.Millisecond, []string{"/send1", "/sendAsync", "/healthz"}},
+		{"lame duck, /healthz", 500 * time.Millisecond, false, []string{"/healthz"}},
+		{"no lame duck, /healthz", 0, false, []string{"/healthz"}},
+		{"lame duck, send endpoints failing", 500 * time.Millisecond, false, []string{"/send1", "/sendAsync", "/healthz"}},
+		{"lame duck, send endpoints publishing", 500 * time.Millisecond, true, []string{"/send1", "/sendAsync"}},
+		{"no lame duck, send endpoints publishing", 0, true, []string{"/sendAsync", "/send1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := startApp(t, func(c *config.Config) { c.ShutdownLameDuck = tc.lameDuck })
+			mod := func(c *config.Config) { c.ShutdownLameDuck = tc.lameDuck }
+			cfg := testConfig(mod)
+			if tc.embedded {
+				cfg = testConfig(func(c *config.Config) {
+					mod(c)
+					c.NSQ.Hosts, c.NSQ.Embedded = nil, 1
+					c.Echo.Enabled, c.Echo.RoundTrip = false, false
+				})
+			}
+			a, err := Start(cfg, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
 			ctx, sigterm := context.WithCancel(context.Background())
 			ran := make(chan error, 1)
 			go func() { ran <- a.Run(ctx) }()
@@ -413,16 +431,20 @@ func TestShutdownReconnectingClients(t *testing.T) {
 			}
 			close(stop) // a client still connecting to a port reused meanwhile stops
 			done.Wait()
-			var sent, answered int64
+			var sent, answered, ok int64
 			for i := range clients {
 				s, a := clients[i].sent.Load(), clients[i].answered.Load()
 				sent += s
 				answered += a
+				ok += clients[i].ok2xx.Load()
 				if s != a {
 					t.Logf("client %d: %d sent, %d answered, last error %v", i, s, a, clients[i].lastErr.Load())
 				}
 			}
-			t.Logf("%d requests sent, %d answered", sent, answered)
+			t.Logf("%d requests sent, %d answered, %d with 2xx", sent, answered, ok)
+			if tc.embedded && ok == 0 {
+				t.Error("no request was published")
+			}
 			if sent != answered {
 				t.Errorf("%d of %d requests sent got no answer", sent-answered, sent)
 			}
