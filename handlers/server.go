@@ -311,21 +311,27 @@ func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) *deadlineBody
 // connection be kept alive once the body has been read to its end.
 type deadlineBody struct {
 	io.ReadCloser
-	rc  *http.ResponseController
-	h   http.Header
-	s   *Server
-	eof bool
+	rc    *http.ResponseController
+	h     http.Header
+	s     *Server
+	ended bool // the body returned an error: io.EOF or another
+	eof   bool // the body was read to its end
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && !b.eof {
+	if err == nil || b.ended {
+		return n, err
+	}
+	// The body ended: read to its end, cut by http.read_timeout (whose 408 must still go out), or broken.
+	b.ended = true
+	if b.s.writeTimeout > 0 {
+		_ = b.rc.SetWriteDeadline(time.Now().Add(b.s.writeTimeout))
+	}
+	if err == io.EOF {
 		b.eof = true
 		if b.s.readTimeout > 0 {
 			_ = b.rc.SetReadDeadline(time.Time{})
-		}
-		if b.s.writeTimeout > 0 {
-			_ = b.rc.SetWriteDeadline(time.Now().Add(b.s.writeTimeout))
 		}
 		if !b.s.lameDuck.Load() {
 			delete(b.h, "Connection")

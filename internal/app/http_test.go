@@ -276,7 +276,14 @@ func TestMaxConnectionsIdleEvicted(t *testing.T) {
 // TestHTTPLimits: the http.* limits reach the server mqtarget runs.
 func TestHTTPLimits(t *testing.T) {
 	a := startApp(t, func(c *config.Config) {
-		c.HTTP.ReadTimeout = 200 * time.Millisecond
+		// A read timeout past the write timeout: the 408 must still be written (the body's end, here its
+		// timeout, restarts the write deadline).
+		c.HTTP.ReadTimeout = 600 * time.Millisecond
+		c.HTTP.WriteTimeout = 400 * time.Millisecond
+		c.PublishTimeout = 300 * time.Millisecond
+		c.NSQ.DialTimeout = 100 * time.Millisecond
+		c.STOMP.DialTimeout = 100 * time.Millisecond
+		c.Readyz.Timeout = 100 * time.Millisecond
 		c.HTTP.MaxHeaderBytes = 4096
 		c.HTTP.MaxConnections = 3
 	})
