@@ -201,3 +201,28 @@ func TestMetricsTurns(t *testing.T) {
 		t.Errorf("scrape after the turns were freed: %d", w.Code)
 	}
 }
+
+// TestReadyzShared: /readyz requests that arrive while a round of pings runs share it, so a flood of
+// probes (or of clients) costs each broker host one ping at a time, not one connection per request.
+func TestReadyzShared(t *testing.T) {
+	f := newFake(2)
+	f.pingGate = make(chan struct{})
+	ts := newServer(t, f)
+	const probes = 20
+	codes := make(chan int, probes)
+	for range probes {
+		go func() { codes <- ts.do(http.MethodGet, "/readyz", "").Code }()
+	}
+	waitFor(t, "the first round's pings", func() bool { return f.pingCount() >= 2 })
+	// The other probes arrive while it runs; give them a moment to (wrongly) start rounds of their own.
+	time.Sleep(100 * time.Millisecond)
+	close(f.pingGate)
+	for range probes {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("/readyz %d, want 200", code)
+		}
+	}
+	if n := f.pingCount(); n > 2*2 { // a probe that came after the first round may run a second
+		t.Errorf("%d pings for %d concurrent probes of 2 hosts, want one round (2)", n, probes)
+	}
+}

@@ -92,6 +92,8 @@ type Server struct {
 	config         any
 	readyBrokers   []string
 	readyTimeout   time.Duration
+	readyMu        sync.Mutex
+	readyRound     *readyRound // the /readyz pings running, nil when none
 	hostStates     hostStates
 	statsState     statsState // /stats' last gathers
 	started        time.Time  // for uptime, and the first /stats window
