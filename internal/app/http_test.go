@@ -211,8 +211,9 @@ func TestLimitListener(t *testing.T) {
 
 // TestMaxConnectionsIdleEvicted: with http.max_connections taken by clients that keep their
 // connections without using them (idle keep-alive after an answer; connected and silent; an answer never
-// read), a new client is served at once, the idle connection it displaces being closed; a connection busy
-// with a request is not.
+// read; answers pipelined and never read, stuck in the server's writes), a new client is served at once
+// (or, behind stuck writes, a second or so later, well before http.write_timeout), the connection it
+// displaces being closed.
 func TestMaxConnectionsIdleEvicted(t *testing.T) {
 	a := startApp(t, func(c *config.Config) {
 		c.HTTP.MaxConnections = 2
@@ -245,6 +246,20 @@ func TestMaxConnectionsIdleEvicted(t *testing.T) {
 			_, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: mqtarget\r\n\r\n")
 			return err
 		}},
+		{"answers pipelined and never read", func(c net.Conn, _ *bufio.Reader) error {
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetReadBuffer(4096) // a small window fills at once
+			}
+			go func() { // pipelines until the server gives up on the connection
+				req := []byte("GET /metrics HTTP/1.1\r\nHost: mqtarget\r\n\r\n")
+				for {
+					if _, err := c.Write(req); err != nil {
+						return
+					}
+				}
+			}()
+			return nil
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := a.ln.(*limitListener)
@@ -265,7 +280,8 @@ func TestMaxConnectionsIdleEvicted(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // without eviction: the idle timeout, 1 min
+			// Without eviction: the idle timeout (1 min) or http.write_timeout (15 s).
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 			if err := get(c, bufio.NewReader(c)); err != nil {
 				t.Fatalf("a client behind two idle connections: %v", err)
 			}
