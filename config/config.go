@@ -49,8 +49,9 @@ type HTTP struct {
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout" help:"time a client has to send a request's line and headers"`
 	ReadTimeout       time.Duration `yaml:"read_timeout" help:"time a client has to send a request's body, counted from the end of its headers; past it 408 and the connection is closed"`
 	IdleTimeout       time.Duration `yaml:"idle_timeout" help:"a keep-alive connection without a request for this long is closed"`
+	WriteTimeout      time.Duration `yaml:"write_timeout" help:"time a client has to take its answer, counted from the end of its request headers (or of its body); a client that reads slower or not at all loses the connection (more than publish_timeout and readyz.timeout)"`
 	MaxHeaderBytes    int           `yaml:"max_header_bytes" help:"largest request line plus headers in bytes; beyond it 431"`
-	MaxConnections    int           `yaml:"max_connections" help:"open HTTP connections at once; more wait in the listen backlog until one closes (0: no limit)"`
+	MaxConnections    int           `yaml:"max_connections" help:"open HTTP connections at once; past it a new connection takes the slot of the one idle longest, else waits in the listen backlog (0: no limit)"`
 	MaxRequests       int           `yaml:"max_requests" help:"send requests being handled at once; beyond it 503 with Retry-After at once (0: no limit)"`
 	AuthTokenFile     string        `yaml:"auth_token_file" help:"file holding a bearer token the send endpoints require (Authorization: Bearer <token>; else 401); read at load and at start (empty: no token)"`
 	AdminAddr         string        `yaml:"admin_addr" help:"serve /healthz, /readyz and /metrics on this host:port instead of http.addr (empty: on http.addr)"`
@@ -100,9 +101,15 @@ func Default() Config {
 			ReadHeaderTimeout: 10 * time.Second,
 			// A 64 MiB body (the largest message.max_size) takes about 5 s at 100 Mbit/s; a client slower
 			// than that is holding a connection, not load-testing.
-			ReadTimeout:    10 * time.Second,
-			IdleTimeout:    2 * time.Minute,
-			MaxHeaderBytes: 1 << 20, // net/http's default
+			ReadTimeout: 10 * time.Second,
+			IdleTimeout: 2 * time.Minute,
+			// Above publish_timeout (5 s), so a slow broker's answer still reaches the client; short
+			// enough that a client that never reads frees its connection and memory soon.
+			WriteTimeout: 15 * time.Second,
+			// A request line and headers are held (twice: net/http reads the line, then copies it) while
+			// their request is served, by every connection at once; load generators send under 1 KiB, and
+			// nginx and Apache refuse request lines over 8 KiB.
+			MaxHeaderBytes: 16 << 10,
 			// Bounds file descriptors and per-connection goroutines; above the wrk -c a single target is
 			// usually driven with.
 			MaxConnections: 10000,
@@ -172,6 +179,11 @@ func (c Config) Validate() error {
 		if d.v <= 0 {
 			add(d.key, "must be positive, got %v", d.v)
 		}
+	}
+	if c.HTTP.WriteTimeout <= c.PublishTimeout || c.HTTP.WriteTimeout <= c.Readyz.Timeout {
+		// The deadline counts while the handler waits for the broker (or /readyz for its pings).
+		add("http.write_timeout", "must be more than publish_timeout (%v) and readyz.timeout (%v), got %v",
+			c.PublishTimeout, c.Readyz.Timeout, c.HTTP.WriteTimeout)
 	}
 	if c.HTTP.MaxHeaderBytes < 4096 || c.HTTP.MaxHeaderBytes > maxHeaderBytes {
 		add("http.max_header_bytes", "must be 4096..%d, got %d", maxHeaderBytes, c.HTTP.MaxHeaderBytes)

@@ -248,7 +248,7 @@ func TestLoadPrecedence(t *testing.T) {
 				"MQTARGET_HTTP_ADDR": ":7000", "MQTARGET_BROKER": "nsq", "MQTARGET_NSQ_HOSTS": "x:1,y:2,z:3",
 				"MQTARGET_MESSAGE_MAX_SIZE": "999", "MQTARGET_MESSAGE_SIZE": "99", "MQTARGET_ASYNC_MAX_IN_FLIGHT": "5",
 				"MQTARGET_NSQ_PRODUCERS_PER_HOST": "3", "MQTARGET_NSQ_DIAL_TIMEOUT": "1m0s", "MQTARGET_PUBLISH_TIMEOUT": "2m",
-				"MQTARGET_LOG_LEVEL": "warn", "UNRELATED": "ignored",
+				"MQTARGET_HTTP_WRITE_TIMEOUT": "3m", "MQTARGET_LOG_LEVEL": "warn", "UNRELATED": "ignored",
 			}},
 			want: func(c *config.Config) {
 				c.HTTP.Addr = ":7000"
@@ -257,6 +257,7 @@ func TestLoadPrecedence(t *testing.T) {
 				c.Message.Size = 99
 				c.Async.MaxInFlight = 5
 				c.PublishTimeout = 2 * time.Minute
+				c.HTTP.WriteTimeout = 3 * time.Minute
 				c.NSQ.ProducersPerHost = 3
 				c.NSQ.DialTimeout = time.Minute
 				c.Log.Level = "warn"
@@ -470,6 +471,8 @@ func TestValidateFieldNames(t *testing.T) {
 		{"http.read_header_timeout", func(c *config.Config) { c.HTTP.ReadHeaderTimeout = 0 }},
 		{"http.read_timeout", func(c *config.Config) { c.HTTP.ReadTimeout = -time.Second }},
 		{"http.idle_timeout", func(c *config.Config) { c.HTTP.IdleTimeout = 0 }},
+		{"http.write_timeout", func(c *config.Config) { c.HTTP.WriteTimeout = c.PublishTimeout }},
+		{"http.write_timeout", func(c *config.Config) { c.PublishTimeout = time.Second; c.HTTP.WriteTimeout = c.Readyz.Timeout }},
 		{"http.max_header_bytes", func(c *config.Config) { c.HTTP.MaxHeaderBytes = 4095 }},
 		{"http.max_connections", func(c *config.Config) { c.HTTP.MaxConnections = -1 }},
 		{"http.max_requests", func(c *config.Config) { c.HTTP.MaxRequests = -1 }},
@@ -558,7 +561,7 @@ func TestYAMLRoundTrip(t *testing.T) {
 		{"defaults", nil},
 		{"everything changed", []string{
 			"-http.addr", "127.0.0.1:9999", "-topic", "a.b_c-d", "-topic2", "t2#ephemeral", "-message.size", "10",
-			"-message.max_size", "20", "-publish_timeout", "1m30s", "-async.max_in_flight", "3", "-shutdown_grace", "250ms",
+			"-message.max_size", "20", "-publish_timeout", "1m30s", "-http.write_timeout", "2m", "-async.max_in_flight", "3", "-shutdown_grace", "250ms",
 			"-shutdown_lame_duck", "0s", "-http.read_timeout", "3s", "-http.max_requests", "7", "-http.max_connections", "0",
 			"-log.level", "error", "-log.format", "json", "-nsq.hosts", "a:1,b:2,c:3", "-nsq.producers_per_host", "5",
 			"-nsq.dial_timeout", "1500ms", "-nsq.embedded", "4",

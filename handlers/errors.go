@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/mqtarget/mqtarget/publishers"
 )
@@ -20,8 +21,43 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Msg }
 
+// badField is a 400 naming field. String arguments are the client's input: each is cut to maxEcho bytes
+// before it is formatted, so a huge URL costs a huge answer neither in memory nor on the wire.
 func badField(field, format string, args ...any) *Error {
-	return &Error{Status: http.StatusBadRequest, Field: field, Msg: fmt.Sprintf(format, args...)}
+	for i, a := range args {
+		if v, ok := a.(string); ok {
+			args[i] = cut(v)
+		}
+	}
+	return &Error{Status: http.StatusBadRequest, Field: cut(field), Msg: fmt.Sprintf(format, args...)}
+}
+
+// maxEcho bounds how much of one piece of input (a path, a parameter's name or value) an error answer
+// repeats: enough to recognise it.
+const maxEcho = 200
+
+// maxErrorMsg bounds an error answer's message, whatever it quotes (a broker's error text may quote a
+// topic whole); a backstop to maxEcho. JSON escaping doubles '"' and '\\', a control byte takes six.
+const maxErrorMsg = 400
+
+// cut returns s when it is at most maxEcho bytes, else its start and end around a note of how much was
+// left out.
+func cut(s string) string { return cutTo(s, maxEcho) }
+
+// cutTo keeps the first two thirds and the last third of n bytes of s, on UTF-8 boundaries: the end of
+// an error text usually says what is wrong.
+func cutTo(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	head, tail := n*2/3, len(s)-n/3
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return s[:head] + "…(" + strconv.Itoa(tail-head) + " bytes cut)…" + s[tail:]
 }
 
 // partialError reports that some messages of a request were acknowledged before another failed, so the
@@ -85,7 +121,7 @@ func (s *Server) adapt(h handlerFunc) http.HandlerFunc {
 		if status == http.StatusInternalServerError {
 			lvl = slog.LevelError
 		}
-		s.log.Log(r.Context(), lvl, "request failed", "path", r.URL.Path, "status", status, "err", err)
+		s.log.Log(r.Context(), lvl, "request failed", "path", cut(r.URL.Path), "status", status, "err", err)
 		writeError(w, status, field, err.Error(), published)
 	}
 }
@@ -112,10 +148,10 @@ func statusOf(err error) (int, string) {
 func writeError(w http.ResponseWriter, status int, field, msg string, published int) {
 	b := make([]byte, 0, 128)
 	b = append(b, `{"error":`...)
-	b = appendString(b, msg)
+	b = appendString(b, cutTo(msg, maxErrorMsg))
 	if field != "" {
 		b = append(b, `,"field":`...)
-		b = appendString(b, field)
+		b = appendString(b, cut(field))
 	}
 	if published > 0 {
 		b = append(b, `,"published":`...)

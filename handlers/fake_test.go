@@ -56,6 +56,8 @@ type fakePub struct {
 	asyncErr error
 	held     []func(error)
 	pingErr  map[int]error
+	pings    int           // Ping calls
+	pingGate chan struct{} // when set, every Ping waits until it is closed
 	// gate, when set, holds every sync publish until it is closed or the publish context ends; ctxErrs
 	// records each held publish's context error at the end, so tests see whether the handler cancelled it.
 	gate    chan struct{}
@@ -172,8 +174,21 @@ func (f *fakePub) Hosts() []string { return f.hosts }
 
 func (f *fakePub) Ping(_ context.Context, host int) error {
 	f.mu.Lock()
+	f.pings++
+	gate := f.pingGate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.pingErr[host]
+}
+
+func (f *fakePub) pingCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pings
 }
 
 func (f *fakePub) ValidateTopic(name string) error {

@@ -64,9 +64,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"ready":false,"shutting_down":true,"brokers":{}}`+"\n"))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.readyTimeout)
-	defer cancel()
-	brokers := s.checkHosts(ctx)
+	brokers := s.readyCheck(r.Context())
+	if brokers == nil {
+		return // the client left
+	}
 	ready := true
 	for _, b := range brokers {
 		if b.Required && !b.Ready {
@@ -79,6 +80,41 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := json.Marshal(map[string]any{"ready": ready, "brokers": brokers})
 	writeJSON(w, status, append(body, '\n'))
+}
+
+// readyRound is one round of /readyz pings, shared by every /readyz request that arrives while it runs.
+type readyRound struct {
+	done    chan struct{}
+	brokers map[string]*brokerCheck // read-only once done is closed
+}
+
+// readyCheck returns the result of a round of pings: the one running, else a new one run by this
+// request. However many probes (or clients) ask at once, each broker host gets one ping at a time, not
+// one connection per request. The round does not end with the request that runs it, so those waiting
+// for it get its result; nil when ctx ends first.
+func (s *Server) readyCheck(ctx context.Context) map[string]*brokerCheck {
+	s.readyMu.Lock()
+	round := s.readyRound
+	if round == nil {
+		round = &readyRound{done: make(chan struct{})}
+		s.readyRound = round
+		s.readyMu.Unlock()
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.readyTimeout)
+		round.brokers = s.checkHosts(pctx)
+		cancel()
+		s.readyMu.Lock()
+		s.readyRound = nil
+		s.readyMu.Unlock()
+		close(round.done)
+		return round.brokers
+	}
+	s.readyMu.Unlock()
+	select {
+	case <-round.done:
+		return round.brokers
+	case <-ctx.Done():
+		return nil
+	}
 }
 
 // checkHosts pings every host of every broker in use at once, within ctx, and logs the hosts whose

@@ -56,12 +56,20 @@ type params struct {
 // send parameter; the bound only keeps the refusal of a huge one cheap.
 const maxQueryPairs = 100
 
+// maxQueryBytes bounds a raw query: six parameters with topic names of a few hundred bytes fit many
+// times over.
+const maxQueryBytes = 8 << 10
+
 // parseParams reads a raw query without building a map, which would be an allocation per request. Unlike
 // url.ParseQuery, which skips what it cannot parse, every malformed part is an error, so a typo never
 // silently benchmarks the defaults: a ';' (not a separator), an undecodable %-escape, an empty name, an
 // unknown or repeated parameter, or more than maxQueryPairs pairs. Errors name the parameter, or
 // "query" when there is no name to give.
 func parseParams(raw string) (p params, err *Error) {
+	if len(raw) > maxQueryBytes {
+		// Refused before it is unescaped or quoted: a huge query costs no copies.
+		return p, badField("query", "%d bytes, at most %d are read", len(raw), maxQueryBytes)
+	}
 	if n := strings.Count(raw, "&") + 1; n > maxQueryPairs {
 		return p, badField("query", "%d parameters, at most %d are read", n, maxQueryPairs)
 	}
@@ -171,12 +179,17 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 		return sendRequest{}, badField("mode", "must be batch or sequential, got %q", v)
 	}
 	if r.Body != nil && r.Body != http.NoBody && r.Method == http.MethodPost {
+		if r.ContentLength > int64(s.maxSize) {
+			// Before any read: a client sending "Expect: 100-continue" is not invited to send the body, and
+			// the answer goes out at once, closing the connection (boundBody).
+			return sendRequest{}, errTooLarge(s.maxSize)
+		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.maxSize)))
 		var tooBig *http.MaxBytesError
 		var netErr net.Error
 		switch {
 		case errors.As(err, &tooBig):
-			return sendRequest{}, &Error{Status: http.StatusRequestEntityTooLarge, Field: "body", Msg: "request body exceeds message.max_size (" + strconv.Itoa(s.maxSize) + " bytes)"}
+			return sendRequest{}, errTooLarge(s.maxSize)
 		case errors.As(err, &netErr) && netErr.Timeout():
 			// net/http closes the connection after this answer: the rest of the body is not worth waiting for.
 			return sendRequest{}, &Error{Status: http.StatusRequestTimeout, Field: "body",
@@ -196,6 +209,11 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 		return sendRequest{}, err
 	}
 	return req, nil
+}
+
+func errTooLarge(maxSize int) *Error {
+	return &Error{Status: http.StatusRequestEntityTooLarge, Field: "body",
+		Msg: "request body exceeds message.max_size (" + strconv.Itoa(maxSize) + " bytes)"}
 }
 
 // topicName returns the k-th topic of a ?topics=N spread: "<base>-<k>", keeping a "#ephemeral"-style

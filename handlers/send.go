@@ -206,7 +206,7 @@ func (s *Server) sendNHost(n int) handlerFunc {
 		hosts := req.pub.Hosts()
 		if len(hosts) < n {
 			return &Error{Status: http.StatusServiceUnavailable, Field: req.broker + ".hosts",
-				Msg: fmt.Sprintf("%s needs %d %s hosts, %s.hosts has %d", r.URL.Path, n, req.broker, req.broker, len(hosts))}
+				Msg: fmt.Sprintf("%s needs %d %s hosts, %s.hosts has %d", cut(r.URL.Path), n, req.broker, req.broker, len(hosts))}
 		}
 		return s.publishOne(w, r, &req, seq.next(n))
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,9 @@ type Options struct {
 	AsyncMaxBytes  int64 // bounds the message bytes of async publishes in flight; 0: no bound
 	// ReadTimeout bounds reading a request body, from the moment the handler starts; 0: no bound.
 	ReadTimeout time.Duration
+	// WriteTimeout is http.Server.WriteTimeout (which starts at the end of the request headers); it is
+	// restarted at the end of a request body. 0: not restarted.
+	WriteTimeout time.Duration
 	// MaxRequests bounds the send requests in their handlers at once; beyond it 503. 0: no bound.
 	MaxRequests int
 	Registry    *prometheus.Registry // metrics are registered here and served on /metrics
@@ -75,10 +79,12 @@ type Server struct {
 	topicSeq       roundRobin
 	async          *asyncLimiter
 	readTimeout    time.Duration
+	writeTimeout   time.Duration
 	maxRequests    int64
 	requests       atomic.Int64 // send requests in their handlers
 	lameDuck       atomic.Bool
-	token          *bearer // nil: no token required
+	hold           atomic.Pointer[chan struct{}] // set while a shutdown holds new requests (Hold)
+	token          *bearer                       // nil: no token required
 	topics         *topicLimit
 	adminSeparate  bool
 	admin          http.Handler // the admin routes when adminSeparate, else nil
@@ -87,6 +93,8 @@ type Server struct {
 	config         any
 	readyBrokers   []string
 	readyTimeout   time.Duration
+	readyMu        sync.Mutex
+	readyRound     *readyRound // the /readyz pings running, nil when none
 	hostStates     hostStates
 	statsState     statsState // /stats' last gathers
 	started        time.Time  // for uptime, and the first /stats window
@@ -154,9 +162,7 @@ var routeTable = []route{
 	{Endpoint{"/readyz", "each broker's hosts and their state; 200 when every host of the readyz.brokers answers a ping within readyz.timeout, else 503; 503 during a shutdown's lame-duck phase", getHead, false, true},
 		func(s *Server) http.Handler { return http.HandlerFunc(s.readyz) }},
 	{Endpoint{"/metrics", "Prometheus metrics (OpenMetrics and native histograms negotiated)", []string{http.MethodGet}, false, true},
-		func(s *Server) http.Handler {
-			return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg, EnableOpenMetrics: true})
-		}},
+		func(s *Server) http.Handler { return s.metrics() }},
 	{Endpoint{"/stats", "the live page's numbers, read from the metrics: per endpoint and broker host the rates of the last second by status or result, latency percentiles, connections; version, uptime, host states", getHead, false, false},
 		func(s *Server) http.Handler { return http.HandlerFunc(s.stats) }},
 	{Endpoint{"/config", "the build (version, revision, Go version) and the effective configuration, secrets redacted, as JSON", []string{http.MethodGet}, false, false},
@@ -191,6 +197,7 @@ func New(o Options) *Server {
 		ids:            message.NewSource(),
 		async:          &asyncLimiter{limit: int64(o.AsyncLimit), maxBytes: o.AsyncMaxBytes},
 		readTimeout:    o.ReadTimeout,
+		writeTimeout:   o.WriteTimeout,
 		maxRequests:    int64(o.MaxRequests),
 		log:            o.Log,
 		setup:          o.Setup,
@@ -239,10 +246,37 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// instance) instead of sending its next request into the shutdown.
 		w.Header()["Connection"] = connectionClose
 	}
-	if s.readTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
-		s.boundBody(w, r)
+	var body *deadlineBody
+	if r.Body != nil && r.Body != http.NoBody {
+		body = s.boundBody(w, r)
+	}
+	if hold := s.hold.Load(); hold != nil {
+		select {
+		case <-*hold:
+		case <-r.Context().Done(): // the handler records the client as gone
+		}
 	}
 	s.handler.ServeHTTP(w, r)
+	if body != nil && !body.eof {
+		// The answer closes the connection (boundBody): net/http's last look for the body's end, after
+		// the answer, need not wait for a client that will never send it.
+		_ = body.rc.SetReadDeadline(time.Now())
+	}
+}
+
+// Hold makes the requests that reach ServeHTTP from now on wait, before their handlers, until release
+// is called; release is idempotent. A shutdown holds requests while it drains the listen backlog: a
+// client waiting for its answer does not reconnect, so the backlog empties.
+func (s *Server) Hold() (release func()) {
+	ch := make(chan struct{})
+	s.hold.Store(&ch)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.hold.Store(nil)
+			close(ch)
+		})
+	}
 }
 
 var connectionClose = []string{"close"}
@@ -251,30 +285,60 @@ var connectionClose = []string{"close"}
 // carries "Connection: close", while requests are still served.
 func (s *Server) EnterLameDuck() { s.lameDuck.Store(true) }
 
-// boundBody gives the client readTimeout to send the body. It is a connection read deadline, not
-// http.Server.ReadTimeout: that one also stays on the connection while the handler runs, and when net/http's
-// background read (which watches for the client going away) hits it, it cancels the request's context,
-// so every request slower than the timeout would look like a client that left. Here the deadline is
-// lifted as soon as the body is read; a body that is never read (a GET with a Content-Length) keeps it,
-// so net/http's discard of it after the answer is bounded too.
-func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) {
+// boundBody gives the client readTimeout to send the body, and closes the connection after any answer
+// given before the body was read to its end.
+//
+// The deadline is a connection read deadline, not http.Server.ReadTimeout: that one also stays on the
+// connection while the handler runs, and when net/http's background read (which watches for the client
+// going away) hits it, it cancels the request's context, so every request slower than the timeout would
+// look like a client that left. Here the deadline is lifted as soon as the body is read, and the write
+// deadline (http.write_timeout) restarts then, so a slow upload does not eat into the time to answer.
+//
+// The answer says "Connection: close" until the body has been read: an error answer (400, 401, 413, 503)
+// to a body the handler never read is then sent at once, and net/http neither reads up to 256 KiB of the
+// unread body first nor, for "Expect: 100-continue", invites the client to send it. (Replacing r.Body
+// hides net/http's own body type from its checks, so they cannot do this themselves.)
+func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) *deadlineBody {
 	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(s.readTimeout)) != nil {
-		return // not a net/http connection (tests' recorders)
+	if s.readTimeout > 0 && rc.SetReadDeadline(time.Now().Add(s.readTimeout)) != nil {
+		return nil // not a net/http connection (tests' recorders)
 	}
-	r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+	h := w.Header()
+	h["Connection"] = connectionClose
+	b := &deadlineBody{ReadCloser: r.Body, rc: rc, h: h, s: s}
+	r.Body = b
+	return b
 }
 
-// deadlineBody lifts the connection's read deadline once the body has been read to its end.
+// deadlineBody lifts the connection's read deadline, restarts its write deadline, and lets the
+// connection be kept alive once the body has been read to its end.
 type deadlineBody struct {
 	io.ReadCloser
-	rc *http.ResponseController
+	rc    *http.ResponseController
+	h     http.Header
+	s     *Server
+	ended bool // the body returned an error: io.EOF or another
+	eof   bool // the body was read to its end
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	if err == nil || b.ended {
+		return n, err
+	}
+	// The body ended: read to its end, cut by http.read_timeout (whose 408 must still go out), or broken.
+	b.ended = true
+	if b.s.writeTimeout > 0 {
+		_ = b.rc.SetWriteDeadline(time.Now().Add(b.s.writeTimeout))
+	}
 	if err == io.EOF {
-		_ = b.rc.SetReadDeadline(time.Time{})
+		b.eof = true
+		if b.s.readTimeout > 0 {
+			_ = b.rc.SetReadDeadline(time.Time{})
+		}
+		if !b.s.lameDuck.Load() {
+			delete(b.h, "Connection")
+		}
 	}
 	return n, err
 }
@@ -346,10 +410,10 @@ func (s *Server) routes() (main, admin http.Handler) {
 	newRouter := func() *chi.Mux {
 		r := chi.NewRouter()
 		r.NotFound(s.adapt(func(w http.ResponseWriter, r *http.Request) error {
-			return &Error{Status: http.StatusNotFound, Msg: "no such endpoint " + r.URL.Path + "; GET / lists them"}
+			return &Error{Status: http.StatusNotFound, Msg: "no such endpoint " + cut(r.URL.Path) + "; GET / lists them"}
 		}))
 		r.MethodNotAllowed(s.adapt(func(w http.ResponseWriter, r *http.Request) error {
-			return &Error{Status: http.StatusMethodNotAllowed, Msg: r.Method + " is not allowed on " + r.URL.Path}
+			return &Error{Status: http.StatusMethodNotAllowed, Msg: cut(r.Method) + " is not allowed on " + cut(r.URL.Path)}
 		}))
 		return r
 	}
@@ -381,7 +445,7 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 // index lists the endpoints, their parameters and the effective broker setup.
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/" {
-		writeError(w, http.StatusNotFound, "", "no such endpoint "+r.URL.Path+"; GET / lists them", 0)
+		writeError(w, http.StatusNotFound, "", "no such endpoint "+cut(r.URL.Path)+"; GET / lists them", 0)
 		return
 	}
 	w.Header().Add("Vary", "Accept")

@@ -40,9 +40,10 @@ type App struct {
 	handlers      *handlers.Server
 	http          *http.Server
 	ln            net.Listener
-	served        chan error  // receives Serve's result once
-	admin         *sideServer // nil unless http.admin_addr is set
-	pprof         *sideServer // nil unless pprof.addr is set
+	drainLn       *drainListener // the TCP listener under ln's limit and TLS layers
+	served        chan error     // receives Serve's result once
+	admin         *sideServer    // nil unless http.admin_addr is set
+	pprof         *sideServer    // nil unless pprof.addr is set
 	// greet pings every broker host once at start, so what each runs is known (GET /, mqtarget load)
 	// before the first request; closeBrokers cancels and waits for it.
 	greet       sync.WaitGroup
@@ -127,6 +128,7 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 		AsyncLimit:        cfg.Async.MaxInFlight,
 		AsyncMaxBytes:     cfg.Async.MaxInFlightBytes,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
+		WriteTimeout:      cfg.HTTP.WriteTimeout,
 		MaxRequests:       cfg.HTTP.MaxRequests,
 		AuthToken:         token,
 		AdminSeparate:     cfg.HTTP.AdminAddr != "",
@@ -139,12 +141,16 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 		Config:            redactedConfig(cfg),
 	})
 	a.greetBrokers(cfg.Readyz.Timeout)
-	a.ln, err = net.Listen("tcp", cfg.HTTP.Addr)
+	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("http.addr: %w", err)
 	}
+	a.drainLn = newDrainListener(ln.(*net.TCPListener))
+	a.ln = a.drainLn
+	var limit *limitListener
 	if cfg.HTTP.MaxConnections > 0 {
-		a.ln = newLimitListener(a.ln, cfg.HTTP.MaxConnections)
+		limit = newLimitListener(a.ln, cfg.HTTP.MaxConnections)
+		a.ln = limit
 	}
 	if serverTLS != nil {
 		// net/http handshakes within ReadHeaderTimeout and answers plain HTTP with 400.
@@ -154,6 +160,11 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 		if a.admin, err = listenSide("http.admin_addr", cfg.HTTP.AdminAddr, a.handlers.AdminHandler(), log); err != nil {
 			return nil, err
 		}
+		// The admin routes are bounded like the main ones: a scraper that never reads must not hold them.
+		a.admin.srv.ReadHeaderTimeout = cfg.HTTP.ReadHeaderTimeout
+		a.admin.srv.WriteTimeout = cfg.HTTP.WriteTimeout
+		a.admin.srv.IdleTimeout = cfg.HTTP.IdleTimeout
+		a.admin.srv.MaxHeaderBytes = cfg.HTTP.MaxHeaderBytes
 		if serverTLS != nil {
 			a.admin.ln = tls.NewListener(a.admin.ln, serverTLS)
 		}
@@ -170,12 +181,19 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 		log.Info("admin routes listening", "addr", a.admin.ln.Addr().String(), "routes", "/healthz /readyz /metrics")
 	}
 	// No ReadTimeout: the handlers bound the body themselves (handlers.Options.ReadTimeout says why).
+	// WriteTimeout starts at the end of the request headers and includes the handler's wait for the
+	// broker (the handlers restart it at the end of a body): it frees the connection, the goroutine and
+	// the answer of a client that does not read, which idle_timeout does not while a write blocks.
 	a.http = &http.Server{
 		Handler:           a.handlers,
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
+		WriteTimeout:      cfg.HTTP.WriteTimeout,
 		IdleTimeout:       cfg.HTTP.IdleTimeout,
 		MaxHeaderBytes:    cfg.HTTP.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if limit != nil {
+		a.http.ConnState = limit.connState
 	}
 	go func() { a.served <- a.http.Serve(a.ln) }()
 	log.Info("mqtarget listening", "addr", a.ln.Addr().String(), "default_broker", cfg.Broker, "brokers", setup)
@@ -268,13 +286,14 @@ func (a *App) lameDuck() {
 // can be read until the end.
 func (a *App) Shutdown(ctx context.Context) error {
 	start := time.Now()
+	a.drain(ctx)
 	a.log.Info("shutting down: no new connections, finishing in-flight requests")
 	httpErr := a.http.Shutdown(ctx)
 	if httpErr != nil {
 		// Grace is over: cut the remaining connections so nothing outlives the shutdown.
 		_ = a.http.Close()
 	}
-	if err := <-a.served; !errors.Is(err, http.ErrServerClosed) {
+	if err := <-a.served; !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, errDrained) {
 		httpErr = errors.Join(httpErr, err)
 	}
 	st := a.handlers.DrainAsync(ctx)
@@ -295,6 +314,29 @@ func (a *App) Shutdown(ctx context.Context) error {
 		httpErr = errors.Join(httpErr, fmt.Errorf("%d async publishes abandoned after the grace period", st.Abandoned))
 	}
 	return httpErr
+}
+
+// drain closes the HTTP listener without resetting the connections in its backlog (drainListener):
+// every answer closes its connection (as in the lame-duck phase) and new requests are held before their
+// handlers, so clients that reconnect at once (wrk, hey, vegeta do) wait for an answer instead of
+// queueing again; once the backlog has stayed empty for drainQuiet (at most drainMax, within ctx) the
+// listener is closed and the held requests go on. Their clients then find the port closed: a refused
+// connection, before any request is sent.
+func (a *App) drain(ctx context.Context) {
+	a.handlers.EnterLameDuck()
+	release := a.handlers.Hold()
+	defer release()
+	drained := a.drainLn.Drain(drainQuiet, drainMax)
+	// Bounded even where Accept is not called: past http.max_connections the limit listener waits
+	// for a slot before it accepts.
+	t := time.NewTimer(drainMax + drainQuiet)
+	defer t.Stop()
+	select {
+	case <-drained:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	_ = a.drainLn.Close()
 }
 
 // closeBrokers stops the echoes and round-trip consumers, then closes publishers, then embedded
