@@ -149,6 +149,7 @@ func Default() Config {
 // forgotten, a digit too many), not a choice, and would only fail later or exhaust something.
 const (
 	maxHeaderBytes    = 64 << 20
+	maxWriteTimeout   = time.Hour // above the largest publish_timeout (5m) with room for slow answers
 	maxCount          = 1_000_000 // connections, requests, async publishes at once
 	maxDistinctTopics = 100_000
 	maxGCPercent      = 100_000
@@ -180,7 +181,11 @@ func (c Config) Validate() error {
 			add(d.key, "must be positive, got %v", d.v)
 		}
 	}
-	if c.HTTP.WriteTimeout <= c.PublishTimeout || c.HTTP.WriteTimeout <= c.Readyz.Timeout {
+	switch {
+	case c.HTTP.WriteTimeout > maxWriteTimeout:
+		add("http.write_timeout", "must be at most %v, got %v", maxWriteTimeout, c.HTTP.WriteTimeout)
+	case c.PublishTimeout > publishers.MaxPublishTimeout: // publish_timeout's own error says it
+	case c.HTTP.WriteTimeout <= c.PublishTimeout || c.HTTP.WriteTimeout <= c.Readyz.Timeout:
 		// The deadline counts while the handler waits for the broker (or /readyz for its pings).
 		add("http.write_timeout", "must be more than publish_timeout (%v) and readyz.timeout (%v), got %v",
 			c.PublishTimeout, c.Readyz.Timeout, c.HTTP.WriteTimeout)

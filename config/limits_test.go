@@ -48,6 +48,7 @@ func TestValidateLimits(t *testing.T) {
 		{"a URL", "rocketmq.name_servers[0]", func(c *config.Config) { c.RocketMQ.NameServers = []string{"http://ns:9876"} }},
 		{"a host twice", "nsq.hosts[2]", func(c *config.Config) { c.NSQ.Hosts = []string{"a:1", "b:1", "a:1"} }},
 		{"publish_timeout 1000h", "publish_timeout", func(c *config.Config) { c.PublishTimeout = 1000 * time.Hour }},
+		{"http.write_timeout a day", "http.write_timeout", func(c *config.Config) { c.HTTP.WriteTimeout = 24 * time.Hour }},
 		{"publish_timeout under 1ms", "publish_timeout", func(c *config.Config) {
 			c.PublishTimeout, c.NSQ.DialTimeout = time.Microsecond, time.Microsecond
 		}},
@@ -63,7 +64,7 @@ func TestValidateLimits(t *testing.T) {
 		{"shutdown_lame_duck an hour", "shutdown_lame_duck", func(c *config.Config) { c.ShutdownLameDuck = time.Hour }},
 		{"shutdown_grace a day", "shutdown_grace", func(c *config.Config) { c.ShutdownGrace = 24 * time.Hour }},
 		{"nsq.dial_timeout an hour", "nsq.dial_timeout", func(c *config.Config) {
-			c.PublishTimeout = publishers.MaxPublishTimeout
+			c.PublishTimeout, c.HTTP.WriteTimeout = publishers.MaxPublishTimeout, time.Hour
 			c.NSQ.DialTimeout = 2 * time.Minute
 		}},
 		{"nsq.embedded_max_disk huge", "nsq.embedded_max_disk", func(c *config.Config) { c.NSQ.EmbeddedMaxDisk = 1<<40 + 1 }},
@@ -141,7 +142,7 @@ func TestValidateLimitsAccept(t *testing.T) {
 			c.NSQ.Hosts = []string{"localhost:4150", "nsqd-0.nsqd.default.svc.cluster.local.:4150", "my_host:1", "a:65535"}
 		}},
 		{"largest durations", func(c *config.Config) {
-			c.PublishTimeout = publishers.MaxPublishTimeout
+			c.PublishTimeout, c.HTTP.WriteTimeout = publishers.MaxPublishTimeout, time.Hour
 			c.NSQ.DialTimeout = time.Minute
 			c.ShutdownLameDuck, c.ShutdownGrace = 5*time.Minute, 10*time.Minute
 			c.STOMP.HeartBeat, c.STOMP.HeartBeatReceive = time.Hour, time.Hour
