@@ -606,7 +606,10 @@ var errSTOMPFrame = fmt.Errorf("%w: malformed STOMP frame from the broker", wire
 // readSTOMPFrame reads one frame, or returns nil for a heart-beat. A line longer than r's buffer, more
 // than stompMaxHeaders headers or a body over stompMaxBody is errSTOMPFrame, as is anything malformed;
 // other errors are r's.
-func readSTOMPFrame(r *bufio.Reader) (*frame.Frame, error) {
+func readSTOMPFrame(r *bufio.Reader) (*frame.Frame, error) { return readSTOMPFrameMax(r, stompMaxBody) }
+
+// readSTOMPFrameMax is readSTOMPFrame with bodies of up to maxBody bytes (a consumer's messages).
+func readSTOMPFrameMax(r *bufio.Reader, maxBody int) (*frame.Frame, error) {
 	line, err := readSTOMPLine(r)
 	if err != nil || len(line) == 0 {
 		return nil, err
@@ -623,7 +626,7 @@ func readSTOMPFrame(r *bufio.Reader) (*frame.Frame, error) {
 		case err != nil:
 			return nil, err
 		case len(line) == 0:
-			return f, readSTOMPBody(r, f)
+			return f, readSTOMPBody(r, f, maxBody)
 		case f.Header.Len() == stompMaxHeaders:
 			return nil, fmt.Errorf("%w: more than %d headers", errSTOMPFrame, stompMaxHeaders)
 		}
@@ -660,11 +663,11 @@ func readSTOMPLine(r *bufio.Reader) ([]byte, error) {
 }
 
 // readSTOMPBody reads f's body and the NUL ending the frame.
-func readSTOMPBody(r *bufio.Reader, f *frame.Frame) error {
+func readSTOMPBody(r *bufio.Reader, f *frame.Frame, maxBody int) error {
 	if s, ok := f.Header.Contains(frame.ContentLength); ok {
 		n, err := strconv.ParseUint(s, 10, 32)
-		if err != nil || n > stompMaxBody {
-			return fmt.Errorf("%w: content-length %q (at most %d)", errSTOMPFrame, truncate([]byte(s)), stompMaxBody)
+		if err != nil || n > uint64(maxBody) {
+			return fmt.Errorf("%w: content-length %q (at most %d)", errSTOMPFrame, truncate([]byte(s)), maxBody)
 		}
 		f.Body = make([]byte, n+1)
 		if _, err := io.ReadFull(r, f.Body); err != nil {
@@ -678,8 +681,8 @@ func readSTOMPBody(r *bufio.Reader, f *frame.Frame) error {
 	}
 	for {
 		chunk, err := r.ReadSlice(0)
-		if len(f.Body)+len(chunk) > stompMaxBody+1 {
-			return fmt.Errorf("%w: body over %d bytes", errSTOMPFrame, stompMaxBody)
+		if len(f.Body)+len(chunk) > maxBody+1 {
+			return fmt.Errorf("%w: body over %d bytes", errSTOMPFrame, maxBody)
 		}
 		f.Body = append(f.Body, chunk...)
 		switch {

@@ -1,6 +1,7 @@
 package publishers
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -108,7 +109,7 @@ type stompSession struct {
 	handle func(Delivery)
 
 	conn  net.Conn
-	r     *frame.Reader
+	r     *bufio.Reader
 	wmu   sync.Mutex // serialises writes: heart-beats and the leave frames
 	w     *frame.Writer
 	hbOut time.Duration // negotiated heart-beat send interval (0: none)
@@ -127,7 +128,7 @@ func (s *stompSession) subscribe(ctx context.Context) error {
 	}
 	dl, _ := ctx.Deadline()
 	_ = conn.SetDeadline(dl)
-	r, w := frame.NewReader(conn), frame.NewWriter(conn)
+	r, w := bufio.NewReaderSize(conn, stompConsumeBuffer), frame.NewWriter(conn)
 	fail := func(err error) error {
 		conn.Close()
 		if isTimeout(err) {
@@ -178,10 +179,18 @@ func (s *stompSession) connectFrame() *frame.Frame {
 	return f
 }
 
+// stompConsumeBuffer bounds a consumed frame's command and header lines; stompConsumeMaxBody its body:
+// the largest message.max_size. go-stomp's frame.Reader would allocate whatever content-length a broker
+// claims (up to 4 GiB) and read lines without end.
+const (
+	stompConsumeBuffer  = 64 << 10
+	stompConsumeMaxBody = 64 << 20
+)
+
 // readFrame returns the next frame, skipping heart-beats.
-func readFrame(r *frame.Reader) (*frame.Frame, error) {
+func readFrame(r *bufio.Reader) (*frame.Frame, error) {
 	for {
-		f, err := r.Read()
+		f, err := readSTOMPFrameMax(r, stompConsumeMaxBody)
 		if err != nil || f != nil {
 			return f, err
 		}
