@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -49,6 +50,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	maxWorkers := fs.Int("max-workers", 0, fmt.Sprintf("open model: requests in flight at most (0: %d)", load.DefaultMaxWorkers))
 	maxErrorRate := fs.Float64("max-error-rate", load.DefaultMaxErrorRate, "share of requests (0..1) answered non-2xx or not at all above which the run failed (exit 1)")
 	format := fs.String("o", "table", "output format: "+strings.Join(load.Formats, ", "))
+	cpuProfile := fs.String("cpuprofile", "", "write the generator's own CPU profile to this file (go tool pprof reads it)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, loadUsage)
 		fs.PrintDefaults()
@@ -90,6 +92,17 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	describeCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	o.Target = load.Describe(describeCtx, o.URL)
 	cancel()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return bad("-cpuprofile: %v", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return bad("-cpuprofile: %v", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	r, err := load.Run(ctx, o)
 	if o.Progress != nil {
 		fmt.Fprintln(stderr)

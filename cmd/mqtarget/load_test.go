@@ -122,6 +122,7 @@ func TestLoadCommandBadInput(t *testing.T) {
 		{"timeout too long", []string{"-rate", "10", "-timeout", "1000h", u}, "-timeout: must be > 0 and <= 10m0s"},
 		{"max workers too many", []string{"-rate", "10", "-max-workers", "9223372036854775807", u}, "-max-workers: must be 0..100000"},
 		{"body file too large", []string{"-rate", "10", "-body", "@" + bigFile(t), u}, "-body: "},
+		{"cpuprofile unwritable", []string{"-rate", "10", "-cpuprofile", filepath.Join(body, "cpu.prof"), u}, "-cpuprofile"},
 		{"max error rate negative", []string{"-rate", "10", "-max-error-rate", "-0.1", u}, "-max-error-rate: must be 0..1"},
 		{"max error rate over 1", []string{"-rate", "10", "-max-error-rate", "5", u}, "-max-error-rate: must be 0..1"},
 		{"max error rate NaN", []string{"-rate", "10", "-max-error-rate", "NaN", u}, "-max-error-rate: must be 0..1"},
