@@ -147,9 +147,9 @@ func (s *Server) checkHosts(ctx context.Context) map[string]*brokerCheck {
 			}
 			if s.hostStates.record(name, c.Host, c.State) {
 				if c.State == stateUp {
-					s.log.Info("broker host reachable again", "broker", name, "host", c.Host)
+					s.hostLog.Info("broker host reachable again", "broker", name, "host", c.Host)
 				} else {
-					s.log.Warn("broker host unreachable", "broker", name, "host", c.Host, "err", c.Error)
+					s.hostLog.Warn("broker host unreachable", "broker", name, "host", c.Host, "err", c.Error)
 				}
 			}
 		}

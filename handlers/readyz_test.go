@@ -187,3 +187,24 @@ func TestReadyzLogsStateChanges(t *testing.T) {
 		t.Errorf("down line %q lacks the error", got[0])
 	}
 }
+
+// A host that flaps between every probe logs its first down and first up line, then at most one of
+// each per lograte.Interval: the probes and the broker drive these lines, not an operator.
+func TestReadyzFlappingHostLogsAFewLines(t *testing.T) {
+	var logs syncBuffer
+	pub := newFake(2)
+	ts := newServer(t, pub, func(o *handlers.Options) { o.Log = slog.New(slog.NewTextHandler(&logs, nil)) })
+	for i := range 100 {
+		var err error
+		if i%2 == 0 {
+			err = errors.New("connection refused")
+		}
+		pub.mu.Lock()
+		pub.pingErr = map[int]error{1: err}
+		pub.mu.Unlock()
+		ts.do(http.MethodGet, "/readyz", "")
+	}
+	if got := logs.lines(); len(got) != 2 {
+		t.Fatalf("100 flips logged %d lines, want 2 (the first down, the first up):\n%s", len(got), strings.Join(got, "\n"))
+	}
+}

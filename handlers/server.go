@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mqtarget/mqtarget/internal/lograte"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
 )
@@ -89,6 +90,7 @@ type Server struct {
 	adminSeparate  bool
 	admin          http.Handler // the admin routes when adminSeparate, else nil
 	log            *slog.Logger
+	hostLog        *slog.Logger // host state changes: a flapping broker drives them, so rate-limited per host
 	setup          any
 	config         any
 	readyBrokers   []string
@@ -200,6 +202,7 @@ func New(o Options) *Server {
 		writeTimeout:   o.WriteTimeout,
 		maxRequests:    int64(o.MaxRequests),
 		log:            o.Log,
+		hostLog:        lograte.Logger(o.Log, lograte.New(lograte.Interval)),
 		setup:          o.Setup,
 		config:         o.Config,
 		readyBrokers:   o.ReadyBrokers,
