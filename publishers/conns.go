@@ -40,10 +40,12 @@ func (p *NSQ) ConnCounts(host int) ConnCounts { return p.pool.ConnCounts(host) }
 // ConnCounts implements ConnCounter.
 func (p *STOMP) ConnCounts(host int) ConnCounts { return p.pool.ConnCounts(host) }
 
-// connCollector exports the ConnCounts of the instrumented publishers that have them. The pools count
-// anyway (atomics at connection set-up, never on the publish path); this reads them at scrape time.
+// connCollector exports, per broker host, the ConnCounts and the protocol errors
+// (ProtocolErrorCounter) of the instrumented publishers that have them. The publishers count anyway
+// (atomics at connection set-up and on a connection's failure path, never on the publish path); this
+// reads them at scrape time.
 type connCollector struct {
-	opened, reopened, failed *prometheus.Desc
+	opened, reopened, failed, protocol *prometheus.Desc
 
 	mu   sync.Mutex
 	pubs []connSource
@@ -52,7 +54,8 @@ type connCollector struct {
 type connSource struct {
 	broker string
 	hosts  []string
-	c      ConnCounter
+	conns  ConnCounter          // nil: not counted
+	proto  ProtocolErrorCounter // nil: not counted
 }
 
 func newConnCollector() *connCollector {
@@ -64,33 +67,52 @@ func newConnCollector() *connCollector {
 			"Broker connections the publisher made to replace one that broke.", labels, nil),
 		failed: prometheus.NewDesc("mqtarget_broker_dial_failures_total",
 			"Broker connections the publisher tried to make and could not (dial or handshake failed).", labels, nil),
+		protocol: prometheus.NewDesc("mqtarget_protocol_errors_total",
+			"Broker protocol violations (malformed or unexpected frames, answers to nothing outstanding or to commands not yet written); "+
+				"each closed its connection and failed what was pending on it as unavailable.", labels, nil),
 	}
 }
 
-func (c *connCollector) add(broker string, hosts []string, cc ConnCounter) {
+// add exports p's counts when it has them (RocketMQ only with rocketmq.client native).
+func (c *connCollector) add(broker string, hosts []string, p Publisher) {
+	if cc, ok := p.(connCounting); ok && !cc.countsConnections() {
+		return
+	}
+	s := connSource{broker: broker, hosts: hosts}
+	s.conns, _ = p.(ConnCounter)
+	s.proto, _ = p.(ProtocolErrorCounter)
+	if s.conns == nil && s.proto == nil {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.pubs = append(c.pubs, connSource{broker, hosts, cc})
+	c.pubs = append(c.pubs, s)
 }
 
 func (c *connCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.opened
 	ch <- c.reopened
 	ch <- c.failed
+	ch <- c.protocol
 }
 
 func (c *connCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	pubs := c.pubs
 	c.mu.Unlock()
+	emit := func(d *prometheus.Desc, v uint64, p connSource, addr string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), p.broker, addr)
+	}
 	for _, p := range pubs {
 		for h, addr := range p.hosts {
-			n := p.c.ConnCounts(h)
-			for _, m := range []struct {
-				d *prometheus.Desc
-				v uint64
-			}{{c.opened, n.Opened}, {c.reopened, n.Reopened}, {c.failed, n.DialFailures}} {
-				ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v), p.broker, addr)
+			if p.conns != nil {
+				n := p.conns.ConnCounts(h)
+				emit(c.opened, n.Opened, p, addr)
+				emit(c.reopened, n.Reopened, p, addr)
+				emit(c.failed, n.DialFailures, p, addr)
+			}
+			if p.proto != nil {
+				emit(c.protocol, p.proto.ProtocolErrors(h), p, addr)
 			}
 		}
 	}

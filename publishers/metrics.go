@@ -38,7 +38,6 @@ type Metrics struct {
 	messages *prometheus.CounterVec
 	bytes    *prometheus.CounterVec
 	conns    *connCollector
-	proto    *protocolCollector
 	log      *slog.Logger // failed publishes, rate-limited; nil: not logged
 	logEvery time.Duration
 }
@@ -66,22 +65,16 @@ func NewMetrics(reg prometheus.Registerer, log *slog.Logger) *Metrics {
 			Help: "Payload bytes the broker acknowledged (result ok), all modes together.",
 		}, []string{"broker", "host"}),
 		conns: newConnCollector(),
-		proto: newProtocolCollector(),
 	}
-	reg.MustRegister(m.duration, m.messages, m.bytes, m.conns, m.proto)
+	reg.MustRegister(m.duration, m.messages, m.bytes, m.conns)
 	return m
 }
 
 // Instrument wraps p so every publish is timed and its outcome counted under broker and host labels;
-// a p that counts its connections (ConnCounter) has them exported too.
+// a p that counts its connections (ConnCounter) or protocol errors (ProtocolErrorCounter) has them exported too.
 func (m *Metrics) Instrument(broker string, p Publisher) Publisher {
 	hosts := p.Hosts()
-	if cc, ok := p.(ConnCounter); ok {
-		if c, ok := p.(connCounting); !ok || c.countsConnections() {
-			m.conns.add(broker, hosts, cc)
-		}
-	}
-	m.proto.add(broker, hosts, p)
+	m.conns.add(broker, hosts, p)
 	ip := &instrumented{Publisher: p, obs: make([][]modeObs, len(hosts)), epoch: time.Now()}
 	// Resolve every label combination once so the hot path does no label lookups.
 	for h, addr := range hosts {

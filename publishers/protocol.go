@@ -4,10 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mqtarget/mqtarget/publishers/wire"
 )
@@ -93,53 +90,6 @@ func (p *RocketMQ) ProtocolErrors(host int) uint64 {
 		return 0
 	}
 	return p.native.proto.get(host)
-}
-
-// protocolCollector exports mqtarget_protocol_errors_total{broker,host} of the instrumented publishers
-// that count them, read at scrape time (the counting is atomics on the connection's failure path).
-type protocolCollector struct {
-	desc *prometheus.Desc
-	mu   sync.Mutex
-	pubs []protocolSource
-}
-
-type protocolSource struct {
-	broker string
-	hosts  []string
-	c      ProtocolErrorCounter
-}
-
-func newProtocolCollector() *protocolCollector {
-	return &protocolCollector{desc: prometheus.NewDesc("mqtarget_protocol_errors_total",
-		"Broker protocol violations (malformed or unexpected frames, answers to nothing outstanding or to commands not yet written); "+
-			"each closed its connection and failed what was pending on it as unavailable.", []string{"broker", "host"}, nil)}
-}
-
-// add exports p's counts when it has them (RocketMQ only with rocketmq.client native).
-func (c *protocolCollector) add(broker string, hosts []string, p Publisher) {
-	pc, ok := p.(ProtocolErrorCounter)
-	if !ok {
-		return
-	}
-	if cc, ok := p.(connCounting); ok && !cc.countsConnections() {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.pubs = append(c.pubs, protocolSource{broker, hosts, pc})
-}
-
-func (c *protocolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *protocolCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	pubs := c.pubs
-	c.mu.Unlock()
-	for _, p := range pubs {
-		for h, addr := range p.hosts {
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(p.c.ProtocolErrors(h)), p.broker, addr)
-		}
-	}
 }
 
 // sendRefused is the error of a Send its connection refused because it broke or is being replaced
