@@ -7,11 +7,9 @@
 package load
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -177,12 +175,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			workers = DefaultMaxWorkers
 		}
 	}
-	// Its own client: no proxy, no redirects, and its idle connections closed when the run ends, so a
-	// long sweep does not pile them up. The closed model's C workers have C connections at most.
-	client := NewClient(timeout, o.Connections)
-	client.Transport.(*http.Transport).MaxIdleConnsPerHost = workers
-	defer client.CloseIdleConnections()
-	s := &sender{client: client, method: o.method(), url: o.URL, body: o.Body, rec: &recorder{}}
+	// Its own client (conn.go): it sends to the URL's host only (no proxy, no redirect followed), and
+	// every connection is closed when its worker ends, so a long sweep does not pile them up.
+	u, _ := ValidateURL(o.URL)
+	s := &sender{wire: newWire(u, o.method(), o.Body, timeout), rec: &recorder{}}
 
 	// One goroutine, waited for below, reports progress.
 	start := time.Now()
@@ -231,47 +227,55 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 // sender sends the requests of one run and records what came back.
 type sender struct {
-	client *http.Client
-	method string
-	url    string
-	body   []byte
-	rec    *recorder
+	wire *wire
+	rec  *recorder
 }
 
-// closed is the closed model: each of the workers sends its next request when its answer is in, until
-// the deadline or ctx ends.
+// closed is the closed model: each of the workers, with a connection of its own, sends its next request
+// when its answer is in, until the deadline or ctx ends.
 func (s *sender) closed(ctx context.Context, deadline time.Time, workers int) {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
+			c := &conn{}
+			defer c.close()
 			for ctx.Err() == nil {
 				sent := time.Now()
 				if !sent.Before(deadline) {
 					return
 				}
-				s.send(sent, sent)
+				s.send(c, sent, sent)
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// open is the open model: request k is due at start + k/rate, and sent then by a goroutine of its own,
-// of at most workers at a time; a request that waits for a worker is late, and its latency counts from
-// when it was due. It returns the requests due within the duration that were never sent: lateGrace
-// after the end the workers were still all busy, or the pacer still behind (or ctx ended).
+// open is the open model: request k is due at start + k/rate. The pacer hands each due request to an
+// idle worker (each with a connection of its own), or starts a new worker when none is idle, up to
+// workers; a request that waits for a worker is late, and its latency counts from when it was due. It
+// returns the requests due within the duration that were never sent: lateGrace after the end the
+// workers were still all busy, or the pacer still behind (or ctx ended).
 func (s *sender) open(ctx context.Context, start time.Time, rate int64, duration time.Duration, workers int) (notSent int64) {
 	n := dueCount(duration, rate)
 	var wg sync.WaitGroup
-	slots := make(chan struct{}, workers)
+	jobs := make(chan time.Time) // unbuffered: a due request goes to a worker that is ready now
+	work := func(first time.Time) {
+		c := &conn{}
+		defer c.close()
+		s.send(c, first, time.Now())
+		for due := range jobs {
+			s.send(c, due, time.Now())
+		}
+	}
 	stop := time.NewTimer(duration + lateGrace)
 	defer stop.Stop()
 	paced := make(chan int64)
 	// The pacer runs on a goroutine of its own, locked to its thread (see pacer).
 	go func() {
 		p := newPacer()
-		k := int64(0)
-		defer func() { paced <- k }()
+		k, live := int64(0), 0
+		defer func() { close(jobs); paced <- k }()
 		for ; k < n; k++ {
 			due := start.Add(dueOffset(k, rate))
 			if !p.wait(ctx, due) {
@@ -280,20 +284,22 @@ func (s *sender) open(ctx context.Context, start time.Time, rate int64, duration
 			select {
 			case <-stop.C: // a generator without the CPU to catch up: what is left is not sent
 				return
-			case slots <- struct{}{}:
-			default: // every worker busy: wait for one, but not past the end
-				select {
-				case slots <- struct{}{}:
-				case <-ctx.Done():
-					return
-				case <-stop.C:
-					return
-				}
+			case jobs <- due:
+				continue
+			default:
 			}
-			wg.Go(func() {
-				defer func() { <-slots }()
-				s.send(due, time.Now())
-			})
+			if live < workers {
+				live++
+				wg.Go(func() { work(due) })
+				continue
+			}
+			select { // every worker busy: wait for one, but not past the end
+			case jobs <- due:
+			case <-ctx.Done():
+				return
+			case <-stop.C:
+				return
+			}
 		}
 	}()
 	sent := <-paced
@@ -301,38 +307,10 @@ func (s *sender) open(ctx context.Context, start time.Time, rate int64, duration
 	return n - sent
 }
 
-// send sends one request; due is when it was meant to go, sent when it went.
-func (s *sender) send(due, sent time.Time) {
-	var body io.Reader
-	if s.body != nil {
-		body = bytes.NewReader(s.body)
-	}
-	req, err := http.NewRequest(s.method, s.url, body)
-	if err != nil {
-		s.rec.add(0, err.Error(), "", due, sent, time.Now())
-		return
-	}
-	req.Header.Set("User-Agent", "mqtarget-load")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		s.rec.add(0, errorKind(err), "", due, sent, time.Now())
-		return
-	}
-	var sample string
-	if !ok2xx(resp.StatusCode) && s.rec.wantSample(resp.StatusCode) {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, sampleBytes+1))
-		if sample = oneLine(string(b)); sample == "" {
-			sample = "(empty)"
-		}
-	}
-	_, err = io.Copy(io.Discard, resp.Body) // the whole answer is part of its latency, and frees the connection
-	_ = resp.Body.Close()
-	end := time.Now()
-	if err != nil {
-		s.rec.add(0, "reading the answer: "+errorKind(err), "", due, sent, end)
-		return
-	}
-	s.rec.add(resp.StatusCode, "", sample, due, sent, end)
+// send sends one request on c; due is when it was meant to go, sent when it went.
+func (s *sender) send(c *conn, due, sent time.Time) {
+	a := s.wire.do(c, s.rec.wantSample)
+	s.rec.add(a.code, a.err, a.sample, due, sent, time.Now())
 }
 
 func ok2xx(code int) bool { return code >= 200 && code < 300 }

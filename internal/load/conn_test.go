@@ -1,0 +1,252 @@
+package load
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// rawTarget serves HTTP/1.1 by hand so a case can answer in ways net/http's server never would: each
+// request read (by net/http's parser) is counted and answered by answer, which writes raw bytes and
+// says whether the connection stays open.
+type rawTarget struct {
+	ln       net.Listener
+	wg       sync.WaitGroup
+	requests atomic.Int64
+	conns    atomic.Int64
+	bodies   sync.Map // body text → count
+}
+
+func newRawTarget(t *testing.T, answer func(w io.Writer, n int64, r *http.Request) (keep bool)) *rawTarget {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &rawTarget{ln: ln}
+	rt.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			rt.conns.Add(1)
+			rt.wg.Go(func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					r, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					b, _ := io.ReadAll(r.Body)
+					v, _ := rt.bodies.LoadOrStore(string(b), new(atomic.Int64))
+					v.(*atomic.Int64).Add(1)
+					if !answer(c, rt.requests.Add(1), r) {
+						return
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() { ln.Close(); rt.wg.Wait() })
+	return rt
+}
+
+func (rt *rawTarget) url() string { return "http://" + rt.ln.Addr().String() + "/send1?size=3" }
+
+const okAnswer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+// TestWireAnswers: the generator's own client reads every framing net/http's client reads, counts
+// exactly what the target answered, and fails a request (never the generator) for a hostile answer.
+func TestWireAnswers(t *testing.T) {
+	cases := []struct {
+		name   string
+		answer func(w io.Writer, n int64, r *http.Request) bool
+		method string
+		// want: every request answered with this status; 0: every request is a transport error
+		// containing errWant.
+		want    int
+		errWant string
+		// connsPerRequest: the target closes after each answer, so each request has its own connection.
+		connsPerRequest bool
+	}{
+		{name: "content-length", want: 200, answer: func(w io.Writer, _ int64, _ *http.Request) bool {
+			io.WriteString(w, okAnswer)
+			return true
+		}},
+		{name: "chunked", want: 200, answer: func(w io.Writer, _ int64, _ *http.Request) bool {
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
+			return true
+		}},
+		{name: "head has no body", method: http.MethodHead, want: 200, answer: func(w io.Writer, _ int64, _ *http.Request) bool {
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
+			return true
+		}},
+		{name: "informational answers skipped", want: 201, answer: func(w io.Writer, _ int64, _ *http.Request) bool {
+			io.WriteString(w, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")
+			return true
+		}},
+		{name: "connection close: a new connection each", want: 200, connsPerRequest: true, answer: func(w io.Writer, _ int64, _ *http.Request) bool {
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
+			return false
+		}},
+		{name: "body until close", want: 200, connsPerRequest: true, answer: func(w io.Writer, _ int64, _ *http.Request) bool {
+			io.WriteString(w, "HTTP/1.1 200 OK\r\n\r\nall of this until the close")
+			return false
+		}},
+		{name: "http/1.0 answer", want: 200, connsPerRequest: true, answer: func(w io.Writer, _ int64, _ *http.Request) bool {
+			io.WriteString(w, "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			return false
+		}},
+		{name: "cut mid-body", errWant: "reading the answer", connsPerRequest: true, answer: func(w io.Writer, _ int64, _ *http.Request) bool {
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this")
+			return false
+		}},
+		{name: "cut mid-head", errWant: "malformed MIME header", connsPerRequest: true, answer: func(w io.Writer, _ int64, _ *http.Request) bool {
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Le")
+			return false
+		}},
+		{name: "garbage", errWant: "malformed HTTP", connsPerRequest: true, answer: func(w io.Writer, _ int64, _ *http.Request) bool {
+			io.WriteString(w, "SSH-2.0-OpenSSH_9.6\r\n\r\n")
+			return false
+		}},
+		{name: "endless head", errWant: "exceeds 1 MiB", connsPerRequest: true, answer: func(w io.Writer, _ int64, _ *http.Request) bool {
+			io.WriteString(w, "HTTP/1.1 200 OK\r\n")
+			line := "X-Flood: " + strings.Repeat("y", 1000) + "\r\n"
+			for range 3000 { // 3 MB of headers
+				if _, err := io.WriteString(w, line); err != nil {
+					break
+				}
+			}
+			return false
+		}},
+		{name: "informational flood", errWant: "informational", connsPerRequest: true, answer: func(w io.Writer, _ int64, _ *http.Request) bool {
+			for range 50 {
+				io.WriteString(w, "HTTP/1.1 100 Continue\r\n\r\n")
+			}
+			return false
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rt := newRawTarget(t, c.answer)
+			r, err := Run(context.Background(), Options{URL: rt.url(), Method: c.method, Connections: 2, Duration: 150 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			served := rt.requests.Load()
+			if r.Requests == 0 || r.Requests != served {
+				t.Fatalf("requests %d, the target read %d", r.Requests, served)
+			}
+			if c.want != 0 {
+				if r.ByStatus[statusKey(c.want)] != r.Requests || r.Errors != 0 {
+					t.Errorf("by status %v, errors %v; want every request %d", r.ByStatus, r.ErrorKinds, c.want)
+				}
+			} else {
+				if r.Errors != r.Requests || len(r.ErrorKinds) == 0 {
+					t.Fatalf("errors %d of %d requests, by status %v", r.Errors, r.Requests, r.ByStatus)
+				}
+				for kind := range r.ErrorKinds {
+					if !strings.Contains(kind, c.errWant) {
+						t.Errorf("error kind %q, want one naming %q", kind, c.errWant)
+					}
+				}
+			}
+			if conns := rt.conns.Load(); c.connsPerRequest && conns != served || !c.connsPerRequest && conns > 2 {
+				t.Errorf("%d connections for %d requests (2 workers)", conns, served)
+			}
+		})
+	}
+}
+
+func statusKey(code int) string { return strconv.Itoa(code) }
+
+// TestWireRequest: the request the target reads is the one asked for: method, path and query, Host, a
+// POST's body with its length, basic auth from the URL; nothing else a proxy or net/http would add.
+func TestWireRequest(t *testing.T) {
+	var mu sync.Mutex
+	var got []*http.Request
+	rt := newRawTarget(t, func(w io.Writer, _ int64, r *http.Request) bool {
+		mu.Lock()
+		got = append(got, r)
+		mu.Unlock()
+		io.WriteString(w, okAnswer)
+		return true
+	})
+	u := "http://user:p%40ss@" + rt.ln.Addr().String() + "/send2?size=3&topic=t"
+	r, err := Run(context.Background(), Options{URL: u, Method: http.MethodPost, Body: []byte("abc"), Connections: 1, Duration: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if r.OK == 0 || r.OK != int64(len(got)) {
+		t.Fatalf("ok %d, the target read %d", r.OK, len(got))
+	}
+	q := got[0]
+	user, pass, _ := q.BasicAuth()
+	if q.Method != http.MethodPost || q.RequestURI != "/send2?size=3&topic=t" || q.Host != rt.ln.Addr().String() ||
+		q.ContentLength != 3 || user != "user" || pass != "p@ss" || q.UserAgent() != "mqtarget-load" {
+		t.Errorf("request %s %s host %q length %d auth %q:%q agent %q", q.Method, q.RequestURI, q.Host, q.ContentLength, user, pass, q.UserAgent())
+	}
+	if v, _ := rt.bodies.Load("abc"); v == nil || v.(*atomic.Int64).Load() != int64(len(got)) {
+		t.Errorf("bodies %v: want every request's body to be abc", v)
+	}
+}
+
+// TestIdleClosedConnectionReplaced: a target closing idle connections after 20 ms while the open model
+// sends 20 per second on one worker. Each request would find its connection closed; it is checked
+// before use and replaced, so no request fails, and none is sent twice (the generator never resends).
+func TestIdleClosedConnectionReplaced(t *testing.T) {
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		t.Run(method, func(t *testing.T) {
+			var n, conns atomic.Int64
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { n.Add(1) }))
+			srv.Config.IdleTimeout = 20 * time.Millisecond
+			srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			srv.Start()
+			defer srv.Close()
+			r, err := Run(context.Background(), Options{URL: srv.URL, Method: method, Rate: 20, MaxWorkers: 1, Duration: 500 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Requests != 10 || r.OK != r.Requests || r.Errors != 0 || n.Load() != r.Requests {
+				t.Errorf("requests %d, ok %d, errors %v, the target served %d", r.Requests, r.OK, r.ErrorKinds, n.Load())
+			}
+			if conns.Load() < 5 {
+				t.Errorf("%d connections: the target's idle close did not happen, the case tests nothing", conns.Load())
+			}
+		})
+	}
+}
+
+// TestAnswerAheadEndsConnection: a target that sends a second answer nobody asked for after each one.
+// The generator must not take it for the next request's answer: the connection is dropped, and every
+// request is answered by a read of its own.
+func TestAnswerAheadEndsConnection(t *testing.T) {
+	rt := newRawTarget(t, func(w io.Writer, n int64, _ *http.Request) bool {
+		io.WriteString(w, okAnswer+"HTTP/1.1 299 Ahead\r\nContent-Length: 0\r\n\r\n")
+		return true
+	})
+	r, err := Run(context.Background(), Options{URL: rt.url(), Connections: 1, Duration: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Requests == 0 || r.ByStatus["200"] != r.Requests || r.ByStatus["299"] != 0 || rt.requests.Load() != r.Requests {
+		t.Errorf("by status %v of %d requests (target read %d), errors %v", r.ByStatus, r.Requests, rt.requests.Load(), r.ErrorKinds)
+	}
+}
