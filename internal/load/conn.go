@@ -135,6 +135,11 @@ func (w *wire) do(c *conn, want func(code int) bool) answer {
 		return answer{err: "writing the request: " + errorKind(err)}
 	}
 	resp, err := w.read(c)
+	return w.finish(c, resp, err, want)
+}
+
+// finish reads the rest of the answer whose head read gave resp and err.
+func (w *wire) finish(c *conn, resp *http.Response, err error, want func(code int) bool) answer {
 	if err != nil {
 		c.close()
 		return answer{err: errorKind(err)}

@@ -138,9 +138,31 @@ func TestWireAnswers(t *testing.T) {
 		}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			rt := newRawTarget(t, c.answer)
-			r, err := Run(context.Background(), Options{URL: rt.url(), Method: c.method, Connections: 2, Duration: 150 * time.Millisecond})
+		for _, model := range []string{Closed, Open} {
+			t.Run(c.name+"/"+model, func(t *testing.T) { testWireAnswer(t, model, c.answer, c.method, c.want, c.errWant, c.connsPerRequest) })
+		}
+	}
+}
+
+func testWireAnswer(t *testing.T, model string, answer func(w io.Writer, n int64, r *http.Request) bool, method string,
+	want int, errWant string, connsPerRequest bool,
+) {
+	rt := newRawTarget(t, answer)
+	o := Options{URL: rt.url(), Method: method, Connections: 2, Duration: 150 * time.Millisecond}
+	// Keep-alive: the closed model's 2 workers keep their 2 connections; the open model starts a worker
+	// whenever none is idle, but reuses them.
+	reused := func(conns, served int64) bool { return conns <= 2 }
+	// Closed each time: one connection per request; the open model's workers connect again right after
+	// a close, ahead of their next request, so it may have one more per worker.
+	closedEach := func(conns, served int64) bool { return conns == served }
+	if model == Open {
+		o.Connections, o.Rate = 0, 500
+		reused = func(conns, served int64) bool { return conns <= served/2 }
+		closedEach = func(conns, served int64) bool { return conns >= served && conns <= 2*served }
+	}
+	{
+		{
+			r, err := Run(context.Background(), o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,24 +170,24 @@ func TestWireAnswers(t *testing.T) {
 			if r.Requests == 0 || r.Requests != served {
 				t.Fatalf("requests %d, the target read %d", r.Requests, served)
 			}
-			if c.want != 0 {
-				if r.ByStatus[statusKey(c.want)] != r.Requests || r.Errors != 0 {
-					t.Errorf("by status %v, errors %v; want every request %d", r.ByStatus, r.ErrorKinds, c.want)
+			if want != 0 {
+				if r.ByStatus[statusKey(want)] != r.Requests || r.Errors != 0 {
+					t.Errorf("by status %v, errors %v; want every request %d", r.ByStatus, r.ErrorKinds, want)
 				}
 			} else {
 				if r.Errors != r.Requests || len(r.ErrorKinds) == 0 {
 					t.Fatalf("errors %d of %d requests, by status %v", r.Errors, r.Requests, r.ByStatus)
 				}
 				for kind := range r.ErrorKinds {
-					if !strings.Contains(kind, c.errWant) {
-						t.Errorf("error kind %q, want one naming %q", kind, c.errWant)
+					if !strings.Contains(kind, errWant) {
+						t.Errorf("error kind %q, want one naming %q", kind, errWant)
 					}
 				}
 			}
-			if conns := rt.conns.Load(); c.connsPerRequest && conns != served || !c.connsPerRequest && conns > 2 {
-				t.Errorf("%d connections for %d requests (2 workers)", conns, served)
+			if conns := rt.conns.Load(); connsPerRequest && !closedEach(conns, served) || !connsPerRequest && !reused(conns, served) {
+				t.Errorf("%d connections for %d requests", conns, served)
 			}
-		})
+		}
 	}
 }
 
@@ -242,11 +264,15 @@ func TestAnswerAheadEndsConnection(t *testing.T) {
 		io.WriteString(w, okAnswer+"HTTP/1.1 299 Ahead\r\nContent-Length: 0\r\n\r\n")
 		return true
 	})
-	r, err := Run(context.Background(), Options{URL: rt.url(), Connections: 1, Duration: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Requests == 0 || r.ByStatus["200"] != r.Requests || r.ByStatus["299"] != 0 || rt.requests.Load() != r.Requests {
-		t.Errorf("by status %v of %d requests (target read %d), errors %v", r.ByStatus, r.Requests, rt.requests.Load(), r.ErrorKinds)
+	for _, o := range []Options{{Connections: 1}, {Rate: 500}} {
+		before := rt.requests.Load()
+		o.URL, o.Duration = rt.url(), 100*time.Millisecond
+		r, err := Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if read := rt.requests.Load() - before; r.Requests == 0 || r.ByStatus["200"] != r.Requests || r.ByStatus["299"] != 0 || read != r.Requests {
+			t.Errorf("%s model: by status %v of %d requests (target read %d), errors %v", o.Model(), r.ByStatus, r.Requests, read, r.ErrorKinds)
+		}
 	}
 }

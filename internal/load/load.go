@@ -251,62 +251,6 @@ func (s *sender) closed(ctx context.Context, deadline time.Time, workers int) {
 	wg.Wait()
 }
 
-// open is the open model: request k is due at start + k/rate. The pacer hands each due request to an
-// idle worker (each with a connection of its own), or starts a new worker when none is idle, up to
-// workers; a request that waits for a worker is late, and its latency counts from when it was due. It
-// returns the requests due within the duration that were never sent: lateGrace after the end the
-// workers were still all busy, or the pacer still behind (or ctx ended).
-func (s *sender) open(ctx context.Context, start time.Time, rate int64, duration time.Duration, workers int) (notSent int64) {
-	n := dueCount(duration, rate)
-	var wg sync.WaitGroup
-	jobs := make(chan time.Time) // unbuffered: a due request goes to a worker that is ready now
-	work := func(first time.Time) {
-		c := &conn{}
-		defer c.close()
-		s.send(c, first, time.Now())
-		for due := range jobs {
-			s.send(c, due, time.Now())
-		}
-	}
-	stop := time.NewTimer(duration + lateGrace)
-	defer stop.Stop()
-	paced := make(chan int64)
-	// The pacer runs on a goroutine of its own, locked to its thread (see pacer).
-	go func() {
-		p := newPacer()
-		k, live := int64(0), 0
-		defer func() { close(jobs); paced <- k }()
-		for ; k < n; k++ {
-			due := start.Add(dueOffset(k, rate))
-			if !p.wait(ctx, due) {
-				return
-			}
-			select {
-			case <-stop.C: // a generator without the CPU to catch up: what is left is not sent
-				return
-			case jobs <- due:
-				continue
-			default:
-			}
-			if live < workers {
-				live++
-				wg.Go(func() { work(due) })
-				continue
-			}
-			select { // every worker busy: wait for one, but not past the end
-			case jobs <- due:
-			case <-ctx.Done():
-				return
-			case <-stop.C:
-				return
-			}
-		}
-	}()
-	sent := <-paced
-	wg.Wait()
-	return n - sent
-}
-
 // send sends one request on c; due is when it was meant to go, sent when it went.
 func (s *sender) send(c *conn, due, sent time.Time) {
 	a := s.wire.do(c, s.rec.wantSample)

@@ -1,0 +1,188 @@
+package load
+
+import (
+	"context"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The open model: request k is due at start + k/rate. The pacer, on a thread of its own (pacer.go),
+// writes each request itself when it is due, on an idle connection; every connection has a worker
+// goroutine that reads its answers (and, while the connection is idle, notices the target closing it
+// or sending what nobody asked for, as net/http's background read does). So between the due time
+// and the write there is only the pacer's own wake-up: no goroutine to wake, no lock, no allocation.
+// When no connection is idle a new worker is started, up to the run's workers, which connects and
+// sends that one request itself (its start and the dial count as lag and service); a request that
+// waits for a worker is late, and its latency counts from when it was due.
+
+// Worker states. The pacer claims an idle worker (idle → busy) before writing on its connection; the
+// worker's read, which began while the connection was idle, then takes the answer (busy → reading).
+// A read that ends while the worker is still idle ended the connection (idle → dead); a write that
+// failed is counted by the pacer (busy → failed), and the worker's read then only ends it.
+const (
+	workerIdle int32 = iota
+	workerBusy
+	workerReading
+	workerFailed
+	workerDead
+)
+
+type openWorker struct {
+	c         conn
+	state     atomic.Int32
+	due, sent time.Time              // of the request in flight; set by the pacer before it claims
+	cur       atomic.Pointer[netBox] // the connection, for the end of the run to stop the idle read
+}
+
+type netBox struct{ nc net.Conn }
+
+type openRun struct {
+	s        *sender
+	idle     chan *openWorker
+	live     atomic.Int64 // workers running
+	inflight sync.WaitGroup
+	wg       sync.WaitGroup
+	closing  atomic.Bool
+	mu       sync.Mutex
+	all      []*openWorker
+}
+
+// open runs the open model and returns the requests due within the duration that were never sent:
+// lateGrace after the end the workers were still all busy, or the pacer still behind (or ctx ended).
+func (s *sender) open(ctx context.Context, start time.Time, rate int64, duration time.Duration, workers int) (notSent int64) {
+	// The pacer's thread sleeps in nanosleep holding its P (the runtime's processor) for long stretches;
+	// one P more keeps the workers' share of the cores what GOMAXPROCS gave them.
+	procs := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(procs + 1)
+	defer runtime.GOMAXPROCS(procs)
+
+	o := &openRun{s: s, idle: make(chan *openWorker, workers)}
+	n := dueCount(duration, rate)
+	stop := time.NewTimer(duration + lateGrace)
+	defer stop.Stop()
+	paced := make(chan int64)
+	go func() { // the pacer: locked to its thread, which ends with it (see newPacer)
+		p := newPacer()
+		k := int64(0)
+		defer func() { paced <- k }()
+		for ; k < n; k++ {
+			due := start.Add(dueOffset(k, rate))
+			if !p.wait(ctx, due) {
+				return
+			}
+			select {
+			case <-stop.C: // a generator without the CPU to catch up: what is left is not sent
+				return
+			default:
+			}
+			if !o.dispatch(ctx, stop.C, due, workers) {
+				return
+			}
+		}
+	}()
+	sent := <-paced
+	o.inflight.Wait()
+	o.end()
+	o.wg.Wait()
+	return n - sent
+}
+
+// dispatch sends the request due at due: written on an idle connection, or by a new worker. It
+// returns false when ctx or the run's end came while every worker was busy.
+func (o *openRun) dispatch(ctx context.Context, stop <-chan time.Time, due time.Time, workers int) bool {
+	for {
+		var w *openWorker
+		select {
+		case w = <-o.idle:
+		default:
+			if o.live.Load() < int64(workers) {
+				o.start(due)
+				return true
+			}
+			select { // every worker busy: wait for one, but not past the end
+			case w = <-o.idle:
+			case <-ctx.Done():
+				return false
+			case <-stop:
+				return false
+			}
+		}
+		// The worker put itself here after storing its connection in cur, and reads nothing of due and
+		// sent until it sees the claim; a dead worker may be closing its conn, so only cur is read.
+		nc := w.cur.Load().nc
+		w.due, w.sent = due, time.Now()
+		if !w.state.CompareAndSwap(workerIdle, workerBusy) {
+			continue // its connection ended while idle: the next one
+		}
+		o.inflight.Add(1)
+		_ = nc.SetDeadline(w.sent.Add(o.s.wire.timeout))
+		if _, err := nc.Write(o.s.wire.request); err != nil && w.state.CompareAndSwap(workerBusy, workerFailed) {
+			_ = nc.Close()
+			o.s.rec.add(0, "writing the request: "+errorKind(err), "", due, w.sent, time.Now())
+			o.inflight.Done()
+		}
+		return true
+	}
+}
+
+// start runs a new worker, which connects and sends the request due at due itself.
+func (o *openRun) start(due time.Time) {
+	w := &openWorker{}
+	o.mu.Lock()
+	o.all = append(o.all, w)
+	o.mu.Unlock()
+	o.live.Add(1)
+	o.inflight.Add(1)
+	o.wg.Go(func() {
+		defer o.live.Add(-1)
+		defer w.c.close()
+		o.s.send(&w.c, due, time.Now())
+		o.inflight.Done()
+		for o.serve(w) {
+		}
+	})
+}
+
+// serve makes w idle and reads the next answer on its connection (reconnecting first when the last
+// answer closed it); false when the worker ends.
+func (o *openRun) serve(w *openWorker) bool {
+	c, wire := &w.c, o.s.wire
+	if c.nc == nil {
+		if o.closing.Load() || wire.connect(c, time.Now().Add(wire.timeout)) != nil {
+			return false // a request of its own will find out why, on a new worker
+		}
+	}
+	w.cur.Store(&netBox{c.nc})
+	if o.closing.Load() {
+		return false
+	}
+	c.r.n, c.r.limit = 0, maxHeadBytes
+	w.state.Store(workerIdle)
+	o.idle <- w // never blocks: it holds at most one entry per worker
+	resp, err := wire.read(c)
+	if w.state.CompareAndSwap(workerIdle, workerDead) {
+		return false // closed by the target, or bytes nobody asked for, or the run's end
+	}
+	if !w.state.CompareAndSwap(workerBusy, workerReading) {
+		return false // the write failed, and the pacer counted it
+	}
+	a := wire.finish(c, resp, err, o.s.rec.wantSample)
+	o.s.rec.add(a.code, a.err, a.sample, w.due, w.sent, time.Now())
+	o.inflight.Done()
+	return true
+}
+
+// end stops every idle worker's read; every request in flight has been answered (or timed out).
+func (o *openRun) end() {
+	o.closing.Store(true)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, w := range o.all {
+		if b := w.cur.Load(); b != nil {
+			_ = b.nc.SetReadDeadline(time.Now())
+		}
+	}
+}
