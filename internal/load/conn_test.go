@@ -276,3 +276,47 @@ func TestAnswerAheadEndsConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestEarlyAnswerToLargeBody: a target that answers 413 after the head of a 1 MiB POST and closes
+// without reading the body (as mqtarget does for an oversize Content-Length). The write then fails
+// after the answer came, on a goroutine of its own in the open model: each request still counts once,
+// as the 413 or as the failed write, and the schedule goes on.
+func TestEarlyAnswerToLargeBody(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int64
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				accepted.Add(1)
+				io.WriteString(c, "HTTP/1.1 413 Request Entity Too Large\r\nConnection: close\r\nContent-Length: 9\r\n\r\ntoo large")
+			})
+		}
+	})
+	for _, o := range []Options{{Connections: 2, Duration: 200 * time.Millisecond}, {Rate: 50, Duration: 300 * time.Millisecond}} {
+		before := accepted.Load()
+		o.URL, o.Method, o.Body = "http://"+ln.Addr().String()+"/send1", http.MethodPost, make([]byte, 1<<20)
+		r, err := Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := accepted.Load() - before
+		if r.Requests == 0 || r.ByStatus["413"]+r.Errors != r.Requests || r.Requests != got || o.Rate > 0 && (r.Requests != 15 || r.NotSent != 0) {
+			t.Errorf("%s model: %d requests (413: %d, errors %v), the target took %d heads, not sent %d",
+				o.Model(), r.Requests, r.ByStatus["413"], r.ErrorKinds, got, r.NotSent)
+		}
+	}
+}

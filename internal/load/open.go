@@ -35,6 +35,9 @@ type openWorker struct {
 	state     atomic.Int32
 	due, sent time.Time              // of the request in flight; set by the pacer before it claims
 	cur       atomic.Pointer[netBox] // the connection, for the end of the run to stop the idle read
+	// writing: a large request's write still running on its own goroutine; the worker waits for it
+	// before it is idle again, so a late write failure can only meet this request's states.
+	writing sync.WaitGroup
 }
 
 type netBox struct{ nc net.Conn }
@@ -118,13 +121,27 @@ func (o *openRun) dispatch(ctx context.Context, stop <-chan time.Time, due time.
 			continue // its connection ended while idle: the next one
 		}
 		o.inflight.Add(1)
-		_ = nc.SetDeadline(w.sent.Add(o.s.wire.timeout))
-		if _, err := nc.Write(o.s.wire.request); err != nil && w.state.CompareAndSwap(workerBusy, workerFailed) {
-			_ = nc.Close()
-			o.s.rec.add(0, "writing the request: "+errorKind(err), "", due, w.sent, time.Now())
-			o.inflight.Done()
+		if len(o.s.wire.request) <= inlineWriteMax {
+			o.write(w, nc)
+		} else {
+			w.writing.Add(1)
+			o.wg.Go(func() { defer w.writing.Done(); o.write(w, nc) })
 		}
 		return true
+	}
+}
+
+// inlineWriteMax: a request up to this size fits any socket's send buffer, so the pacer's write never
+// waits; a larger one (a big -body) is written by a goroutine of its own, so the pacer stays on time.
+const inlineWriteMax = 16 << 10
+
+// write writes the request on w's connection nc; a failed write is counted here.
+func (o *openRun) write(w *openWorker, nc net.Conn) {
+	_ = nc.SetDeadline(w.sent.Add(o.s.wire.timeout))
+	if _, err := nc.Write(o.s.wire.request); err != nil && w.state.CompareAndSwap(workerBusy, workerFailed) {
+		_ = nc.Close()
+		o.s.rec.add(0, "writing the request: "+errorKind(err), "", w.due, w.sent, time.Now())
+		o.inflight.Done()
 	}
 }
 
@@ -159,6 +176,7 @@ func (o *openRun) serve(w *openWorker) bool {
 	if o.closing.Load() {
 		return false
 	}
+	w.writing.Wait()
 	c.r.n, c.r.limit = 0, maxHeadBytes
 	w.state.Store(workerIdle)
 	o.idle <- w // never blocks: it holds at most one entry per worker
