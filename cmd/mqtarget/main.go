@@ -95,6 +95,7 @@ var interruptible = map[string]func(ctx context.Context, args []string, stdout, 
 	"roundtrip": runRoundTrip,
 	"load":      runLoad,
 	"sweep":     runSweep,
+	"report":    runReport,
 }
 
 func newLogger(c config.Log, w io.Writer) *slog.Logger {

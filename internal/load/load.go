@@ -36,6 +36,17 @@ type Options struct {
 	// Exactly one of Rate (open model, requests per second) and Connections (closed model) is > 0.
 	Rate        int
 	Connections int
+	// RateTo, when > 0, ramps the open model's rate linearly from Rate to RateTo over Duration.
+	RateTo int
+	// Shard and Shards: this run is shard Shard (from 0) of Shards > 1 runs of one load on several
+	// processes or machines. In the open model it sends request k of the whole schedule when k mod
+	// Shards = Shard (together they offer Rate, interleaved exactly); in the closed model its share of
+	// the Connections. Shards 0: the whole load.
+	Shard, Shards int
+	// StartAt, when set, is when the run begins (the schedule's time zero), so shards start together.
+	StartAt time.Time
+	// Warmup is sent before Duration (at Rate in the open model) and counted apart, in Result.Warmup.
+	Warmup time.Duration
 	// MaxWorkers bounds the open model's concurrent requests (0: DefaultMaxWorkers). Requests that wait
 	// for a worker are late, and their latency counts from when they were due.
 	MaxWorkers int
@@ -65,8 +76,12 @@ const (
 	MaxConnections = 10_000
 	MaxWorkers     = 100_000
 	MaxDuration    = 24 * time.Hour
-	MaxTimeout     = 10 * time.Minute
-	MaxBodyBytes   = 64 << 20 // the largest message.max_size a mqtarget accepts
+	MaxShards      = 1000
+	// startLate: a run whose StartAt passed longer ago than this does not start (its shards would not
+	// start together, and the open model would owe the whole past at once).
+	startLate    = time.Second
+	MaxTimeout   = 10 * time.Minute
+	MaxBodyBytes = 64 << 20 // the largest message.max_size a mqtarget accepts
 	// lateGrace: after the duration, the open model still sends requests that were due within it for
 	// this long (a generator a little behind at the end); what is left then is not_sent.
 	lateGrace = time.Second
@@ -109,6 +124,10 @@ func (o Options) Validate() error {
 	switch {
 	case o.Rate < 0 || o.Rate > MaxRate:
 		return fmt.Errorf("-rate: must be 1..%d, got %d", MaxRate, o.Rate)
+	case o.RateTo < 0 || o.RateTo > MaxRate:
+		return fmt.Errorf("-rate: the ramp's end must be 1..%d, got %d", MaxRate, o.RateTo)
+	case o.RateTo > 0 && o.Rate == 0:
+		return errors.New("-rate: a ramp is for the open model")
 	case o.Connections < 0 || o.Connections > MaxConnections:
 		return fmt.Errorf("-connections: must be 1..%d, got %d", MaxConnections, o.Connections)
 	case o.Rate > 0 && o.Connections > 0:
@@ -119,10 +138,20 @@ func (o Options) Validate() error {
 		return fmt.Errorf("-max-workers: must be 0..%d, got %d", MaxWorkers, o.MaxWorkers)
 	case o.Duration <= 0 || o.Duration > MaxDuration:
 		return fmt.Errorf("-duration: must be > 0 and <= %v, got %v", MaxDuration, o.Duration)
+	case o.Warmup < 0 || o.Warmup > MaxDuration:
+		return fmt.Errorf("-warmup: must be 0..%v, got %v", MaxDuration, o.Warmup)
 	case o.Timeout < 0 || o.Timeout > MaxTimeout:
 		return fmt.Errorf("-timeout: must be > 0 and <= %v, got %v", MaxTimeout, o.Timeout)
 	case len(o.Body) > MaxBodyBytes:
 		return fmt.Errorf("-body: at most %d bytes, got %d", MaxBodyBytes, len(o.Body))
+	case o.Shards < 0 || o.Shards > MaxShards || o.Shards > 0 && (o.Shard < 0 || o.Shard >= o.Shards) || o.Shards == 0 && o.Shard != 0:
+		return fmt.Errorf("-shard: must be I/N with 0 <= I < N <= %d, got %d/%d", MaxShards, o.Shard, o.Shards)
+	case o.Shards > o.Connections && o.Connections > 0:
+		return fmt.Errorf("-shard: %d shards need at least %d connections, got %d", o.Shards, o.Shards, o.Connections)
+	case !o.StartAt.IsZero() && time.Until(o.StartAt) > MaxDuration:
+		return fmt.Errorf("-start-at: at most %v ahead, got %s", MaxDuration, o.StartAt.Format(time.RFC3339))
+	case !o.StartAt.IsZero() && time.Since(o.StartAt) > startLate:
+		return fmt.Errorf("-start-at: %s passed %v ago", o.StartAt.Format(time.RFC3339Nano), time.Since(o.StartAt).Round(time.Millisecond))
 	}
 	m := o.method()
 	if m != http.MethodGet && m != http.MethodPost && m != http.MethodPut && m != http.MethodHead {
@@ -158,8 +187,8 @@ func NewClient(timeout time.Duration, conns int) *http.Client {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-// Run sends the load for o.Duration (or until ctx ends) and summarises it. Requests in flight when the
-// duration or ctx ends are answered (or time out) and counted.
+// Run sends the load for o.Warmup + o.Duration (or until ctx ends) and summarises it. Requests in
+// flight when the duration or ctx ends are answered (or time out) and counted.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -168,20 +197,24 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
-	workers := o.Connections
-	if o.Rate > 0 {
-		workers = o.MaxWorkers
-		if workers == 0 {
-			workers = DefaultMaxWorkers
-		}
-	}
 	// Its own client (conn.go): it sends to the URL's host only (no proxy, no redirect followed), and
 	// every connection is closed when its worker ends, so a long sweep does not pile them up.
 	u, _ := ValidateURL(o.URL)
-	s := &sender{wire: newWire(u, o.method(), o.Body, timeout), rec: &recorder{}}
+	s := &sender{wire: newWire(u, o.method(), o.Body, timeout), rec: &recorder{}, warm: &recorder{}}
+	shard, shards := o.Shard, max(o.Shards, 1)
 
-	// One goroutine, waited for below, reports progress.
 	start := time.Now()
+	if !o.StartAt.IsZero() {
+		t := time.NewTimer(time.Until(o.StartAt))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		start = o.StartAt
+	}
+	measured := start.Add(o.Warmup) // the end of the warm-up
+	// One goroutine, waited for below, reports progress.
 	var wg sync.WaitGroup
 	done := make(chan struct{})
 	if o.Progress != nil {
@@ -194,27 +227,45 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 					return
 				case now := <-t.C:
 					req, ok := s.rec.counts()
-					o.Progress(Progress{Elapsed: now.Sub(start), Duration: o.Duration, Requests: req, OK: ok})
+					wreq, wok := s.warm.counts()
+					o.Progress(Progress{Elapsed: now.Sub(start), Duration: o.Warmup + o.Duration, Requests: req + wreq, OK: ok + wok})
 				}
 			}
 		})
 	}
 	var notSent int64
+	workers := o.Connections/shards + b2i(shard < o.Connections%shards)
 	if o.Rate > 0 {
-		notSent = s.open(ctx, start, int64(o.Rate), o.Duration, workers)
+		workers = o.MaxWorkers
+		if workers == 0 {
+			workers = DefaultMaxWorkers
+		}
+		sc := newSchedule(int64(o.Rate), int64(o.RateTo), o.Warmup, o.Duration)
+		notSent = s.open(ctx, start, sc, int64(shard), int64(shards), workers)
 	} else {
-		s.closed(ctx, start.Add(o.Duration), workers)
+		s.closed(ctx, measured, measured.Add(o.Duration), workers)
 	}
 	end := time.Now()
 	close(done)
 	wg.Wait()
 
-	r := s.rec.result(end.Sub(start), o.Rate > 0)
+	r := s.rec.result(end.Sub(measured), o.Rate > 0)
+	if o.Warmup > 0 {
+		w := s.warm.result(min(o.Warmup, end.Sub(start)), false)
+		r.Warmup = &Phase{Requests: w.Requests, OK: w.OK, ByStatus: w.ByStatus, Errors: w.Errors, DurationS: w.DurationS,
+			Latency: w.Latency, Histogram: w.Histograms.Latency}
+	}
 	r.Meta = Meta{
 		Version: o.Version, Cores: runtime.NumCPU(), GoMaxProcs: runtime.GOMAXPROCS(0),
-		Model: o.Model(), Rate: o.Rate, Connections: o.Connections, MaxWorkers: o.MaxWorkers,
+		Model: o.Model(), Rate: o.Rate, RateTo: o.RateTo, Connections: o.Connections, MaxWorkers: o.MaxWorkers,
 		Duration: o.Duration.String(), Timeout: timeout.String(), Method: o.method(), BodyBytes: len(o.Body),
-		Start: start.UTC(), End: end.UTC(), Target: o.Target,
+		Start: measured.UTC(), End: end.UTC(), Target: o.Target,
+	}
+	if o.Warmup > 0 {
+		r.Meta.Warmup = o.Warmup.String()
+	}
+	if o.Shards > 0 {
+		r.Meta.Shard = fmt.Sprintf("%d/%d", o.Shard, o.Shards)
 	}
 	r.Meta.setEndpoint(o.URL)
 	if ctx.Err() != nil {
@@ -225,15 +276,22 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return r, nil
 }
 
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // sender sends the requests of one run and records what came back.
 type sender struct {
-	wire *wire
-	rec  *recorder
+	wire      *wire
+	rec, warm *recorder // the measured part, the warm-up
 }
 
 // closed is the closed model: each of the workers, with a connection of its own, sends its next request
-// when its answer is in, until the deadline or ctx ends.
-func (s *sender) closed(ctx context.Context, deadline time.Time, workers int) {
+// when its answer is in, until the deadline or ctx ends; what it sends before measured is the warm-up's.
+func (s *sender) closed(ctx context.Context, measured, deadline time.Time, workers int) {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
@@ -244,17 +302,21 @@ func (s *sender) closed(ctx context.Context, deadline time.Time, workers int) {
 				if !sent.Before(deadline) {
 					return
 				}
-				s.send(c, sent, sent)
+				rec := s.rec
+				if sent.Before(measured) {
+					rec = s.warm
+				}
+				s.send(c, rec, sent, sent)
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// send sends one request on c; due is when it was meant to go, sent when it went.
-func (s *sender) send(c *conn, due, sent time.Time) {
-	a := s.wire.do(c, s.rec.wantSample)
-	s.rec.add(a.code, a.err, a.sample, due, sent, time.Now())
+// send sends one request on c and records it in rec; due is when it was meant to go, sent when it went.
+func (s *sender) send(c *conn, rec *recorder, due, sent time.Time) {
+	a := s.wire.do(c, rec.wantSample)
+	rec.add(a.code, a.err, a.sample, due, sent, time.Now())
 }
 
 func ok2xx(code int) bool { return code >= 200 && code < 300 }
@@ -367,9 +429,11 @@ func (a *recorder) result(elapsed time.Duration, open bool) *Result {
 		r.Throughput = float64(r.OK) / elapsed.Seconds()
 	}
 	r.Latency = a.latency.latency()
+	r.Histograms.Latency = a.latency.export()
 	if open {
 		service, lag := a.service.latency(), a.lag.latency()
 		r.Service, r.Lag = &service, &lag
+		r.Histograms.Service, r.Histograms.Lag = a.service.export(), a.lag.export()
 	}
 	return r
 }

@@ -34,6 +34,7 @@ type openWorker struct {
 	c         conn
 	state     atomic.Int32
 	due, sent time.Time              // of the request in flight; set by the pacer before it claims
+	rec       *recorder              // where the request in flight is counted (the warm-up's or not)
 	cur       atomic.Pointer[netBox] // the connection, for the end of the run to stop the idle read
 	// writing: a large request's write still running on its own goroutine; the worker waits for it
 	// before it is idle again, so a late write failure can only meet this request's states.
@@ -53,9 +54,10 @@ type openRun struct {
 	all      []*openWorker
 }
 
-// open runs the open model and returns the requests due within the duration that were never sent:
-// lateGrace after the end the workers were still all busy, or the pacer still behind (or ctx ended).
-func (s *sender) open(ctx context.Context, start time.Time, rate int64, duration time.Duration, workers int) (notSent int64) {
+// open runs the open model from start: the requests k of sc with k mod shards = shard. It returns the
+// measured part's requests that were due and never sent: lateGrace after the end the workers were still
+// all busy, or the pacer still behind (or ctx ended).
+func (s *sender) open(ctx context.Context, start time.Time, sc schedule, shard, shards int64, workers int) (notSent int64) {
 	// The pacer's thread sleeps in nanosleep holding its P (the runtime's processor) for long stretches;
 	// one P more keeps the workers' share of the cores what GOMAXPROCS gave them.
 	procs := runtime.GOMAXPROCS(0)
@@ -63,16 +65,15 @@ func (s *sender) open(ctx context.Context, start time.Time, rate int64, duration
 	defer runtime.GOMAXPROCS(procs)
 
 	o := &openRun{s: s, idle: make(chan *openWorker, workers)}
-	n := dueCount(duration, rate)
-	stop := time.NewTimer(duration + lateGrace)
+	stop := time.NewTimer(time.Until(start.Add(sc.warmup + sc.duration + lateGrace)))
 	defer stop.Stop()
 	paced := make(chan int64)
 	go func() { // the pacer: locked to its thread, which ends with it (see newPacer)
 		p := newPacer()
-		k := int64(0)
-		defer func() { paced <- k }()
-		for ; k < n; k++ {
-			due := start.Add(dueOffset(k, rate))
+		sent := int64(0) // of the measured part
+		defer func() { paced <- sent }()
+		for k := shard; k < sc.n; k += shards {
+			due := start.Add(sc.offset(k))
 			if !p.wait(ctx, due) {
 				return
 			}
@@ -81,8 +82,15 @@ func (s *sender) open(ctx context.Context, start time.Time, rate int64, duration
 				return
 			default:
 			}
-			if !o.dispatch(ctx, stop.C, due, workers) {
+			rec := s.rec
+			if k < sc.warm {
+				rec = s.warm
+			}
+			if !o.dispatch(ctx, stop.C, due, rec, workers) {
 				return
+			}
+			if k >= sc.warm {
+				sent++
 			}
 		}
 	}()
@@ -90,19 +98,27 @@ func (s *sender) open(ctx context.Context, start time.Time, rate int64, duration
 	o.inflight.Wait()
 	o.end()
 	o.wg.Wait()
-	return n - sent
+	return shardCount(sc.n, shard, shards) - shardCount(sc.warm, shard, shards) - sent
+}
+
+// shardCount is how many k in [0, x) have k mod shards = shard.
+func shardCount(x, shard, shards int64) int64 {
+	if x <= shard {
+		return 0
+	}
+	return (x - shard + shards - 1) / shards
 }
 
 // dispatch sends the request due at due: written on an idle connection, or by a new worker. It
 // returns false when ctx or the run's end came while every worker was busy.
-func (o *openRun) dispatch(ctx context.Context, stop <-chan time.Time, due time.Time, workers int) bool {
+func (o *openRun) dispatch(ctx context.Context, stop <-chan time.Time, due time.Time, rec *recorder, workers int) bool {
 	for {
 		var w *openWorker
 		select {
 		case w = <-o.idle:
 		default:
 			if o.live.Load() < int64(workers) {
-				o.start(due)
+				o.start(due, rec)
 				return true
 			}
 			select { // every worker busy: wait for one, but not past the end
@@ -116,7 +132,7 @@ func (o *openRun) dispatch(ctx context.Context, stop <-chan time.Time, due time.
 		// The worker put itself here after storing its connection in cur, and reads nothing of due and
 		// sent until it sees the claim; a dead worker may be closing its conn, so only cur is read.
 		nc := w.cur.Load().nc
-		w.due, w.sent = due, time.Now()
+		w.due, w.rec, w.sent = due, rec, time.Now()
 		if !w.state.CompareAndSwap(workerIdle, workerBusy) {
 			continue // its connection ended while idle: the next one
 		}
@@ -140,13 +156,13 @@ func (o *openRun) write(w *openWorker, nc net.Conn) {
 	_ = nc.SetDeadline(w.sent.Add(o.s.wire.timeout))
 	if _, err := nc.Write(o.s.wire.request); err != nil && w.state.CompareAndSwap(workerBusy, workerFailed) {
 		_ = nc.Close()
-		o.s.rec.add(0, "writing the request: "+errorKind(err), "", w.due, w.sent, time.Now())
+		w.rec.add(0, "writing the request: "+errorKind(err), "", w.due, w.sent, time.Now())
 		o.inflight.Done()
 	}
 }
 
 // start runs a new worker, which connects and sends the request due at due itself.
-func (o *openRun) start(due time.Time) {
+func (o *openRun) start(due time.Time, rec *recorder) {
 	w := &openWorker{}
 	o.mu.Lock()
 	o.all = append(o.all, w)
@@ -156,7 +172,7 @@ func (o *openRun) start(due time.Time) {
 	o.wg.Go(func() {
 		defer o.live.Add(-1)
 		defer w.c.close()
-		o.s.send(&w.c, due, time.Now())
+		o.s.send(&w.c, rec, due, time.Now())
 		o.inflight.Done()
 		for o.serve(w) {
 		}
@@ -187,8 +203,8 @@ func (o *openRun) serve(w *openWorker) bool {
 	if !w.state.CompareAndSwap(workerBusy, workerReading) {
 		return false // the write failed, and the pacer counted it
 	}
-	a := wire.finish(c, resp, err, o.s.rec.wantSample)
-	o.s.rec.add(a.code, a.err, a.sample, w.due, w.sent, time.Now())
+	a := wire.finish(c, resp, err, w.rec.wantSample)
+	w.rec.add(a.code, a.err, a.sample, w.due, w.sent, time.Now())
 	o.inflight.Done()
 	return true
 }

@@ -39,7 +39,29 @@ type Result struct {
 	// intended to the actual send (the generator's own lateness; Latency ≈ Lag + Service).
 	Service *Latency `json:"service_ms,omitempty"`
 	Lag     *Latency `json:"lag_ms,omitempty"`
-	Meta    Meta     `json:"meta"`
+	// Warmup counts what was sent during -warmup, apart: none of it is in the numbers above.
+	Warmup *Phase `json:"warmup,omitempty"`
+	// Histograms hold every latency above as buckets, so results can be merged (Merge, mqtarget report).
+	Histograms Histograms `json:"histograms"`
+	Meta       Meta       `json:"meta"`
+}
+
+// Histograms are a result's latencies as mergeable histograms (service and lag: open model only).
+type Histograms struct {
+	Latency *Histogram `json:"latency_us"`
+	Service *Histogram `json:"service_us,omitempty"`
+	Lag     *Histogram `json:"lag_us,omitempty"`
+}
+
+// Phase is the count of a part of a run reported apart (the warm-up).
+type Phase struct {
+	Requests  int64            `json:"requests"`
+	OK        int64            `json:"ok"`
+	ByStatus  map[string]int64 `json:"by_status"`
+	Errors    int64            `json:"errors"`
+	DurationS float64          `json:"duration_s"`
+	Latency   Latency          `json:"latency_ms"`
+	Histogram *Histogram       `json:"latency_us"`
 }
 
 // Check reports a failed run: no 2xx answer at all, or more than maxErrorRate (0..1) of the requests
@@ -84,21 +106,27 @@ type Latency struct {
 
 // Meta says what was run, where and when.
 type Meta struct {
-	Version     string            `json:"version"` // of this load generator
-	Cores       int               `json:"cores"`
-	GoMaxProcs  int               `json:"gomaxprocs"`
-	Model       string            `json:"model"` // open or closed
-	Rate        int               `json:"rate,omitempty"`
-	Connections int               `json:"connections,omitempty"`
-	MaxWorkers  int               `json:"max_workers,omitempty"`
-	Duration    string            `json:"duration"`
-	Timeout     string            `json:"timeout"`
-	Method      string            `json:"method"`
-	BodyBytes   int               `json:"body_bytes"`
-	URL         string            `json:"url"`
-	Endpoint    string            `json:"endpoint"`   // the URL's path
-	Parameters  map[string]string `json:"parameters"` // the URL's query
-	Broker      string            `json:"broker,omitempty"`
+	Version     string `json:"version"` // of this load generator
+	Cores       int    `json:"cores"`
+	GoMaxProcs  int    `json:"gomaxprocs"`
+	Model       string `json:"model"` // open or closed
+	Rate        int    `json:"rate,omitempty"`
+	RateTo      int    `json:"rate_to,omitempty"` // a ramp: from rate to rate_to over the duration
+	Connections int    `json:"connections,omitempty"`
+	// Shard is "i/N" when this run was shard i (from 0) of N: its share of the rate or connections.
+	Shard string `json:"shard,omitempty"`
+	// Shards are the shards a merged result was made of (mqtarget report), in order.
+	Shards     []string          `json:"shards,omitempty"`
+	Warmup     string            `json:"warmup,omitempty"`
+	MaxWorkers int               `json:"max_workers,omitempty"`
+	Duration   string            `json:"duration"`
+	Timeout    string            `json:"timeout"`
+	Method     string            `json:"method"`
+	BodyBytes  int               `json:"body_bytes"`
+	URL        string            `json:"url"`
+	Endpoint   string            `json:"endpoint"`   // the URL's path
+	Parameters map[string]string `json:"parameters"` // the URL's query
+	Broker     string            `json:"broker,omitempty"`
 	// BrokerVersion is what the target says of the broker's version: for embedded brokers the linked
 	// module's, for external ones what a host said at its handshake (NSQ, STOMP); empty when unknown.
 	BrokerVersion string    `json:"broker_version,omitempty"`
@@ -218,6 +246,15 @@ func (r *Result) writeTable(w io.Writer) error {
 	load := fmt.Sprintf("%d connections (closed model)", r.Meta.Connections)
 	if r.Meta.Model == Open {
 		load = fmt.Sprintf("%d requests/s (open model)", r.Meta.Rate)
+		if r.Meta.RateTo > 0 {
+			load = fmt.Sprintf("%d → %d requests/s, a linear ramp (open model)", r.Meta.Rate, r.Meta.RateTo)
+		}
+	}
+	switch {
+	case r.Meta.Shard != "":
+		load += ", shard " + r.Meta.Shard + " of it"
+	case len(r.Meta.Shards) > 0:
+		load += fmt.Sprintf(", merged from %d shards", len(r.Meta.Shards))
 	}
 	target := "not a mqtarget (or it did not say)"
 	if t := r.Meta.Target; t != nil {
@@ -235,6 +272,9 @@ func (r *Result) writeTable(w io.Writer) error {
 		{"errors (no answer)", strconv.FormatInt(r.Errors, 10)},
 		{"not sent (generator behind)", strconv.FormatInt(r.NotSent, 10)},
 		{"throughput", fmt.Sprintf("%.1f 2xx/s", r.Throughput)},
+	}
+	if w := r.Warmup; w != nil {
+		rows = append(rows, [2]string{"warm-up (not counted)", fmt.Sprintf("%s: %d requests, %d ok, %d errors", r.Meta.Warmup, w.Requests, w.OK, w.Errors)})
 	}
 	pct := func(l Latency) string {
 		return fmt.Sprintf("p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f", l.P50, l.P90, l.P99, l.P999, l.Max)
