@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"syscall"
 
 	"github.com/mqtarget/mqtarget/config"
@@ -39,7 +40,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runHealthcheck(context.Background(), args[1:], stdout, stderr)
 		case "version":
 			return printVersion(stdout)
+		case "help":
+			fmt.Fprint(stdout, subcommandsHelp)
+			return 0
 		}
+	}
+	if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "-help" || a == "--help" || a == "--h" }) {
+		fmt.Fprint(stderr, subcommandsHelp) // the settings follow, printed by the flag set
 	}
 	cfg, opts, err := config.Load(config.Sources{
 		Args:      args,
@@ -90,6 +97,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // interruptible are the subcommands that end early, cleanly, on SIGINT or SIGTERM (through ctx).
+const subcommandsHelp = `usage: mqtarget [serve] [-SETTING VALUE...]   serve every endpoint on :8080 (the default)
+       mqtarget load [flags] URL                drive an endpoint: closed or open model, shards, -find-max
+       mqtarget report RESULT.json...           merge the results of sharded loads exactly
+       mqtarget sweep -o DIR SPEC.yaml          runs over a grid of parameters, with charts
+       mqtarget consume [flags]                 read a topic, count losses and duplicates by run id
+       mqtarget roundtrip [flags]               publish, echo back, measure the round trip
+       mqtarget healthcheck [ADDR]              exit 0 when ADDR's /healthz (or -path /readyz) is 2xx
+       mqtarget version                         this build's version, revision and Go version
+       mqtarget help                            this list
+
+mqtarget SUBCOMMAND -h describes a subcommand's flags; mqtarget -h lists serve's settings (each also a
+YAML key and an MQTARGET_* variable).
+
+`
+
 var interruptible = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) int{
 	"consume":   runConsume,
 	"roundtrip": runRoundTrip,

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -174,6 +176,24 @@ func TestFindMaxCommand(t *testing.T) {
 	for _, ext := range []string{"png", "svg"} {
 		if st, err := os.Stat(filepath.Join(dir, "find-max."+ext)); err != nil || st.Size() == 0 {
 			t.Errorf("chart %s: %v", ext, err)
+		}
+	}
+}
+
+// TestHelpListsSubcommands: `mqtarget help` and `mqtarget -h` name every subcommand (the first line a
+// newcomer reads), and help exits 0.
+func TestHelpListsSubcommands(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}} {
+		var out, errOut bytes.Buffer
+		code := run(args, &out, &errOut)
+		text := out.String() + errOut.String()
+		if code != 0 {
+			t.Errorf("%v: exit %d", args, code)
+		}
+		for _, sub := range append(slices.Sorted(maps.Keys(interruptible)), "healthcheck", "version", "help") {
+			if !strings.Contains(text, "mqtarget "+sub) {
+				t.Errorf("%v does not list %s:\n%s", args, sub, text)
+			}
 		}
 	}
 }

@@ -183,6 +183,9 @@ func (o *openRun) start(due time.Time, rec *recorder) {
 // answer closed it); false when the worker ends.
 func (o *openRun) serve(w *openWorker) bool {
 	c, wire := &w.c, o.s.wire
+	if c.nc != nil && c.br.Buffered() > 0 {
+		c.close() // the target sent more than the last answer: bytes ahead answer nothing of ours
+	}
 	if c.nc == nil {
 		if o.closing.Load() || wire.connect(c, time.Now().Add(wire.timeout)) != nil {
 			return false // a request of its own will find out why, on a new worker
