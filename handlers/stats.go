@@ -18,6 +18,11 @@ import (
 const (
 	statsEvery      = time.Second
 	statsStateEvery = 5 * time.Second // how often /stats pings the broker hosts for their state
+	// statsStale: a last gather older than this would make the window an average over a past nobody
+	// watched (a page opened after a quiet hour showed the hour's average as the current rate, and a
+	// busy endpoint beside an idle one at the same "rate"). The poll then takes a fresh gather and one
+	// statsEvery later another, so the first frame shows the last second, like every frame after it.
+	statsStale = 3 * statsEvery
 )
 
 // Metric names /stats reads; the metrics are registered in this package and in publishers.
@@ -256,20 +261,37 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 }
 
 // currentStats gathers when the last gather is statsEvery old, pings the hosts when their states are
-// statsStateEvery old, and computes the rates between the two last gathers (the first time: since start).
+// statsStateEvery old, and computes the rates between the two last gathers (the first time: since
+// start; after statsStale without a poll: over the second after this poll).
 func (s *Server) currentStats(ctx context.Context, now time.Time) (*Stats, error) {
 	ss := &s.statsState
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.cur == nil || now.Sub(ss.cur.at) >= statsEvery {
+		prev := ss.cur
+		if prev == nil {
+			prev = newSnapshot(s.started)
+		}
+		if now.Sub(prev.at) > statsStale {
+			fresh, err := s.gather(now)
+			if err != nil {
+				return nil, err
+			}
+			// Other polls wait on mu meanwhile, and then get this window too.
+			t := time.NewTimer(statsEvery)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			}
+			prev, now = fresh, now.Add(statsEvery)
+		}
 		snap, err := s.gather(now)
 		if err != nil {
 			return nil, err
 		}
-		ss.prev, ss.cur = ss.cur, snap
-		if ss.prev == nil {
-			ss.prev = newSnapshot(s.started)
-		}
+		ss.prev, ss.cur = prev, snap
 	}
 	if ss.hostsAt.IsZero() || now.Sub(ss.hostsAt) >= statsStateEvery {
 		pctx, cancel := context.WithTimeout(ctx, s.readyTimeout)
@@ -297,8 +319,8 @@ func (s *Server) diff(prev, cur *snapshot, hosts map[string]*brokerCheck, stateA
 	}
 	for _, e := range s.allRoutes {
 		r, ok := cur.routes[e.Path]
-		if !e.Send && (!ok || e.Admin || e.Path == "/" || e.Path == "/stats") {
-			continue // the send endpoints always; others only when used and not the page's own
+		if !e.Send && (!ok || e.Admin || e.Path == "/" || e.Path == "/stats" || e.Path == "/config") {
+			continue // the send endpoints always; others only when used, and not the page's own or /config
 		}
 		if r == nil {
 			r = &routeSnap{}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,5 +142,41 @@ func TestStatsFailures(t *testing.T) {
 	}
 	if h := st.Brokers[1]; h.State != "down" || !strings.Contains(h.StateError, "connection refused") || h.Total != 0 {
 		t.Errorf("host 1: %+v", h)
+	}
+}
+
+// TestStatsFirstFrameIsTheLastSecond: a poll after a long quiet spell (a page opened an hour after the
+// last one, or the first poll of a long-running process) shows the second after it, not the average
+// since the previous gather: an endpoint busy long ago shows rate 0 beside its total, and one busy now
+// shows its rate.
+func TestStatsFirstFrameIsTheLastSecond(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	pub := publishers.NewMetrics(reg, nil).Instrument("nsq", nopPub{hosts: []string{"h0:1"}})
+	s := handlers.New(handlers.Options{Publishers: map[string]publishers.Publisher{"nsq": pub}, DefaultBroker: "nsq",
+		Topic: "t", Topic2: "t2", MessageSize: 10, MaxMessageSize: 100, PublishTimeout: time.Second,
+		AsyncLimit: 10, Registry: reg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	send := func(n int, target string) {
+		for range n {
+			s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, target, nil))
+		}
+	}
+	send(100, "/send1") // long before anyone looks
+	var wg sync.WaitGroup
+	wg.Go(func() { // while the poll below waits out its second, /send2 gets busy
+		time.Sleep(200 * time.Millisecond)
+		send(10, "/send2")
+	})
+	t0 := s.Started().Add(time.Hour)
+	st, err := s.StatsAt(context.Background(), t0)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rates := map[string]handlers.EndpointStats{}
+	for _, e := range st.Endpoints {
+		rates[e.Route] = e
+	}
+	if st.WindowSeconds != 1 || rates["/send1"].Rate != 0 || rates["/send1"].Total != 100 || rates["/send2"].Rate != 10 {
+		t.Errorf("window %vs, /send1 %+v, /send2 %+v: want the last second (0/s and 10/s)", st.WindowSeconds, rates["/send1"], rates["/send2"])
 	}
 }
