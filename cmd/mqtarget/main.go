@@ -125,6 +125,14 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	_ = level.UnmarshalText([]byte(c.Level)) // validated by config
 	opts := &slog.HandlerOptions{Level: level}
 	if c.Format == "json" {
+		// slog's JSON handler writes a duration as integer nanoseconds ("took":202000000); log readers
+		// get Go's text form instead ("took":"202ms"), as the text handler prints it.
+		opts.ReplaceAttr = func(_ []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindDuration {
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
+			return a
+		}
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mqtarget/mqtarget/config"
 )
 
 // TestShardedLoadMerged: three `mqtarget load -shard I/3 -start-at T` processes against one mqtarget
@@ -195,5 +198,20 @@ func TestHelpListsSubcommands(t *testing.T) {
 				t.Errorf("%v does not list %s:\n%s", args, sub, text)
 			}
 		}
+	}
+}
+
+// TestJSONLogDurations: the JSON log prints durations as text ("202ms"), not integer nanoseconds, in
+// top-level and grouped attributes alike.
+func TestJSONLogDurations(t *testing.T) {
+	var buf bytes.Buffer
+	log := newLogger(config.Log{Level: "info", Format: "json"}, &buf)
+	log.Info("published", "took", 202*time.Millisecond, slog.Group("retry", "after", 1500*time.Microsecond))
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatal(err)
+	}
+	if line["took"] != "202ms" || line["retry"].(map[string]any)["after"] != "1.5ms" {
+		t.Errorf("log line %s", buf.String())
 	}
 }
