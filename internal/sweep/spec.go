@@ -27,8 +27,10 @@ type Spec struct {
 	Method  string        `yaml:"method"`  // GET (default) or POST
 	Timeout time.Duration `yaml:"timeout"` // per request; 0: load.DefaultTimeout
 	// MaxWorkers bounds the open model's requests in flight (0: load.DefaultMaxWorkers).
-	MaxWorkers int  `yaml:"max_workers"`
-	Axes       Axes `yaml:"axes"`
+	MaxWorkers int `yaml:"max_workers"`
+	// Warmup is sent before each run's duration and counted apart (load.Options.Warmup).
+	Warmup time.Duration `yaml:"warmup"`
+	Axes   Axes          `yaml:"axes"`
 }
 
 // Axes are the values each run takes one of. Connections and Rates are the load points: each value of
@@ -49,7 +51,7 @@ const (
 	MaxRate        = load.MaxRate
 	MaxRuns        = 10000
 	MaxDuration    = time.Hour
-	// MaxTotalDuration bounds the sum of the runs' durations: how long a sweep sends.
+	// MaxTotalDuration bounds the sum of the runs' durations and warm-ups: how long a sweep sends.
 	MaxTotalDuration = 24 * time.Hour
 	MaxTimeout       = 10 * time.Minute
 	MaxSize          = 64 << 20 // the largest message.max_size a mqtarget accepts
@@ -88,6 +90,7 @@ func Parse(data []byte, knownBroker func(string) bool) (Spec, error) {
 		"method":      scalar(&s.Method),
 		"timeout":     scalar(&s.Timeout),
 		"max_workers": scalar(&s.MaxWorkers),
+		"warmup":      scalar(&s.Warmup),
 		"axes":        axes.decode,
 	}
 	if err := top.decode(doc.Content[0], ""); err != nil {
@@ -201,6 +204,9 @@ func (s *Spec) validate(knownBroker func(string) bool) error {
 	}
 	if s.MaxWorkers < 0 || s.MaxWorkers > load.MaxWorkers {
 		return fmt.Errorf("max_workers: must be 0..%d, got %d", load.MaxWorkers, s.MaxWorkers)
+	}
+	if s.Warmup < 0 || s.Warmup > MaxDuration {
+		return fmt.Errorf("warmup: must be 0..%v, got %v", MaxDuration, s.Warmup)
 	}
 	a := &s.Axes
 	if len(a.Endpoints) == 0 {
@@ -357,6 +363,7 @@ func (s Spec) TotalDuration() time.Duration {
 	per := int64(n / len(s.Axes.Durations)) // runs for each duration
 	var total int64
 	for _, d := range s.Axes.Durations {
+		d += s.Warmup // each run sends its warm-up first; both bounded by MaxDuration, so no overflow
 		if d < 0 || per > 0 && int64(d) > (math.MaxInt64-total)/per {
 			return math.MaxInt64
 		}

@@ -61,7 +61,7 @@ func Execute(ctx context.Context, spec Spec, o Options) ([]*load.Result, error) 
 			break
 		}
 		r, err := load.Run(ctx, load.Options{URL: RunURL(base, run), Method: spec.Method, Rate: run.Rate,
-			Connections: run.Connections, MaxWorkers: spec.MaxWorkers, Duration: run.Duration, Timeout: spec.Timeout,
+			Connections: run.Connections, MaxWorkers: spec.MaxWorkers, Duration: run.Duration, Warmup: spec.Warmup, Timeout: spec.Timeout,
 			Target: o.Target, Version: o.Version})
 		if err != nil {
 			return results, fmt.Errorf("run %d of %d: %w", i+1, len(runs), err)
