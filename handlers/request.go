@@ -114,11 +114,42 @@ func paramIndex(name string) int {
 	return -1
 }
 
+// applies says which parameters an endpoint takes: mode only /send2's, topic2 only /send2Topic's. A
+// parameter an endpoint would ignore is refused (400 naming it), like an unknown one: /send1?mode=batch
+// would otherwise run the default and look like a measurement of what was asked.
+func applies(path string, i int) bool {
+	switch i {
+	case pMode:
+		return path == "/send2"
+	case pTopic2:
+		return path == "/send2Topic"
+	case pTopics:
+		return path != "/sendRoundTrip"
+	}
+	return true
+}
+
+// takes lists the parameters path takes, for the error.
+func takes(path string) string {
+	var names []string
+	for i, n := range paramNames {
+		if applies(path, i) {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
 // parseSend reads the query parameters and body of a send request.
 func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest, error) {
 	q, qerr := parseParams(r.URL.RawQuery)
 	if qerr != nil {
 		return sendRequest{}, qerr
+	}
+	for i, has := range q.has {
+		if has && !applies(r.URL.Path, i) {
+			return sendRequest{}, badField(paramNames[i], "does not apply to %s (it takes %s)", cut(r.URL.Path), takes(r.URL.Path))
+		}
 	}
 	req := sendRequest{broker: s.defaultBroker, topic: s.topic, topic2: s.topic2, size: s.size, mode: modeBatch, topics: 1}
 	if v := q.val[pBroker]; v != "" {
@@ -138,10 +169,12 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 	if q.has[pTopic2] {
 		req.topic2 = q.val[pTopic2]
 	}
-	for _, t := range []struct{ field, name string }{{"topic", req.topic}, {"topic2", req.topic2}} {
-		if err := req.pub.ValidateTopic(t.name); err != nil {
-			return sendRequest{}, badField(t.field, "%v", err)
-		}
+	if err := req.pub.ValidateTopic(req.topic); err != nil {
+		return sendRequest{}, badField("topic", "%v", err)
+	}
+	two := r.URL.Path == "/send2Topic" // the only endpoint that publishes to topic2
+	if err := req.pub.ValidateTopic(req.topic2); two && err != nil {
+		return sendRequest{}, badField("topic2", "%v", err)
 	}
 	if v := q.val[pSize]; q.has[pSize] {
 		n, err := strconv.Atoi(v)
@@ -164,8 +197,8 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 		req.topics = n
 		if n > 1 {
 			// The longest generated names must be valid too.
-			for _, base := range []string{req.topic, req.topic2} {
-				if err := req.pub.ValidateTopic(topicName(base, n-1)); err != nil {
+			for i, base := range []string{req.topic, req.topic2} {
+				if err := req.pub.ValidateTopic(topicName(base, n-1)); err != nil && (i == 0 || two) {
 					return sendRequest{}, badField("topics", "topic names with suffix -%d are invalid: %v", n-1, err)
 				}
 			}
