@@ -842,23 +842,27 @@ func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 	for _, tc := range []struct {
 		method, target string
 		status         int
+		allow          string // 405: the Allow header
 	}{
-		{"GET", "/nope", 404},
-		{"GET", "/send1/", 404},
-		{"GET", "/Send1", 404},
-		{"POST", "/send4Host?size=1", 404},
-		{"DELETE", "/send1", 405},
-		{"PUT", "/sendAsync", 405},
-		{"HEAD", "/send2", 405},
-		{"POST", "/healthz", 405},
-		{"POST", "/readyz", 405},
-		{"POST", "/metrics", 405},
-		{"POST", "/", 405},
+		{"GET", "/nope", 404, ""},
+		{"GET", "/send1/", 404, ""},
+		{"GET", "/Send1", 404, ""},
+		{"POST", "/send4Host?size=1", 404, ""},
+		{"DELETE", "/send1", 405, "GET, POST"},
+		{"PUT", "/sendAsync", 405, "GET, POST"},
+		{"HEAD", "/send2", 405, "GET, POST"},
+		{"POST", "/healthz", 405, "GET, HEAD"},
+		{"POST", "/readyz", 405, "GET, HEAD"},
+		{"POST", "/metrics", 405, "GET"},
+		{"POST", "/", 405, "GET"},
 	} {
 		t.Run(tc.method+" "+tc.target, func(t *testing.T) {
 			w := ts.do(tc.method, tc.target, "")
 			if w.Code != tc.status {
 				t.Fatalf("status %d, want %d: %s", w.Code, tc.status, w.Body)
+			}
+			if got := w.Header().Get("Allow"); got != tc.allow {
+				t.Errorf("Allow %q, want %q", got, tc.allow)
 			}
 			r := decode(t, w)
 			if r.Error == "" || r.Field != nil {

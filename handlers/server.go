@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -416,6 +417,12 @@ func (s *Server) routes() (main, admin http.Handler) {
 			return &Error{Status: http.StatusNotFound, Msg: "no such endpoint " + cut(r.URL.Path) + "; GET / lists them"}
 		}))
 		r.MethodNotAllowed(s.adapt(func(w http.ResponseWriter, r *http.Request) error {
+			// RFC 9110: a 405 says which methods the resource takes.
+			for _, rt := range routeTable {
+				if rt.Path == r.URL.Path {
+					w.Header().Set("Allow", strings.Join(rt.Methods, ", "))
+				}
+			}
 			return &Error{Status: http.StatusMethodNotAllowed, Msg: cut(r.Method) + " is not allowed on " + cut(r.URL.Path)}
 		}))
 		return r
