@@ -8,9 +8,9 @@ import (
 )
 
 // The broker registry: the one place that names the brokers. Config validation (config.Validate) and
-// start-up (internal/app) loop over Brokers. Adding a broker touches its own file (config section with
+// start-up (internal/serve) loop over Brokers. Adding a broker touches its own file (config section with
 // Validate(prefix), defaults, constructor, consumer), a field in Sections and a line in DefaultSections,
-// its entry below; an embedded mode also needs its server in internal/app's embedders.
+// its entry below; an embedded mode also needs its server in internal/serve's embedders.
 
 // Sections are the brokers' sections of the configuration, one field per registry entry. config.Config
 // inlines it, so each section stays owned by its broker's file while config and the registry reach all

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/consume"
+	"github.com/mqtarget/mqtarget/internal/drive/consume"
 	"github.com/mqtarget/mqtarget/publishers"
 )
 
@@ -28,7 +28,7 @@ brokers, since embedded ones live inside mqtarget serve.
 
 `
 
-// runConsume is `mqtarget consume`: a thin adapter over internal/consume.
+// runConsume is `mqtarget consume`: a thin adapter over internal/drive/consume.
 func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mqtarget consume", flag.ContinueOnError)
 	fs.SetOutput(stderr)

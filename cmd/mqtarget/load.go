@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mqtarget/mqtarget/internal/load"
+	"github.com/mqtarget/mqtarget/internal/drive/load"
 	"github.com/mqtarget/mqtarget/internal/version"
 )
 
@@ -37,7 +37,7 @@ printed all the same); 2 for bad input.
 
 `
 
-// runLoad is `mqtarget load`: a thin adapter over internal/load.
+// runLoad is `mqtarget load`: a thin adapter over internal/drive/load.
 func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mqtarget load", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -18,7 +18,7 @@ import (
 	"syscall"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/app"
+	"github.com/mqtarget/mqtarget/internal/serve"
 )
 
 func main() {
@@ -77,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	a, err := app.Start(cfg, log)
+	a, err := serve.Start(cfg, log)
 	if err != nil {
 		log.Error("start failed", "err", err)
 		return 1

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/app"
 	"github.com/mqtarget/mqtarget/internal/roundtrip"
+	"github.com/mqtarget/mqtarget/internal/serve"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
 )
@@ -93,7 +93,7 @@ func runRoundTrip(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	addrs := b.Addrs(&cfg.Sections)
 	if len(addrs) == 0 {
 		var stop func()
-		if addrs, stop, err = app.StartEmbedded(b, cfg, 1, log); err != nil {
+		if addrs, stop, err = serve.StartEmbedded(b, cfg, 1, log); err != nil {
 			return fail(err)
 		}
 		defer stop()

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/app"
-	"github.com/mqtarget/mqtarget/internal/load"
-	"github.com/mqtarget/mqtarget/internal/sweep"
+	"github.com/mqtarget/mqtarget/internal/drive/load"
+	"github.com/mqtarget/mqtarget/internal/drive/sweep"
+	"github.com/mqtarget/mqtarget/internal/serve"
 	"github.com/mqtarget/mqtarget/internal/version"
 	"github.com/mqtarget/mqtarget/publishers"
 )
@@ -32,7 +32,7 @@ at all (the files are written all the same), 2 for bad input.
 
 `
 
-// runSweep is `mqtarget sweep`: a thin adapter over internal/sweep.
+// runSweep is `mqtarget sweep`: a thin adapter over internal/drive/sweep.
 func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mqtarget sweep", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -125,7 +125,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // startForSweep starts a mqtarget on 127.0.0.1 with embedded servers for the spec's brokers (nil and the
 // exit code when it cannot).
-func startForSweep(spec sweep.Spec, settings []string, stderr io.Writer) (*app.App, int) {
+func startForSweep(spec sweep.Spec, settings []string, stderr io.Writer) (*serve.App, int) {
 	bad := badInput(stderr, "mqtarget sweep")
 	loadConfig := func(args []string) (config.Config, error) {
 		base := []string{"-http.addr", "127.0.0.1:0", "-log.level", "warn"}
@@ -164,7 +164,7 @@ func startForSweep(spec sweep.Spec, settings []string, stderr io.Writer) (*app.A
 			return nil, bad("settings: %v", err)
 		}
 	}
-	a, err := app.Start(cfg, newLogger(cfg.Log, stderr))
+	a, err := serve.Start(cfg, newLogger(cfg.Log, stderr))
 	if err != nil {
 		fmt.Fprintf(stderr, "mqtarget sweep: in-process mqtarget: %v\n", err)
 		return nil, 1

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/consume"
+	"github.com/mqtarget/mqtarget/internal/drive/consume"
 	"github.com/mqtarget/mqtarget/internal/roundtrip"
 	"github.com/mqtarget/mqtarget/publishers"
 )

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/app"
+	"github.com/mqtarget/mqtarget/internal/serve"
 	"github.com/mqtarget/mqtarget/message"
 )
 
@@ -44,7 +44,7 @@ const PublishTimeout = 2 * time.Second
 
 // Target is a running mqtarget under test.
 type Target struct {
-	App  *app.App
+	App  *serve.App
 	Base string // http://127.0.0.1:port
 	h    Harness
 }
@@ -64,9 +64,9 @@ func StartTarget(t testing.TB, h Harness, mutate func(*config.Config)) *Target {
 		mutate(&cfg)
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := app.Start(cfg, log)
+	a, err := serve.Start(cfg, log)
 	if err != nil {
-		t.Fatalf("app.Start: %v", err)
+		t.Fatalf("serve.Start: %v", err)
 	}
 	tg := &Target{App: a, Base: "http://" + a.Addr(), h: h}
 	t.Cleanup(func() {
@@ -425,7 +425,7 @@ func RunShutdownDrains(t *testing.T, h Harness) {
 	cfg.Broker = h.Broker()
 	h.Configure(&cfg)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := app.Start(cfg, log)
+	a, err := serve.Start(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/app"
+	"github.com/mqtarget/mqtarget/internal/serve"
 	"github.com/mqtarget/mqtarget/publishers"
 )
 
@@ -127,11 +127,11 @@ func TestHTTPS(t *testing.T) {
 	cfg := config.Default()
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.HTTP.TLSCertFile, cfg.HTTP.TLSKeyFile = pki.CA, pki.Key // the CA's certificate does not match the key
-	if a, err := app.Start(cfg, slog.New(slog.DiscardHandler)); err == nil {
+	if a, err := serve.Start(cfg, slog.New(slog.DiscardHandler)); err == nil {
 		_ = a.Shutdown(context.Background())
-		t.Error("app.Start with a certificate that does not match its key succeeded")
+		t.Error("serve.Start with a certificate that does not match its key succeeded")
 	} else if !strings.Contains(err.Error(), "http.tls_cert_file") {
-		t.Errorf("app.Start with a bad certificate: %v, want an error naming http.tls_cert_file", err)
+		t.Errorf("serve.Start with a bad certificate: %v, want an error naming http.tls_cert_file", err)
 	}
 }
 
@@ -364,11 +364,11 @@ func TestRocketMQTLS(t *testing.T) {
 		bad := &rmqTLSHarness{RocketMQ: base, nameServer: ns, tls: newTestPKI(t).verifying()}
 		bad.Configure(&cfg)
 		noEcho(&cfg)
-		if a, err := app.Start(cfg, slog.New(slog.DiscardHandler)); err == nil {
+		if a, err := serve.Start(cfg, slog.New(slog.DiscardHandler)); err == nil {
 			_ = a.Shutdown(context.Background())
-			t.Error("app.Start with a CA that did not sign the name server's certificate succeeded")
+			t.Error("serve.Start with a CA that did not sign the name server's certificate succeeded")
 		} else if !strings.Contains(err.Error(), "certificate signed by unknown authority") || !strings.Contains(err.Error(), "rocketmq.name_servers") {
-			t.Errorf("app.Start: %v, want the verification error under rocketmq.name_servers", err)
+			t.Errorf("serve.Start: %v, want the verification error under rocketmq.name_servers", err)
 		}
 	})
 }
@@ -415,7 +415,7 @@ func rmqTLSDelivery(t *testing.T, base *RocketMQ, relay *tlsRelay, verifying pub
 	base.Configure(&mixed) // plain, while the TLS target's producers live
 	noEcho(&mixed)
 	mixed.RocketMQ.Client = client
-	a, err := app.Start(mixed, slog.New(slog.DiscardHandler))
+	a, err := serve.Start(mixed, slog.New(slog.DiscardHandler))
 	switch {
 	case err == nil && library:
 		_ = a.Shutdown(context.Background())
