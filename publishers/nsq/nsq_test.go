@@ -1,4 +1,4 @@
-package publishers_test
+package nsq_test
 
 import (
 	"bytes"

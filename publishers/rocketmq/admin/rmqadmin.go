@@ -6,7 +6,7 @@
 // Each call opens its own TCP connection, sends one JSON-serialised command and reads one answer,
 // bounded by ctx. That is slow compared with the client's pooled connections, and fine for start-up,
 // topic creation, health checks and tests.
-package rmqadmin
+package admin
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package embedded
+package stomp
 
 import (
 	"container/list"

@@ -1,4 +1,4 @@
-package publishers
+package rocketmq
 
 // mqtarget's own RocketMQ send path (rocketmq.client: native): one pipelined remoting connection per
 // broker on the shared connection core (publishers/wire), SEND_MESSAGE_V2 requests with the binary

@@ -1,4 +1,4 @@
-package publishers_test
+package rocketmq_test
 
 import (
 	"strings"

@@ -1,5 +1,5 @@
 // Package embedded runs brokers inside the mqtarget process, so `go run ./cmd/mqtarget` works with no setup.
-package embedded
+package nsq
 
 import (
 	"cmp"

@@ -1,4 +1,4 @@
-package rmqadmin
+package admin
 
 import (
 	"context"
