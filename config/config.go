@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 // Config is the whole configuration. The help tags are the flag usage texts.
@@ -39,8 +40,8 @@ type Config struct {
 	EmbeddedBrokers  []string      `yaml:"embedded_brokers" help:"brokers besides the default broker that run embedded when their hosts are empty, comma-separated (e.g. stomp); others without hosts are not enabled"`
 	Echo             Echo          `yaml:"echo"`
 
-	// The brokers' sections (nsq, stomp, rocketmq, …), one per entry of publishers.Brokers.
-	publishers.Sections `yaml:",inline"`
+	// The brokers' sections (nsq, stomp, rocketmq, …), one per entry of brokers.List.
+	brokers.Sections `yaml:",inline"`
 }
 
 // HTTP configures the server and its limits.
@@ -116,7 +117,7 @@ func Default() Config {
 			// Bounds the request bodies held at once: 1024 × message.max_size (1 MiB) = 1 GiB.
 			MaxRequests: 1024,
 		},
-		Broker:         publishers.Brokers[0].Name,
+		Broker:         brokers.List[0].Name,
 		Topic:          "mqtarget",
 		Topic2:         "mqtarget2",
 		Message:        Message{Size: 100, MaxSize: 1 << 20},
@@ -141,7 +142,7 @@ func Default() Config {
 		// Under the 1 s timeout probes usually have, so a hanging broker gives 503, not a probe timeout.
 		Readyz:   Readyz{Timeout: 900 * time.Millisecond},
 		Echo:     defaultEcho(),
-		Sections: publishers.DefaultSections(),
+		Sections: brokers.Default(),
 	}
 }
 
@@ -296,7 +297,7 @@ func (c Config) Common() publishers.Common {
 // names a broker this configuration enables.
 func (c Config) validateBrokers() error {
 	var errs []error
-	for _, b := range publishers.Brokers {
+	for _, b := range brokers.List {
 		err := b.Validate(&c.Sections, c.Common())
 		errs = append(errs, err)
 		if b.Name == c.Broker && err == nil && !b.Enabled(&c.Sections) {
@@ -304,25 +305,25 @@ func (c Config) validateBrokers() error {
 				b.AddrsSetting(), b.Name))
 		}
 	}
-	if publishers.LookupBroker(c.Broker) == nil {
-		errs = append(errs, fmt.Errorf("broker: unknown broker %q (known: %s)", c.Broker, strings.Join(publishers.BrokerNames(), ", ")))
+	if brokers.Lookup(c.Broker) == nil {
+		errs = append(errs, fmt.Errorf("broker: unknown broker %q (known: %s)", c.Broker, strings.Join(brokers.Names(), ", ")))
 	}
 	seen := map[string]int{}
 	for i, name := range c.EmbeddedBrokers {
 		key := fmt.Sprintf("embedded_brokers[%d]", i)
 		j, dup := seen[name]
 		seen[name] = i
-		switch b := publishers.LookupBroker(name); {
+		switch b := brokers.Lookup(name); {
 		case dup:
 			errs = append(errs, fmt.Errorf("%s: %q repeats embedded_brokers[%d]", key, name, j))
 		case b == nil:
-			errs = append(errs, fmt.Errorf("%s: unknown broker %q (known: %s)", key, name, strings.Join(publishers.BrokerNames(), ", ")))
+			errs = append(errs, fmt.Errorf("%s: unknown broker %q (known: %s)", key, name, strings.Join(brokers.Names(), ", ")))
 		case len(b.Addrs(&c.Sections)) == 0 && b.Embedded(&c.Sections) == 0:
 			errs = append(errs, fmt.Errorf("%s: broker %q has no embedded mode, or its embedded count is 0, and %s is empty", key, name, b.AddrsSetting()))
 		}
 	}
 	for i, name := range c.Readyz.Brokers {
-		if b := publishers.LookupBroker(name); b == nil || !c.InUse(b) {
+		if b := brokers.Lookup(name); b == nil || !c.InUse(b) {
 			errs = append(errs, fmt.Errorf("readyz.brokers[%d]: broker %q is not enabled by this configuration", i, name))
 		}
 	}
@@ -340,7 +341,7 @@ func (c Config) validateTopics() error {
 			return false
 		}
 		ok := true
-		for _, b := range publishers.Brokers {
+		for _, b := range brokers.List {
 			if !c.InUse(b) {
 				continue
 			}

@@ -13,7 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 // EnvPrefix starts every environment variable mqtarget reads.
@@ -139,7 +139,7 @@ func (c Config) checkFiles(readFile func(string) ([]byte, error)) error {
 	}
 	_, err := c.HTTP.ServerTLS()
 	errs = append(errs, err)
-	for _, b := range publishers.Brokers {
+	for _, b := range brokers.List {
 		if c.InUse(b) {
 			errs = append(errs, b.CheckFiles(&c.Sections))
 		}

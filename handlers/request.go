@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 // MaxTopics bounds ?topics=N.
@@ -126,7 +127,7 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 	}
 	req.pub = s.pubs[req.broker]
 	if req.pub == nil {
-		if publishers.LookupBroker(req.broker) != nil {
+		if brokers.Lookup(req.broker) != nil {
 			return sendRequest{}, badField("broker", "broker %q is not enabled by this configuration (enabled: %s)",
 				req.broker, strings.Join(s.brokerNames, ", "))
 		}

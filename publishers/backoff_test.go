@@ -20,7 +20,7 @@ func TestBackoffWait(t *testing.T) {
 		t.Run(fmt.Sprint(tc.n), func(t *testing.T) {
 			lo, hi := tc.nominal, time.Duration(0)
 			for range 1000 {
-				w := b.wait(tc.n)
+				w := b.Wait(tc.n)
 				lo, hi = min(lo, w), max(hi, w)
 			}
 			if lo < tc.nominal/2 || hi > tc.nominal || hi-lo < tc.nominal/4 {
@@ -36,7 +36,7 @@ func TestRedialLost(t *testing.T) {
 	b := Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second, Healthy: 2 * time.Second, Churn: 100 * time.Millisecond}
 	t0 := time.Unix(1000, 0)
 	errLost := errors.New("lost")
-	var r redial
+	var r Redial
 	steps := []struct {
 		name     string
 		at       time.Duration
@@ -55,7 +55,7 @@ func TestRedialLost(t *testing.T) {
 	}
 	for _, s := range steps {
 		now := t0.Add(s.at)
-		w := r.lost(b, now, s.lived, s.answered, errLost)
+		w := r.Lost(b, now, s.lived, s.answered, errLost)
 		if (w > 0) != s.wait || r.failures != s.failures {
 			t.Fatalf("%s: wait %v, failures %d; want wait %v, failures %d", s.name, w, r.failures, s.wait, s.failures)
 		}
@@ -72,7 +72,7 @@ func TestRedialLost(t *testing.T) {
 // news of the host (events) or none to tell (nil) makes a run of its own; a result of a caller that
 // left is not kept; hosts are apart.
 func TestPingLimit(t *testing.T) {
-	var l pingLimit
+	var l PingLimit
 	var runs atomic.Int64
 	release := make(chan struct{})
 	errDown := errors.New("down")

@@ -7,10 +7,12 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/mqtarget/mqtarget/internal/embedded"
 	"github.com/mqtarget/mqtarget/internal/itest"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/nsq"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
+	"github.com/mqtarget/mqtarget/publishers/rocketmq"
+	"github.com/mqtarget/mqtarget/publishers/stomp"
 )
 
 // The conformance suite against the real brokers (nsqd processes, Artemis, RocketMQ) runs in
@@ -19,7 +21,7 @@ import (
 // TestConformanceEmbeddedSTOMP runs the suite against the embedded go-stomp servers (no integration
 // environment needed: they run in the test process).
 func TestConformanceEmbeddedSTOMP(t *testing.T) {
-	srv, err := embedded.StartSTOMP(2, 64<<20, slog.New(slog.DiscardHandler))
+	srv, err := stomp.StartServer(2, 64<<20, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,9 +35,9 @@ func TestConformanceEmbeddedSTOMP(t *testing.T) {
 		IgnoreGoroutines: publishertest.GoSTOMPServer(),
 	}
 	publishertest.Run(t, f, h, func(t testing.TB) publishers.Publisher {
-		c := publishers.DefaultSTOMPConfig()
+		c := stomp.DefaultConfig()
 		c.Hosts = h.Addrs
-		p, err := publishers.NewSTOMP(c, publishertest.Logger(t))
+		p, err := stomp.New(c, publishertest.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,18 +73,18 @@ type fakeTarget struct {
 func fakeTargets() []fakeTarget {
 	rocketmq := func(client string) func([]string, *slog.Logger) (publishers.Publisher, error) {
 		return func(addrs []string, log *slog.Logger) (publishers.Publisher, error) {
-			c := publishers.DefaultRocketMQConfig()
+			c := rocketmq.DefaultConfig()
 			c.Client = client
 			c.NameServers = addrs
 			c.SendTimeout = time.Second
-			return publishers.NewRocketMQ(c, nil, log)
+			return rocketmq.New(c, nil, log)
 		}
 	}
 	return []fakeTarget{
 		{"nsq", "nsq", publishertest.FakeNSQD, func(addrs []string, log *slog.Logger) (publishers.Publisher, error) {
-			c := publishers.DefaultNSQConfig()
+			c := nsq.DefaultConfig()
 			c.Hosts = addrs
-			return publishers.NewNSQ(c, log)
+			return nsq.New(c, log)
 		}, publishertest.FakeFeatures{
 			Skip: map[publishertest.Misbehaviour]string{
 				publishertest.AnswerAhead:   nsqInOrder,
@@ -92,12 +94,12 @@ func fakeTargets() []fakeTarget {
 			OneAtATime: map[publishertest.Misbehaviour]string{publishertest.Twice: nsqInOrder},
 		}},
 		{"stomp", "stomp", publishertest.FakeSTOMP, func(addrs []string, log *slog.Logger) (publishers.Publisher, error) {
-			c := publishers.DefaultSTOMPConfig()
+			c := stomp.DefaultConfig()
 			c.Hosts = addrs
-			return publishers.NewSTOMP(c, log)
+			return stomp.New(c, log)
 		}, publishertest.FakeFeatures{}},
-		{"rocketmq native", "rocketmq", publishertest.FakeRocketMQ, rocketmq(publishers.RocketMQClientNative), publishertest.FakeFeatures{}},
-		{"rocketmq library", "rocketmq", publishertest.FakeRocketMQ, rocketmq(publishers.RocketMQClientLibrary), publishertest.FakeFeatures{
+		{"rocketmq native", "rocketmq", publishertest.FakeRocketMQ, rocketmq(rocketmq.ClientNative), publishertest.FakeFeatures{}},
+		{"rocketmq library", "rocketmq", publishertest.FakeRocketMQ, rocketmq(rocketmq.ClientLibrary), publishertest.FakeFeatures{
 			Skip:             map[publishertest.Misbehaviour]string{publishertest.Flood: rmqGuessed, publishertest.StrayThenDrop: rmqGuessed},
 			NoProtocolErrors: "rocketmq-client-go reads the answers",
 			Few:              true, // every failed publish waits for the 1 s send timeout

@@ -20,25 +20,8 @@ type ConnCounter interface {
 	ConnCounts(host int) ConnCounts
 }
 
-// connCounting is implemented by a ConnCounter whose counting depends on its configuration.
-type connCounting interface{ countsConnections() bool }
-
-// ConnCounts implements ConnCounter: the native send path's connections per broker; none with the
-// client library.
-func (p *RocketMQ) ConnCounts(host int) ConnCounts {
-	if p.native == nil || host < 0 || host >= len(p.native.conns) {
-		return ConnCounts{}
-	}
-	return p.native.conns[host].counts.get()
-}
-
-func (p *RocketMQ) countsConnections() bool { return p.native != nil }
-
-// ConnCounts implements ConnCounter.
-func (p *NSQ) ConnCounts(host int) ConnCounts { return p.pool.ConnCounts(host) }
-
-// ConnCounts implements ConnCounter.
-func (p *STOMP) ConnCounts(host int) ConnCounts { return p.pool.ConnCounts(host) }
+// ConnCounting is implemented by a ConnCounter whose counting depends on its configuration.
+type ConnCounting interface{ CountsConnections() bool }
 
 // connCollector exports, per broker host, the ConnCounts and the protocol errors
 // (ProtocolErrorCounter) of the instrumented publishers that have them. The publishers count anyway
@@ -75,7 +58,7 @@ func newConnCollector() *connCollector {
 
 // add exports p's counts when it has them (RocketMQ only with rocketmq.client native).
 func (c *connCollector) add(broker string, hosts []string, p Publisher) {
-	if cc, ok := p.(connCounting); ok && !cc.countsConnections() {
+	if cc, ok := p.(ConnCounting); ok && !cc.CountsConnections() {
 		return
 	}
 	s := connSource{broker: broker, hosts: hosts}

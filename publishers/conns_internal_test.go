@@ -24,7 +24,7 @@ func TestPoolConnCounts(t *testing.T) {
 	var logs bytes.Buffer
 	var links []*deadLink
 	var refuse error
-	p := newPool("test", []string{"a:1", "b:2"}, 2, func(context.Context, string) (*deadLink, error) {
+	p := NewPool("test", []string{"a:1", "b:2"}, 2, func(context.Context, string) (*deadLink, error) {
 		if refuse != nil {
 			return nil, refuse
 		}

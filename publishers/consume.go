@@ -56,8 +56,8 @@ var (
 const DefaultConsumerGroup = "mqtarget-consume"
 
 // OpenConsumer creates broker b's consumer for addrs: the configured addresses, or the embedded servers'.
-func (b *Broker) OpenConsumer(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) {
-	if b.consume == nil {
+func (b *Broker) OpenConsumer(s SectionSet, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) {
+	if b.Hooks.Consume == nil {
 		return nil, fmt.Errorf("%s: no consumer", b.Name)
 	}
 	if len(addrs) == 0 {
@@ -66,11 +66,11 @@ func (b *Broker) OpenConsumer(s *Sections, addrs []string, o ConsumerOptions, lo
 	if o.Group == "" {
 		o.Group = DefaultConsumerGroup
 	}
-	return b.consume(s, addrs, o, log)
+	return b.Hooks.Consume(b.section(s), addrs, o, log)
 }
 
-// consumeScope tracks a consumer's running Consume calls so Close can end them and wait for them.
-type consumeScope struct {
+// ConsumeScope tracks a consumer's running Consume calls so Close can end them and wait for them.
+type ConsumeScope struct {
 	mu     sync.Mutex
 	closed bool
 	root   context.Context // ends at close
@@ -78,15 +78,15 @@ type consumeScope struct {
 	wg     sync.WaitGroup
 }
 
-func newConsumeScope() *consumeScope {
-	s := &consumeScope{}
+func NewConsumeScope() *ConsumeScope {
+	s := &ConsumeScope{}
 	s.root, s.cancel = context.WithCancel(context.Background())
 	return s
 }
 
-// enter registers a Consume call: the context it returns ends with ctx or with close; done must be called
+// Enter registers a Consume call: the context it returns ends with ctx or with close; done must be called
 // when the call returns. It fails with ErrClosed after close.
-func (s *consumeScope) enter(ctx context.Context) (context.Context, func(), error) {
+func (s *ConsumeScope) Enter(ctx context.Context) (context.Context, func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -98,8 +98,8 @@ func (s *consumeScope) enter(ctx context.Context) (context.Context, func(), erro
 	return ctx, func() { unhook(); cancel(); s.wg.Done() }, nil
 }
 
-// close ends every registered call and waits for them; later calls only wait.
-func (s *consumeScope) close() {
+// Close ends every registered call and waits for them; later calls only wait.
+func (s *ConsumeScope) Close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()

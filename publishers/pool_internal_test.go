@@ -24,7 +24,7 @@ func (l *blockingLink) Close() {
 // (the suite, an app shutting down) rely on everything being closed when their Close returns.
 func TestPoolConcurrentClose(t *testing.T) {
 	l := &blockingLink{started: make(chan struct{}), release: make(chan struct{})}
-	p := newPool("test", []string{"a:1"}, 1, func(context.Context, string) (*blockingLink, error) { return l, nil })
+	p := NewPool("test", []string{"a:1"}, 1, func(context.Context, string) (*blockingLink, error) { return l, nil })
 	if _, err := p.get(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/nsq"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
 	"github.com/mqtarget/mqtarget/publishers/wire"
 )
@@ -149,9 +150,9 @@ func TestNSQSizeProbeAnsweredOK(t *testing.T) {
 			})
 		}
 	})
-	c := publishers.DefaultNSQConfig()
+	c := nsq.DefaultConfig()
 	c.Hosts = []string{ln.Addr().String()}
-	p, err := publishers.NewNSQ(c, slog.New(slog.DiscardHandler))
+	p, err := nsq.New(c, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

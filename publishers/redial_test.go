@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/internal/logtest"
-	"github.com/mqtarget/mqtarget/internal/rmqadmin"
+	"github.com/mqtarget/mqtarget/publishers/rocketmq/admin"
 )
 
 // flapServer is a misbehaving broker on 127.0.0.1: every connection it accepts is served by serve
@@ -217,8 +217,8 @@ func newRMQNativeTo(ns, addr string, log *slog.Logger) *RocketMQ {
 	c := DefaultRocketMQConfig()
 	c.NameServers = []string{ns}
 	c.SendTimeout = 200 * time.Millisecond
-	p := &RocketMQ{cfg: c, log: rmqTestLog(log), closing: make(chan struct{}), admin: &rmqadmin.Client{},
-		brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: addr}}, queues: make([]atomic.Uint32, 1)}
+	p := &RocketMQ{cfg: c, log: rmqTestLog(log), closing: make(chan struct{}), admin: &admin.Client{},
+		brokers: []admin.Broker{{Name: "broker-a", Addr: addr}}, queues: make([]atomic.Uint32, 1)}
 	p.native = newRMQNative(p)
 	setRMQBackoff(p.native, testBackoff)
 	return p
@@ -499,8 +499,8 @@ func TestRMQConsumerRedial(t *testing.T) {
 	broker := startFlapServer(t, func(net.Conn) {}, nil)
 	c := DefaultRocketMQConfig()
 	c.NameServers = []string{ns.addr()}
-	r := &RocketMQConsumer{cfg: c, log: slog.New(slog.DiscardHandler), admin: &rmqadmin.Client{}, scope: newConsumeScope(),
-		brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: broker.addr()}}}
+	r := &RocketMQConsumer{cfg: c, log: slog.New(slog.DiscardHandler), admin: &admin.Client{}, scope: NewConsumeScope(),
+		brokers: []admin.Broker{{Name: "broker-a", Addr: broker.addr()}}}
 	setRMQConsumerBackoff(r, DefaultBackoff())
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

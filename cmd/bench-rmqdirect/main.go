@@ -30,7 +30,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
 	"github.com/mqtarget/mqtarget/cmd/internal/closedloop"
-	"github.com/mqtarget/mqtarget/publishers"
+	mqrocketmq "github.com/mqtarget/mqtarget/publishers/rocketmq"
 )
 
 type options struct {
@@ -46,10 +46,10 @@ func main() {
 	flag.StringVar(&o.broker, "broker", "broker-a", "broker name whose queues get the messages")
 	flag.StringVar(&o.mode, "mode", "publisher", "publisher (mqtarget's RocketMQ publisher) or client (bare rocketmq-client-go)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured part here")
-	flag.StringVar(&o.client, "client", publishers.DefaultRocketMQConfig().Client, "the publisher's send path (rocketmq.client): native or library")
+	flag.StringVar(&o.client, "client", mqrocketmq.DefaultConfig().Client, "the publisher's send path (rocketmq.client): native or library")
 	flag.IntVar(&o.senders, "c", 1, "concurrent senders")
 	flag.IntVar(&o.size, "size", 100, "message size in bytes")
-	flag.IntVar(&o.producers, "producers", publishers.DefaultRocketMQConfig().Producers, "producer instances")
+	flag.IntVar(&o.producers, "producers", mqrocketmq.DefaultConfig().Producers, "producer instances")
 	flag.DurationVar(&o.duration, "d", 10*time.Second, "measured duration")
 	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "unmeasured warm-up before it")
 	flag.Parse()
@@ -124,11 +124,11 @@ func cpuTime() time.Duration {
 func sender(o options) (sendFunc, func(), error) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if o.mode == "publisher" {
-		c := publishers.DefaultRocketMQConfig()
+		c := mqrocketmq.DefaultConfig()
 		c.NameServers = []string{o.namesrv}
 		c.Producers = o.producers
 		c.Client = o.client
-		p, err := publishers.NewRocketMQ(c, nil, log)
+		p, err := mqrocketmq.New(c, nil, log)
 		if err != nil {
 			return nil, nil, err
 		}

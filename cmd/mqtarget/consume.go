@@ -13,6 +13,7 @@ import (
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/internal/drive/consume"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 const consumeUsage = `usage: mqtarget consume [-broker B] [-topic T] [-count N] [-duration D] [-o table|json] [-group G] [settings]
@@ -53,7 +54,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return bad("%v", err)
 	}
-	b := publishers.LookupBroker(cfg.Broker) // config.Load validated the name
+	b := brokers.Lookup(cfg.Broker) // config.Load validated the name
 	addrs := b.Addrs(&cfg.Sections)
 	if len(addrs) == 0 {
 		return bad("-%s: must name running %s brokers (embedded ones live inside mqtarget serve)", b.AddrsSetting(), b.Name)

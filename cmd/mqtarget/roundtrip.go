@@ -16,6 +16,7 @@ import (
 	"github.com/mqtarget/mqtarget/internal/serve"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 const roundtripUsage = `usage: mqtarget roundtrip [-broker B] [-count N] [-size BYTES] [-producers P] [-handoff queue|direct] [-workers W] [-echo=false] [-o table|json|csv] [settings]
@@ -89,7 +90,7 @@ func runRoundTrip(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "mqtarget roundtrip: %v\n", err)
 		return 1
 	}
-	b := publishers.LookupBroker(cfg.Broker) // config.Load validated the name
+	b := brokers.Lookup(cfg.Broker) // config.Load validated the name
 	addrs := b.Addrs(&cfg.Sections)
 	if len(addrs) == 0 {
 		var stop func()

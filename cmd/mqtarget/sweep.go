@@ -15,7 +15,7 @@ import (
 	"github.com/mqtarget/mqtarget/internal/drive/sweep"
 	"github.com/mqtarget/mqtarget/internal/serve"
 	"github.com/mqtarget/mqtarget/internal/version"
-	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 const sweepUsage = `usage: mqtarget sweep -o DIR [-url BASE] SPEC.yaml [settings]
@@ -47,7 +47,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *dir == "" {
 		return bad("-o: the output directory is required")
 	}
-	known := func(name string) bool { return publishers.LookupBroker(name) != nil }
+	known := func(name string) bool { return brokers.Lookup(name) != nil }
 	if *replot {
 		if len(rest) > 0 {
 			return bad("-replot: takes no spec or settings, got %q", rest)
@@ -142,7 +142,7 @@ func startForSweep(spec sweep.Spec, settings []string, stderr io.Writer) (*serve
 		return nil, bad("settings: %v", err)
 	}
 	for i, name := range spec.Axes.Brokers {
-		b := publishers.LookupBroker(name)
+		b := brokers.Lookup(name)
 		if len(b.Addrs(&cfg.Sections)) == 0 && b.Embedded(&cfg.Sections) == 0 {
 			return nil, bad("axes.brokers[%d]: %s has no embedded server; give the spec a url (a mqtarget serving it) or -%s",
 				i, name, b.AddrsSetting())
@@ -153,7 +153,7 @@ func startForSweep(spec sweep.Spec, settings []string, stderr io.Writer) (*serve
 		args := []string{"-broker", b[0]}
 		var embedded []string
 		for _, name := range b[1:] {
-			if len(publishers.LookupBroker(name).Addrs(&cfg.Sections)) == 0 {
+			if len(brokers.Lookup(name).Addrs(&cfg.Sections)) == 0 {
 				embedded = append(embedded, name)
 			}
 		}

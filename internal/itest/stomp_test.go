@@ -8,7 +8,8 @@ import (
 	"testing"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/embedded"
+
+	"github.com/mqtarget/mqtarget/publishers/stomp"
 )
 
 // TestEmbeddedSTOMP runs the suite against the embedded default: mqtarget with no stomp.hosts starts
@@ -85,7 +86,7 @@ func TestSTOMPMixed(t *testing.T) {
 	if login != login2 || pass != pass2 {
 		t.Skip("Artemis and ActiveMQ have different logins; scripts/test.sh starts them with one")
 	}
-	srv, err := embedded.StartSTOMP(1, 64<<20, slog.New(slog.DiscardHandler))
+	srv, err := stomp.StartServer(1, 64<<20, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,8 @@ import (
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/internal/serve"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/nsq"
+	"github.com/mqtarget/mqtarget/publishers/rocketmq"
 )
 
 // testPKI is a throwaway CA and a server certificate it signed for 127.0.0.1 and localhost, as PEM files.
@@ -199,9 +201,9 @@ func TestNSQTLS(t *testing.T) {
 	})
 
 	t.Run("consumer with other CA", func(t *testing.T) {
-		cfg := publishers.DefaultNSQConfig()
+		cfg := nsq.DefaultConfig()
 		cfg.Hosts, cfg.TLSConfig = h.TCP, other.verifying()
-		cons, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{}, testLogger(t))
+		cons, err := nsq.NewConsumer(cfg, publishers.ConsumerOptions{}, testLogger(t))
 		must(t, err)
 		defer cons.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -354,7 +356,7 @@ func TestRocketMQTLS(t *testing.T) {
 	// Both send paths: the native one dials the brokers through the admin client's TLS transport and
 	// keeps no name server connection open; rocketmq-client-go keeps its own and has one TLS switch
 	// per process, so a plain target cannot start beside a TLS one.
-	for _, client := range []string{publishers.RocketMQClientNative, publishers.RocketMQClientLibrary} {
+	for _, client := range []string{rocketmq.ClientNative, rocketmq.ClientLibrary} {
 		t.Run(client+"/delivery", func(t *testing.T) { rmqTLSDelivery(t, base, relay, verifying, client) })
 	}
 
@@ -390,9 +392,9 @@ func rmqTLSDelivery(t *testing.T, base *RocketMQ, relay *tlsRelay, verifying pub
 			acked += r.Published
 		}
 	}
-	cfg := publishers.DefaultRocketMQConfig()
+	cfg := rocketmq.DefaultConfig()
 	cfg.NameServers, cfg.TLSConfig = []string{h.nameServer}, verifying
-	cons, err := publishers.NewRocketMQConsumer(cfg, publishers.ConsumerOptions{Group: "mqtarget-itest-tls"}, testLogger(t))
+	cons, err := rocketmq.NewConsumer(cfg, publishers.ConsumerOptions{Group: "mqtarget-itest-tls"}, testLogger(t))
 	must(t, err)
 	defer cons.Close()
 	got := 0
@@ -405,7 +407,7 @@ func rmqTLSDelivery(t *testing.T, base *RocketMQ, relay *tlsRelay, verifying pub
 	conns, plain, open := relay.counts()
 	conns, plain = conns-before, plain-beforePlain
 	t.Logf("name server connections through the relay: %d, %d plain, %d open; %d messages consumed over TLS", conns, plain, open, got)
-	library := client == publishers.RocketMQClientLibrary
+	library := client == rocketmq.ClientLibrary
 	if conns == 0 || plain != 0 || (library && open == 0) {
 		t.Errorf("name server connections through the relay: %d, %d of them plain, %d open; want all TLS (and, for the library, its own still open)", conns, plain, open)
 	}

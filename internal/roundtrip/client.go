@@ -12,6 +12,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/nsq"
 )
 
 // Client sends messages and waits for their acks: it consumes the ack topics of a fixed set of topics
@@ -112,7 +113,7 @@ func AckGroup(broker string) string {
 	var r [4]byte
 	_, _ = rand.Read(r[:])
 	g := "mqtarget-roundtrip-" + hex.EncodeToString(r[:])
-	if broker == publishers.NSQBroker.Name {
+	if broker == nsq.Broker.Name {
 		g += "#ephemeral"
 	}
 	return g

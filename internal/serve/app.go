@@ -20,9 +20,9 @@ import (
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/handlers"
-	"github.com/mqtarget/mqtarget/internal/embedded"
 	"github.com/mqtarget/mqtarget/internal/version"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 // App is a running mqtarget.
@@ -35,15 +35,14 @@ type App struct {
 	stoppers []func() error
 	addrs    map[*publishers.Broker][]string // where each started broker's publisher connects
 
-	embeddedNSQ   *embedded.NSQD  // nil unless nsq.hosts was empty
-	embeddedSTOMP *embedded.STOMP // nil unless stomp.hosts was empty
-	handlers      *handlers.Server
-	http          *http.Server
-	ln            net.Listener
-	drainLn       *drainListener // the TCP listener under ln's limit and TLS layers
-	served        chan error     // receives Serve's result once
-	admin         *sideServer    // nil unless http.admin_addr is set
-	pprof         *sideServer    // nil unless pprof.addr is set
+	embedded map[string]*publishers.Embedded // by broker name: the brokers running in-process
+	handlers *handlers.Server
+	http     *http.Server
+	ln       net.Listener
+	drainLn  *drainListener // the TCP listener under ln's limit and TLS layers
+	served   chan error     // receives Serve's result once
+	admin    *sideServer    // nil unless http.admin_addr is set
+	pprof    *sideServer    // nil unless pprof.addr is set
 	// greet pings every broker host once at start, so what each runs is known (GET /, mqtarget load)
 	// before the first request; closeBrokers cancels and waits for it.
 	greet       sync.WaitGroup
@@ -85,7 +84,7 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 
 	pubs := map[string]publishers.Publisher{}
 	setup := map[string]any{}
-	for _, b := range publishers.Brokers {
+	for _, b := range brokers.List {
 		pub, info, err := a.startBroker(b, cfg, log.With("broker", b.Name))
 		if err != nil {
 			return nil, err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 // TestEveryEmbeddedModeHasAServer keeps embedders in step with the registry: every entry that runs
@@ -22,7 +23,7 @@ import (
 func TestEveryEmbeddedModeHasAServer(t *testing.T) {
 	cfg := config.Default()
 	inRegistry := map[*publishers.Broker]bool{}
-	for _, b := range publishers.Brokers {
+	for _, b := range brokers.List {
 		inRegistry[b] = true
 		t.Run(b.Name, func(t *testing.T) {
 			if n := b.Embedded(&cfg.Sections); n > 0 && embedders[b] == nil {
@@ -32,7 +33,7 @@ func TestEveryEmbeddedModeHasAServer(t *testing.T) {
 	}
 	for b := range embedders {
 		if !inRegistry[b] {
-			t.Errorf("embedder for %s, which is not in publishers.Brokers", b.Name)
+			t.Errorf("embedder for %s, which is not in brokers.List", b.Name)
 		}
 	}
 }

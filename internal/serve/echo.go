@@ -11,6 +11,7 @@ import (
 	"github.com/mqtarget/mqtarget/handlers"
 	"github.com/mqtarget/mqtarget/internal/roundtrip"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 // startRoundTrips starts, per enabled broker, the echo (echo.enabled) and the ack consumer behind
@@ -22,7 +23,7 @@ func (a *App) startRoundTrips(cfg config.Config, pubs map[string]publishers.Publ
 	}
 	metrics := roundtrip.NewMetrics(reg)
 	rts := map[string]handlers.RoundTripper{}
-	for _, b := range publishers.Brokers {
+	for _, b := range brokers.List {
 		pub := pubs[b.Name]
 		if pub == nil {
 			continue

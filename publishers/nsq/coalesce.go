@@ -3,6 +3,7 @@ package nsq
 import (
 	"context"
 	"errors"
+	"github.com/mqtarget/mqtarget/publishers"
 	"slices"
 	"sync"
 	"time"
@@ -16,7 +17,7 @@ const coalesceMaxBytes = 1 << 20
 // There is no timer: a lone publish leaves at once. Each caller is answered with its own command's
 // outcome, so a rejected MPUB fails every request in it.
 type coalescer struct {
-	p     *NSQ
+	p     *Publisher
 	key   coalesceKey
 	mu    sync.Mutex
 	busy  bool // a command is in flight
@@ -36,11 +37,11 @@ type coalesced struct {
 }
 
 // publishCoalesced publishes body through host and topic's coalescer and waits for its outcome.
-func (p *NSQ) publishCoalesced(ctx context.Context, host int, topic string, body []byte) error {
+func (p *Publisher) publishCoalesced(ctx context.Context, host int, topic string, body []byte) error {
 	if err := checkNSQTopicFraming(host, topic); err != nil {
 		return err
 	}
-	conn, err := p.pool.get(ctx, host)
+	conn, err := p.pool.Get(ctx, host)
 	if err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func (p *NSQ) publishCoalesced(ctx context.Context, host int, topic string, body
 			c.queue = slices.Delete(c.queue, i, i+1)
 		}
 		c.mu.Unlock()
-		return ctxErr(ctx)
+		return publishers.CtxErr(ctx)
 	}
 }
 
@@ -99,17 +100,17 @@ func (c *coalescer) send(conn *nsqConn, batch []*coalesced) {
 			if err = conn.Send(by, enc, func(err error) { c.answered(conn, batch, err) }); err == nil {
 				return
 			}
-		} else if c.p.pool.closed.Load() {
-			err = ErrClosed
+		} else if c.p.pool.Closed() {
+			err = publishers.ErrClosed
 		} else {
-			err = wrap(ErrUnavailable, err)
+			err = publishers.Wrap(publishers.ErrUnavailable, err)
 		}
 		// Not sent: fail this batch and go on with what queued meanwhile.
 		for _, w := range batch {
 			w.res <- err
 		}
 		batch = c.next()
-		conn = c.p.pool.live(c.key.host)
+		conn = c.p.pool.Live(c.key.host)
 	}
 }
 
@@ -122,7 +123,7 @@ func (c *coalescer) answered(conn *nsqConn, batch []*coalesced, err error) {
 	if next := c.next(); len(next) > 0 {
 		if conn.Dead() {
 			// On the read loop: live never dials or waits, so this never blocks on a connection.
-			conn = c.p.pool.live(c.key.host)
+			conn = c.p.pool.Live(c.key.host)
 		}
 		c.send(conn, next)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/mqtarget/mqtarget/publishers"
 	"log/slog"
 	"strings"
 	"time"
@@ -12,15 +13,15 @@ import (
 	"github.com/nsqio/go-nsq"
 )
 
-// NSQConsumer reads topics from every configured nsqd directly (no nsqlookupd), with go-nsq's consumer:
+// Consumer reads topics from every configured nsqd directly (no nsqlookupd), with go-nsq's consumer:
 // one go-nsq Consumer per Consume call, one connection per nsqd, messages FINished when the handler
 // returns.
-type NSQConsumer struct {
-	cfg   NSQConfig
+type Consumer struct {
+	cfg   Config
 	tls   *tls.Config // nil: plain TCP
-	opts  ConsumerOptions
+	opts  publishers.ConsumerOptions
 	log   *slog.Logger
-	scope *consumeScope
+	scope *publishers.ConsumeScope
 }
 
 // nsqMaxInFlight is how many unacknowledged messages one nsqd may push to one Consume call.
@@ -31,8 +32,8 @@ const nsqMaxInFlight = 1000
 // can outlive Close.
 const nsqReconnectInterval = time.Second
 
-// NewNSQConsumer creates the consumer; it connects in Consume. o.Group is the NSQ channel.
-func NewNSQConsumer(c NSQConfig, o ConsumerOptions, log *slog.Logger) (*NSQConsumer, error) {
+// NewConsumer creates the consumer; it connects in Consume. o.Group is the NSQ channel.
+func NewConsumer(c Config, o publishers.ConsumerOptions, log *slog.Logger) (*Consumer, error) {
 	if err := c.Validate("nsq"); err != nil {
 		return nil, err
 	}
@@ -42,29 +43,29 @@ func NewNSQConsumer(c NSQConfig, o ConsumerOptions, log *slog.Logger) (*NSQConsu
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = limitLog(log)
+	log = publishers.LimitLog(log)
 	if o.Group == "" {
-		o.Group = DefaultConsumerGroup
+		o.Group = publishers.DefaultConsumerGroup
 	}
 	if !nsq.IsValidChannelName(o.Group) {
-		return nil, wrap(ErrBadGroup, fmt.Errorf("nsq channel %q: not a valid NSQ channel name", o.Group))
+		return nil, publishers.Wrap(publishers.ErrBadGroup, fmt.Errorf("nsq channel %q: not a valid NSQ channel name", o.Group))
 	}
 	tc, err := c.TLSConfig.Client("nsq")
 	if err != nil {
 		return nil, err
 	}
-	return &NSQConsumer{cfg: c, tls: tc, opts: o, log: log, scope: newConsumeScope()}, nil
+	return &Consumer{cfg: c, tls: tc, opts: o, log: log, scope: publishers.NewConsumeScope()}, nil
 }
 
 // Hosts implements Consumer.
-func (c *NSQConsumer) Hosts() []string { return c.cfg.Hosts }
+func (c *Consumer) Hosts() []string { return c.cfg.Hosts }
 
 // Consume implements Consumer.
-func (c *NSQConsumer) Consume(ctx context.Context, topic string, handle func(Delivery)) error {
+func (c *Consumer) Consume(ctx context.Context, topic string, handle func(publishers.Delivery)) error {
 	if !nsq.IsValidTopicName(topic) {
-		return wrap(ErrBadTopic, fmt.Errorf("nsq topic %q: not a valid NSQ topic name", topic))
+		return publishers.Wrap(publishers.ErrBadTopic, fmt.Errorf("nsq topic %q: not a valid NSQ topic name", topic))
 	}
-	ctx, done, err := c.scope.enter(ctx)
+	ctx, done, err := c.scope.Enter(ctx)
 	if err != nil {
 		return err
 	}
@@ -95,7 +96,7 @@ func (c *NSQConsumer) Consume(ctx context.Context, topic string, handle func(Del
 		}
 		if err := cons.ConnectToNSQD(h); err != nil {
 			stop()
-			return wrap(ErrUnavailable, fmt.Errorf("nsq.hosts[%d] %s: %w", i, h, err))
+			return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nsq.hosts[%d] %s: %w", i, h, err))
 		}
 	}
 	<-ctx.Done()
@@ -104,14 +105,14 @@ func (c *NSQConsumer) Consume(ctx context.Context, topic string, handle func(Del
 }
 
 // hostConsumer makes the go-nsq Consumer of topic on host i, handing its messages to handle.
-func (c *NSQConsumer) hostConsumer(topic string, i int, handle func(Delivery)) (*nsq.Consumer, error) {
+func (c *Consumer) hostConsumer(topic string, i int, handle func(publishers.Delivery)) (*nsq.Consumer, error) {
 	cfg := nsq.NewConfig()
 	cfg.MaxInFlight = nsqMaxInFlight
 	cfg.DialTimeout = c.cfg.DialTimeout
 	cfg.LookupdPollInterval = nsqReconnectInterval
 	if c.tls != nil {
 		cfg.TlsV1 = true
-		cfg.TlsConfig = verifyAsConfigured(c.tls)
+		cfg.TlsConfig = publishers.VerifyAsConfigured(c.tls)
 	}
 	cons, err := nsq.NewConsumer(topic, c.opts.Group, cfg)
 	if err != nil {
@@ -119,7 +120,7 @@ func (c *NSQConsumer) hostConsumer(topic string, i int, handle func(Delivery)) (
 	}
 	cons.SetLogger(nsqLogger{c.log}, nsq.LogLevelError) // its warnings include routine ones at Stop
 	cons.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error {
-		handle(Delivery{Host: i, Topic: topic, Body: m.Body, Received: time.Now()})
+		handle(publishers.Delivery{Host: i, Topic: topic, Body: m.Body, Received: time.Now()})
 		return nil
 	}))
 	return cons, nil
@@ -127,7 +128,7 @@ func (c *NSQConsumer) hostConsumer(topic string, i int, handle func(Delivery)) (
 
 // checkTLS connects to addr once with our own handshake when nsq.tls is set: go-nsq carries on in plain
 // text when nsqd does not offer TLS, and its errors do not say that TLS was the problem.
-func (c *NSQConsumer) checkTLS(ctx context.Context, addr string) error {
+func (c *Consumer) checkTLS(ctx context.Context, addr string) error {
 	if c.tls == nil {
 		return nil
 	}
@@ -139,8 +140,8 @@ func (c *NSQConsumer) checkTLS(ctx context.Context, addr string) error {
 }
 
 // Close implements Consumer.
-func (c *NSQConsumer) Close() error {
-	c.scope.close()
+func (c *Consumer) Close() error {
+	c.scope.Close()
 	return nil
 }
 

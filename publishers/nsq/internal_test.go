@@ -48,23 +48,23 @@ func TestNSQFramesMatchGoNSQ(t *testing.T) {
 }
 
 func TestNSQConfigValidate(t *testing.T) {
-	ok := DefaultNSQConfig()
+	ok := DefaultConfig()
 	cases := []struct {
 		name   string
-		mutate func(*NSQConfig)
+		mutate func(*Config)
 		want   string // substring of the error; empty means valid
 	}{
-		{"defaults", func(*NSQConfig) {}, ""},
-		{"hosts", func(c *NSQConfig) { c.Hosts = []string{"127.0.0.1:4150", "nsqd-2:4150"} }, ""},
-		{"second host without port", func(c *NSQConfig) { c.Hosts = []string{"127.0.0.1:4150", "nsqd-2"} }, "nsq.hosts[1]:"},
-		{"host without name", func(c *NSQConfig) { c.Hosts = []string{":4150"} }, "nsq.hosts[0]:"},
-		{"port not numeric", func(c *NSQConfig) { c.Hosts = []string{"a:http"} }, "nsq.hosts[0]:"},
-		{"no producers", func(c *NSQConfig) { c.ProducersPerHost = 0 }, "nsq.producers_per_host:"},
-		{"dial timeout zero", func(c *NSQConfig) { c.DialTimeout = 0 }, "nsq.dial_timeout:"},
-		{"embedded zero without hosts", func(c *NSQConfig) { c.Embedded = 0 }, "nsq.embedded:"},
-		{"embedded zero with hosts", func(c *NSQConfig) { c.Embedded = 0; c.Hosts = []string{"a:1"} }, ""},
-		{"embedded disk under 1 MiB", func(c *NSQConfig) { c.EmbeddedMaxDisk = 1<<20 - 1 }, "nsq.embedded_max_disk:"},
-		{"embedded disk unused with hosts", func(c *NSQConfig) { c.EmbeddedMaxDisk = 0; c.Hosts = []string{"a:1"} }, ""},
+		{"defaults", func(*Config) {}, ""},
+		{"hosts", func(c *Config) { c.Hosts = []string{"127.0.0.1:4150", "nsqd-2:4150"} }, ""},
+		{"second host without port", func(c *Config) { c.Hosts = []string{"127.0.0.1:4150", "nsqd-2"} }, "nsq.hosts[1]:"},
+		{"host without name", func(c *Config) { c.Hosts = []string{":4150"} }, "nsq.hosts[0]:"},
+		{"port not numeric", func(c *Config) { c.Hosts = []string{"a:http"} }, "nsq.hosts[0]:"},
+		{"no producers", func(c *Config) { c.ProducersPerHost = 0 }, "nsq.producers_per_host:"},
+		{"dial timeout zero", func(c *Config) { c.DialTimeout = 0 }, "nsq.dial_timeout:"},
+		{"embedded zero without hosts", func(c *Config) { c.Embedded = 0 }, "nsq.embedded:"},
+		{"embedded zero with hosts", func(c *Config) { c.Embedded = 0; c.Hosts = []string{"a:1"} }, ""},
+		{"embedded disk under 1 MiB", func(c *Config) { c.EmbeddedMaxDisk = 1<<20 - 1 }, "nsq.embedded_max_disk:"},
+		{"embedded disk unused with hosts", func(c *Config) { c.EmbeddedMaxDisk = 0; c.Hosts = []string{"a:1"} }, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -30,9 +30,9 @@ func startNSQD(t *testing.T, ignoreLimit, coalesce bool) (*itest.NSQ, *itest.NSQ
 	}
 	proc := itest.StartNSQDProc(t, bin, "-max-msg-size", "1000", "-max-body-size", "2000")
 	h := &itest.NSQ{TCP: []string{proc.TCPAddr}, HTTP: []string{proc.HTTPAddr}}
-	cfg := publishers.DefaultNSQConfig()
+	cfg := publishers.DefaultConfig()
 	cfg.Hosts, cfg.ProducersPerHost, cfg.Coalesce = h.TCP, 1, coalesce
-	p, err := publishers.NewNSQ(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p, err := publishers.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,14 +122,14 @@ func TestNSQOversizeRefusedLocally(t *testing.T) {
 	}
 	for i, err := range bigErrs {
 		if !errors.Is(err, publishers.ErrTooLarge) {
-			t.Errorf("oversize publish %d: %v, want ErrTooLarge", i, err)
+			t.Errorf("oversize publish %d: %v, want publishers.ErrTooLarge", i, err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := p.PublishBatch(ctx, 0, topic, [][]byte{[]byte("ok"), bytes.Repeat([]byte("b"), 1001)})
 	if !errors.Is(err, publishers.ErrTooLarge) {
-		t.Errorf("batch with an oversize message: %v, want ErrTooLarge", err)
+		t.Errorf("batch with an oversize message: %v, want publishers.ErrTooLarge", err)
 	}
 	if acked != 200 {
 		t.Errorf("%d of 200 normal publishes acknowledged", acked)
@@ -247,7 +247,7 @@ func TestNSQCoalesceQueued(t *testing.T) {
 	}
 	for i, err := range batch {
 		if !errors.Is(err, publishers.ErrRejected) {
-			t.Errorf("publish %d of the rejected MPUB: %v, want ErrRejected", i, err)
+			t.Errorf("publish %d of the rejected MPUB: %v, want publishers.ErrRejected", i, err)
 		}
 	}
 	if stored := h.Stored(t, 0, topic); stored != 2 {

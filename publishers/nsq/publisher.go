@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mqtarget/mqtarget/publishers"
 	"io"
 	"log/slog"
 	"net"
@@ -22,8 +23,8 @@ import (
 	"github.com/mqtarget/mqtarget/publishers/wire"
 )
 
-// NSQConfig configures the NSQ publisher.
-type NSQConfig struct {
+// Config configures the NSQ publisher.
+type Config struct {
 	// Hosts are nsqd TCP addresses (host:port). Empty means: start embedded nsqd instances.
 	Hosts []string `yaml:"hosts" help:"nsqd TCP addresses host:port, comma-separated; empty starts embedded nsqd"`
 	// ProducersPerHost is the number of TCP connections per nsqd. Commands on one connection are
@@ -43,59 +44,59 @@ type NSQConfig struct {
 	// the previous command is in flight (no timer); each request still waits for its own message.
 	Coalesce bool `yaml:"coalesce" help:"send concurrent /send1 publishes to one host and topic as one MPUB while the previous is in flight"`
 	// TLS: negotiated in IDENTIFY (tls_v1), for publishing and consuming alike.
-	TLSConfig `yaml:",inline"`
+	publishers.TLSConfig `yaml:",inline"`
 }
 
-// DefaultNSQConfig returns the NSQ defaults.
-func DefaultNSQConfig() NSQConfig {
+// DefaultConfig returns the NSQ defaults.
+func DefaultConfig() Config {
 	// One connection per host: with wrk -c50 against a separate nsqd it made 0.10 writes per request
 	// (2: 0.17, 4: 0.32) at the same or lower CPU per request.
-	return NSQConfig{ProducersPerHost: 1, DialTimeout: time.Second, Embedded: 3, EmbeddedMaxDisk: 1 << 30, EmbeddedMaxMemory: 64 << 20}
+	return Config{ProducersPerHost: 1, DialTimeout: time.Second, Embedded: 3, EmbeddedMaxDisk: 1 << 30, EmbeddedMaxMemory: 64 << 20}
 }
 
 // Validate checks c; errors name the field under prefix (e.g. "nsq").
-func (c NSQConfig) Validate(prefix string) error {
+func (c Config) Validate(prefix string) error {
 	var errs []error
-	errs = append(errs, validateAddrs(prefix+".hosts", c.Hosts))
+	errs = append(errs, publishers.ValidateAddrs(prefix+".hosts", c.Hosts))
 	if c.ProducersPerHost < 1 || c.ProducersPerHost > 64 {
 		errs = append(errs, fmt.Errorf("%s.producers_per_host: must be 1..64, got %d", prefix, c.ProducersPerHost))
 	}
-	if c.DialTimeout <= 0 || c.DialTimeout > maxDialTimeout {
-		errs = append(errs, fmt.Errorf("%s.dial_timeout: must be 1ns..%v, got %v", prefix, maxDialTimeout, c.DialTimeout))
+	if c.DialTimeout <= 0 || c.DialTimeout > publishers.MaxDialTimeout {
+		errs = append(errs, fmt.Errorf("%s.dial_timeout: must be 1ns..%v, got %v", prefix, publishers.MaxDialTimeout, c.DialTimeout))
 	}
 	if len(c.Hosts) == 0 && (c.Embedded < 1 || c.Embedded > 16) {
 		errs = append(errs, fmt.Errorf("%s.embedded: must be 1..16 when %s.hosts is empty, got %d", prefix, prefix, c.Embedded))
 	}
-	if len(c.Hosts) == 0 && c.Embedded > 0 && (c.EmbeddedMaxDisk < 1<<20 || c.EmbeddedMaxDisk > maxEmbeddedBytes) {
-		errs = append(errs, fmt.Errorf("%s.embedded_max_disk: must be 1048576 (1 MiB)..%d (1 TiB) when %s.hosts is empty, got %d", prefix, int64(maxEmbeddedBytes), prefix, c.EmbeddedMaxDisk))
+	if len(c.Hosts) == 0 && c.Embedded > 0 && (c.EmbeddedMaxDisk < 1<<20 || c.EmbeddedMaxDisk > publishers.MaxEmbeddedBytes) {
+		errs = append(errs, fmt.Errorf("%s.embedded_max_disk: must be 1048576 (1 MiB)..%d (1 TiB) when %s.hosts is empty, got %d", prefix, int64(publishers.MaxEmbeddedBytes), prefix, c.EmbeddedMaxDisk))
 	}
-	if len(c.Hosts) == 0 && c.Embedded > 0 && (c.EmbeddedMaxMemory < 0 || c.EmbeddedMaxMemory > maxEmbeddedBytes) {
-		errs = append(errs, fmt.Errorf("%s.embedded_max_memory: must be 0..%d (1 TiB; 0: no bound), got %d", prefix, int64(maxEmbeddedBytes), c.EmbeddedMaxMemory))
+	if len(c.Hosts) == 0 && c.Embedded > 0 && (c.EmbeddedMaxMemory < 0 || c.EmbeddedMaxMemory > publishers.MaxEmbeddedBytes) {
+		errs = append(errs, fmt.Errorf("%s.embedded_max_memory: must be 0..%d (1 TiB; 0: no bound), got %d", prefix, int64(publishers.MaxEmbeddedBytes), c.EmbeddedMaxMemory))
 	}
 	if c.TLSConfig.Enabled && len(c.Hosts) == 0 {
 		errs = append(errs, fmt.Errorf("%s.tls: needs %s.hosts (embedded nsqd runs without TLS)", prefix, prefix))
 	}
-	errs = append(errs, c.TLSConfig.validate(prefix))
+	errs = append(errs, c.TLSConfig.Validate(prefix))
 	return errors.Join(errs...)
 }
 
-// NSQ publishes to one or more nsqd instances over the NSQ TCP protocol.
+// Publisher publishes to one or more nsqd instances over the NSQ TCP protocol.
 //
 // It speaks the producer side of the protocol itself (pipelined PUB/MPUB with answers matched in order,
 // heart-beats answered) on the shared connection core in publishers/wire, and uses go-nsq for the
 // protocol's definitions. go-nsq's Producer cannot be used: it takes no context, writes one command per
 // syscall, and reconnecting one after nsqd restarts is a data race in v1.1.0.
-type NSQ struct {
-	pool       *pool[*nsqConn]
+type Publisher struct {
+	pool       *publishers.Pool[*nsqConn]
 	dial       time.Duration
 	tls        *tls.Config // nil: plain TCP
 	log        *slog.Logger
 	coalesce   bool
-	coalescers sync.Map       // coalesceKey → *coalescer, while busy
-	versions   brokerVersions // what each nsqd said it runs (IDENTIFY)
-	sizes      nsqSizes       // each nsqd's message size limit, probed at most once a minute
-	pings      pingLimit      // Ping's connections: one per host and pingReuse
-	proto      *protocolErrors
+	coalescers sync.Map             // coalesceKey → *coalescer, while busy
+	versions   publishers.Versions  // what each nsqd said it runs (IDENTIFY)
+	sizes      nsqSizes             // each nsqd's message size limit, probed at most once a minute
+	pings      publishers.PingLimit // Ping's connections: one per host and pingReuse
+	proto      *publishers.ProtocolErrors
 }
 
 // Timings of the connection handling.
@@ -109,9 +110,9 @@ const (
 	nsqProbeEvery   = time.Minute // how long a size probe's answer (or failure) is reused
 )
 
-// NewNSQ creates the publisher. It does not connect: connections are made on first use and again after
+// New creates the publisher. It does not connect: connections are made on first use and again after
 // one breaks, which lets mqtarget recover when nsqd comes back.
-func NewNSQ(c NSQConfig, log *slog.Logger) (*NSQ, error) {
+func New(c Config, log *slog.Logger) (*Publisher, error) {
 	if err := c.Validate("nsq"); err != nil {
 		return nil, err
 	}
@@ -122,54 +123,54 @@ func NewNSQ(c NSQConfig, log *slog.Logger) (*NSQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	log = limitLog(log) // a failing nsqd must not flood the log (lograte)
-	p := &NSQ{dial: c.DialTimeout, tls: tc, log: log, coalesce: c.Coalesce, proto: newProtocolErrors("nsq", c.Hosts, log)}
-	p.pool = newPool("nsq", c.Hosts, c.ProducersPerHost, p.connect)
-	p.pool.log = log
+	log = publishers.LimitLog(log) // a failing nsqd must not flood the log (lograte)
+	p := &Publisher{dial: c.DialTimeout, tls: tc, log: log, coalesce: c.Coalesce, proto: publishers.NewProtocolErrors("nsq", c.Hosts, log)}
+	p.pool = publishers.NewPool("nsq", c.Hosts, c.ProducersPerHost, p.connect)
+	p.pool.Log = log
 	return p, nil
 }
 
 // Hosts implements Publisher.
-func (p *NSQ) Hosts() []string { return p.pool.hosts }
+func (p *Publisher) Hosts() []string { return p.pool.Addrs }
 
 // nsqName is the byte set of nsqd's topic and channel names (go-nsq's IsValidTopicName, which
 // topic_fuzz_test.go checks this against).
-var nsqName = newNameChars("._-")
+var nsqName = publishers.NewNameChars("._-")
 
 // ValidateTopic applies nsqd's rules: 1-64 characters of [.a-zA-Z0-9_-], optionally ending in #ephemeral.
-func (p *NSQ) ValidateTopic(name string) error { return validateNSQTopic(name) }
+func (p *Publisher) ValidateTopic(name string) error { return validateNSQTopic(name) }
 
 func validateNSQTopic(name string) error {
-	if len(name) > 64 || !nsqName.all(strings.TrimSuffix(name, "#ephemeral")) {
+	if len(name) > 64 || !nsqName.All(strings.TrimSuffix(name, "#ephemeral")) {
 		return fmt.Errorf("%q is not a valid NSQ topic (1-64 of [.a-zA-Z0-9_-], optional #ephemeral)", name)
 	}
 	return nil
 }
 
 // Publish implements Publisher with PUB, or through a coalescer with nsq.coalesce.
-func (p *NSQ) Publish(ctx context.Context, host int, topic string, body []byte) error {
+func (p *Publisher) Publish(ctx context.Context, host int, topic string, body []byte) error {
 	if p.coalesce {
 		return p.publishCoalesced(ctx, host, topic, body)
 	}
-	return await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, body, nil, done) })
+	return publishers.Await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, body, nil, done) })
 }
 
 // PublishBatch implements Publisher with one MPUB.
-func (p *NSQ) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
-	return await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, nil, bodies, done) })
+func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
+	return publishers.Await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, nil, bodies, done) })
 }
 
 // PublishAsync implements Publisher; done runs on the connection's read loop, so it must be quick.
-func (p *NSQ) PublishAsync(host int, topic string, body []byte, done func(error)) error {
+func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
 	return p.send(context.Background(), host, topic, body, nil, done)
 }
 
 // send queues a PUB of body, or an MPUB of bodies when body is nil, on a connection to host.
-func (p *NSQ) send(ctx context.Context, host int, topic string, body []byte, bodies [][]byte, done func(error)) error {
+func (p *Publisher) send(ctx context.Context, host int, topic string, body []byte, bodies [][]byte, done func(error)) error {
 	if err := checkNSQTopicFraming(host, topic); err != nil {
 		return err
 	}
-	conn, err := p.pool.get(ctx, host)
+	conn, err := p.pool.Get(ctx, host)
 	if err != nil {
 		return err
 	}
@@ -184,29 +185,29 @@ func (p *NSQ) send(ctx context.Context, host int, topic string, body []byte, bod
 	} else {
 		err = conn.Send(by, func(b []byte, _ uint64) []byte { return appendMPUB(b, topic, bodies) }, done)
 	}
-	return sendRefused(p.pool.closed.Load(), err)
+	return publishers.SendRefused(p.pool.Closed(), err)
 }
 
 // Ping connects to host and identifies, within ctx and the dial timeout, on a connection of its own so
 // a check never queues behind publishes.
-func (p *NSQ) Ping(ctx context.Context, host int) error {
-	if err := p.pool.checkHost(host); err != nil {
+func (p *Publisher) Ping(ctx context.Context, host int) error {
+	if err := p.pool.CheckHost(host); err != nil {
 		return err
 	}
-	return p.pings.do(ctx, host, p.pool.events, p.ping)
+	return p.pings.Do(ctx, host, p.pool.Events, p.ping)
 }
 
-func (p *NSQ) ping(ctx context.Context, host int) error {
+func (p *Publisher) ping(ctx context.Context, host int) error {
 	// A plain connection to an nsqd with --tls-required identifies fine and is refused at its first
 	// command: unless a producer connection lives, dial one (its size probe meets the refusal). Dialled,
 	// it answers for the host; a failure other than that refusal (perhaps one kept by the pool's
 	// backoff) is checked afresh below.
-	if p.tls == nil && p.pool.live(host) == nil {
-		if _, err := p.pool.get(ctx, host); err == nil || errors.Is(err, errNSQTLSRequired) {
+	if p.tls == nil && p.pool.Live(host) == nil {
+		if _, err := p.pool.Get(ctx, host); err == nil || errors.Is(err, errNSQTLSRequired) {
 			return err
 		}
 	}
-	conn, _, err := p.handshake(ctx, p.pool.hosts[host])
+	conn, _, err := p.handshake(ctx, p.pool.Addrs[host])
 	if err != nil {
 		return err
 	}
@@ -215,8 +216,8 @@ func (p *NSQ) ping(ctx context.Context, host int) error {
 
 // Close closes every connection, failing what is still pending so every callback runs, and waits for
 // the connections' goroutines. It is idempotent.
-func (p *NSQ) Close() error {
-	p.pool.close()
+func (p *Publisher) Close() error {
+	p.pool.Close()
 	return nil
 }
 
@@ -224,11 +225,11 @@ func (p *NSQ) Close() error {
 type nsqConn struct {
 	*wire.Conn
 	maxMsg int64 // nsqd's --max-msg-size; 0 when unknown
-	answerMark
+	publishers.AnswerMark
 }
 
 // connect dials a producer connection, learning nsqd's message size limit first.
-func (p *NSQ) connect(ctx context.Context, addr string) (*nsqConn, error) {
+func (p *Publisher) connect(ctx context.Context, addr string) (*nsqConn, error) {
 	netConn, limit, err := p.handshake(ctx, addr)
 	if err != nil {
 		p.sizes.forget(addr) // an outage: nsqd may come back with another limit
@@ -237,10 +238,10 @@ func (p *NSQ) connect(ctx context.Context, addr string) (*nsqConn, error) {
 	if limit == 0 {
 		if limit, err = p.maxMsgSize(ctx, addr); errors.Is(err, errNSQTLSRequired) {
 			netConn.Close()
-			return nil, wrap(ErrUnavailable, fmt.Errorf("nsqd %s: %w: set nsq.tls", addr, err))
-		} else if isProtocolError(err) { // counted where it was found
+			return nil, publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nsqd %s: %w: set nsq.tls", addr, err))
+		} else if publishers.IsProtocolError(err) { // counted where it was found
 			netConn.Close()
-			return nil, wrap(ErrUnavailable, fmt.Errorf("nsqd %s: %w", addr, err))
+			return nil, publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nsqd %s: %w", addr, err))
 		} else if err != nil {
 			p.log.Warn("nsqd message size limit unknown: oversize messages will fail their connection", "addr", addr, "err", err)
 		}
@@ -248,14 +249,14 @@ func (p *NSQ) connect(ctx context.Context, addr string) (*nsqConn, error) {
 	c := &nsqConn{maxMsg: limit}
 	c.Conn = wire.New(netConn, wire.Config{
 		Name:          "nsq",
-		Read:          c.marking(readNSQAnswer),
+		Read:          c.Marking(readNSQAnswer),
 		MaxWait:       nsqMaxWait,
 		StallGrace:    nsqStallGrace,
 		IdleTimeout:   nsqReadTimeout,
 		CloseWait:     nsqCloseWait,
-		Unavailable:   ErrUnavailable,
-		Closed:        ErrClosed,
-		ProtocolError: p.proto.hook(addr),
+		Unavailable:   publishers.ErrUnavailable,
+		Closed:        publishers.ErrClosed,
+		ProtocolError: p.proto.Hook(addr),
 		Log:           p.log,
 	})
 	return c, nil
@@ -266,7 +267,7 @@ func (p *NSQ) connect(ctx context.Context, addr string) (*nsqConn, error) {
 // topic or desynchronise the connection. Other invalid names go to nsqd, which refuses them.
 func checkNSQTopicFraming(host int, topic string) error {
 	if strings.ContainsAny(topic, " \n\r") {
-		return wrap(ErrRejected, fmt.Errorf("nsq.hosts[%d]: topic %q contains a space, CR or LF", host, topic))
+		return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("nsq.hosts[%d]: topic %q contains a space, CR or LF", host, topic))
 	}
 	return nil
 }
@@ -277,7 +278,7 @@ func (c *nsqConn) check(host int, body []byte, bodies [][]byte) error {
 		return c.checkOne(host, body)
 	}
 	if len(bodies) == 0 {
-		return wrap(ErrRejected, fmt.Errorf("nsq.hosts[%d]: MPUB needs at least one message", host))
+		return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("nsq.hosts[%d]: MPUB needs at least one message", host))
 	}
 	for _, b := range bodies {
 		if err := c.checkOne(host, b); err != nil {
@@ -290,9 +291,9 @@ func (c *nsqConn) check(host int, body []byte, bodies [][]byte) error {
 func (c *nsqConn) checkOne(host int, body []byte) error {
 	switch {
 	case len(body) == 0:
-		return wrap(ErrRejected, fmt.Errorf("nsq.hosts[%d]: nsqd refuses empty messages", host))
+		return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("nsq.hosts[%d]: nsqd refuses empty messages", host))
 	case c.maxMsg > 0 && int64(len(body)) > c.maxMsg:
-		return wrap(ErrTooLarge, fmt.Errorf("nsq.hosts[%d]: message of %d bytes exceeds nsqd's --max-msg-size %d", host, len(body), c.maxMsg))
+		return publishers.Wrap(publishers.ErrTooLarge, fmt.Errorf("nsq.hosts[%d]: message of %d bytes exceeds nsqd's --max-msg-size %d", host, len(body), c.maxMsg))
 	}
 	return nil
 }
@@ -300,13 +301,13 @@ func (c *nsqConn) checkOne(host int, body []byte) error {
 // handshake dials addr, sends the protocol magic and IDENTIFY with feature negotiation, and reads nsqd's
 // answer: JSON, from which it takes max_msg_size should nsqd announce it (v1.3.0 does not: limit 0).
 // With nsq.tls, IDENTIFY asks for tls_v1 and, once nsqd agreed, the connection continues over TLS.
-func (p *NSQ) handshake(ctx context.Context, addr string) (net.Conn, int64, error) {
+func (p *Publisher) handshake(ctx context.Context, addr string) (net.Conn, int64, error) {
 	conn, ans, err := nsqHandshake(ctx, addr, p.dial, p.tls)
 	if err == nil && ans.Version != "" {
-		p.versions.set(addr, "nsqd "+ans.Version)
+		p.versions.Set(addr, "nsqd "+ans.Version)
 	}
-	if isProtocolError(err) {
-		p.proto.count(addr, err)
+	if publishers.IsProtocolError(err) {
+		p.proto.Count(addr, err)
 	}
 	return conn, ans.MaxMsgSize, err
 }
@@ -319,7 +320,7 @@ func nsqHandshake(ctx context.Context, addr string, timeout time.Duration, tc *t
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, nsqIdentifyAnswer{}, wrap(ErrUnavailable, err)
+		return nil, nsqIdentifyAnswer{}, publishers.Wrap(publishers.ErrUnavailable, err)
 	}
 	dl, _ := ctx.Deadline()
 	_ = conn.SetDeadline(dl)
@@ -329,10 +330,10 @@ func nsqHandshake(ctx context.Context, addr string, timeout time.Duration, tc *t
 	}
 	if err != nil {
 		conn.Close()
-		if errors.Is(err, ErrRejected) || errors.Is(err, ErrUnavailable) {
+		if errors.Is(err, publishers.ErrRejected) || errors.Is(err, publishers.ErrUnavailable) {
 			return nil, nsqIdentifyAnswer{}, err
 		}
-		return nil, nsqIdentifyAnswer{}, wrap(ErrUnavailable, err)
+		return nil, nsqIdentifyAnswer{}, publishers.Wrap(publishers.ErrUnavailable, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
 	return conn, ans, nil
@@ -342,9 +343,9 @@ func nsqHandshake(ctx context.Context, addr string, timeout time.Duration, tc *t
 // then an OK frame over TLS. offered is the tls_v1 of nsqd's answer: false when it has no certificate.
 func nsqUpgrade(ctx context.Context, conn net.Conn, addr string, tc *tls.Config, offered bool) (net.Conn, error) {
 	if !offered {
-		return conn, wrap(ErrUnavailable, fmt.Errorf("nsq.tls: nsqd %s does not offer TLS (started without --tls-cert and --tls-key)", addr))
+		return conn, publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nsq.tls: nsqd %s does not offer TLS (started without --tls-cert and --tls-key)", addr))
 	}
-	tlsConn, err := startTLS(ctx, conn, tc, addr)
+	tlsConn, err := publishers.StartTLS(ctx, conn, tc, addr)
 	if err != nil {
 		return conn, err
 	}
@@ -353,9 +354,9 @@ func nsqUpgrade(ctx context.Context, conn net.Conn, addr string, tc *tls.Config,
 	case err != nil:
 		return tlsConn, err
 	case frameType == nsq.FrameTypeError:
-		return tlsConn, wrap(ErrRejected, fmt.Errorf("TLS upgrade answered %q", data))
+		return tlsConn, publishers.Wrap(publishers.ErrRejected, fmt.Errorf("TLS upgrade answered %q", data))
 	case frameType != nsq.FrameTypeResponse || string(data) != "OK":
-		return tlsConn, protocolError("nsqd answered the TLS upgrade with frame type %d %s", frameType, truncate(data))
+		return tlsConn, publishers.ProtocolError("nsqd answered the TLS upgrade with frame type %d %s", frameType, publishers.Truncate(data))
 	}
 	return tlsConn, nil
 }
@@ -389,14 +390,14 @@ func identify(conn net.Conn, wantTLS bool) (nsqIdentifyAnswer, error) {
 	case err != nil:
 		return answer, err
 	case frameType == nsq.FrameTypeError:
-		return answer, wrap(ErrRejected, fmt.Errorf("IDENTIFY answered %q", data))
+		return answer, publishers.Wrap(publishers.ErrRejected, fmt.Errorf("IDENTIFY answered %q", data))
 	case frameType != nsq.FrameTypeResponse:
-		return answer, protocolError("nsqd answered IDENTIFY with frame type %d", frameType)
+		return answer, publishers.ProtocolError("nsqd answered IDENTIFY with frame type %d", frameType)
 	case string(data) == "OK": // nsqd without feature negotiation
 		return answer, nil
 	}
 	if err := json.Unmarshal(data, &answer); err != nil {
-		return answer, protocolError("IDENTIFY answer %s is neither OK nor JSON: %v", truncate(data), err)
+		return answer, publishers.ProtocolError("IDENTIFY answer %s is neither OK nor JSON: %v", publishers.Truncate(data), err)
 	}
 	return answer, nil
 }
@@ -439,7 +440,7 @@ func (s *nsqSizes) forget(addr string) {
 
 // maxMsgSize is nsqd's message size limit, probed at most once a minute per host (nsqSizes); 0 when
 // unknown.
-func (p *NSQ) maxMsgSize(ctx context.Context, addr string) (int64, error) {
+func (p *Publisher) maxMsgSize(ctx context.Context, addr string) (int64, error) {
 	if limit, ok := p.sizes.get(addr, time.Now()); ok {
 		return limit, nil
 	}
@@ -458,7 +459,7 @@ func (p *NSQ) maxMsgSize(ctx context.Context, addr string) (int64, error) {
 // size before reading the body or creating the topic, and its error names the limit
 // ("E_BAD_MESSAGE PUB message too big 2147483647 > 1048576"), then closes that connection. nsqd logs the
 // refusal once per probe (nsqSizes: about once per host and minute while connections are made).
-func (p *NSQ) probeMaxMsgSize(ctx context.Context, addr string) (int64, error) {
+func (p *Publisher) probeMaxMsgSize(ctx context.Context, addr string) (int64, error) {
 	conn, _, err := p.handshake(ctx, addr)
 	if err != nil {
 		return 0, err
@@ -483,8 +484,8 @@ func (p *NSQ) probeMaxMsgSize(ctx context.Context, addr string) (int64, error) {
 	}
 	if frameType != nsq.FrameTypeError {
 		// No nsqd accepts a 2 GiB message, let alone before its body arrived.
-		err := protocolError("nsqd answered a PUB of %d bytes, body not sent, with frame type %d %s", nsqProbeBodyLen, frameType, truncate(data))
-		p.proto.count(addr, err)
+		err := publishers.ProtocolError("nsqd answered a PUB of %d bytes, body not sent, with frame type %d %s", nsqProbeBodyLen, frameType, publishers.Truncate(data))
+		p.proto.Count(addr, err)
 		return 0, err
 	}
 	i := bytes.LastIndex(data, []byte(" > "))
@@ -529,7 +530,7 @@ func readNSQFrame(r io.Reader) (int32, []byte, error) {
 	}
 	data := make([]byte, n)
 	if _, err := io.ReadFull(r, data); err != nil {
-		return 0, nil, noEOF(err)
+		return 0, nil, publishers.NoEOF(err)
 	}
 	return frameType, data, nil
 }
@@ -541,7 +542,7 @@ func readNSQAnswer(r *bufio.Reader) (wire.Answer, error) {
 	hdr, err := r.Peek(8)
 	if err != nil {
 		if len(hdr) > 0 {
-			err = noEOF(err)
+			err = publishers.NoEOF(err)
 		}
 		return wire.Answer{}, err
 	}
@@ -554,7 +555,7 @@ func readNSQAnswer(r *bufio.Reader) (wire.Answer, error) {
 	}
 	frame, err := r.Peek(8 + n)
 	if err != nil {
-		return wire.Answer{}, noEOF(err)
+		return wire.Answer{}, publishers.NoEOF(err)
 	}
 	defer r.Discard(8 + n) // Peek succeeded, so Discard does too
 	data := frame[8:]
@@ -564,12 +565,12 @@ func readNSQAnswer(r *bufio.Reader) (wire.Answer, error) {
 	case frameType == nsq.FrameTypeResponse && string(data) == "OK":
 		return wire.Answer{Kind: wire.Next}, nil
 	case frameType == nsq.FrameTypeResponse:
-		return wire.Answer{}, fmt.Errorf("%w: response %s where only OK answers a publish", errNSQFrame, truncate(data))
+		return wire.Answer{}, fmt.Errorf("%w: response %s where only OK answers a publish", errNSQFrame, publishers.Truncate(data))
 	case frameType == nsq.FrameTypeError:
 		// Every error nsqd answers a producer command with is fatal: it closes the connection.
 		reason := string(data)
-		return wire.Answer{Kind: wire.Next, Err: wrap(ErrRejected, nsq.ErrProtocol{Reason: reason}),
-			Close: wrap(ErrUnavailable, fmt.Errorf("nsqd closed the connection after %s", reason))}, nil
+		return wire.Answer{Kind: wire.Next, Err: publishers.Wrap(publishers.ErrRejected, nsq.ErrProtocol{Reason: reason}),
+			Close: publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nsqd closed the connection after %s", reason))}, nil
 	default:
 		return wire.Answer{}, fmt.Errorf("%w: frame type %d on a producer connection", errNSQFrame, frameType)
 	}

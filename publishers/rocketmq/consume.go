@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mqtarget/mqtarget/publishers"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/mqtarget/mqtarget/internal/rmqadmin"
+	"github.com/mqtarget/mqtarget/publishers/rocketmq/admin"
 )
 
-// RocketMQConsumer reads topics by pulling every queue of every broker of the cluster (one goroutine per
+// Consumer reads topics by pulling every queue of every broker of the cluster (one goroutine per
 // broker and Consume call) with rmqadmin's PULL_MESSAGE, from each queue's first retained message, and
 // commits no offsets: a Consume sees everything the cluster holds of the topic and what arrives while it
 // runs, which is what counting a test run's delivery needs. Hosts are the brokers as the publisher names
@@ -20,15 +21,15 @@ import (
 // rocketmq-client-go's push consumer is not used: its Shutdown races with its own rebalancing (a data
 // race under -race in v2.1.3-0.20251226070945), it hands queues out only after a rebalance round, and its
 // consumer group commits offsets, so a second run would not see the first run's messages.
-type RocketMQConsumer struct {
-	cfg     RocketMQConfig
-	opts    ConsumerOptions
+type Consumer struct {
+	cfg     Config
+	opts    publishers.ConsumerOptions
 	log     *slog.Logger
-	admin   *rmqadmin.Client
-	brokers []rmqadmin.Broker
+	admin   *admin.Client
+	brokers []admin.Broker
 	hosts   []string
-	scope   *consumeScope
-	backoff Backoff // the pause after a round that failed (the redial policy)
+	scope   *publishers.ConsumeScope
+	backoff publishers.Backoff // the pause after a round that failed (the redial policy)
 }
 
 // Pulling: messages per request, how often a broker's route (its queue count) is refreshed, and the
@@ -41,8 +42,8 @@ const (
 	rmqPullCallTimeout = 5 * time.Second
 )
 
-// NewRocketMQConsumer discovers the brokers from the name servers; it subscribes in Consume.
-func NewRocketMQConsumer(c RocketMQConfig, o ConsumerOptions, log *slog.Logger) (*RocketMQConsumer, error) {
+// NewConsumer discovers the brokers from the name servers; it subscribes in Consume.
+func NewConsumer(c Config, o publishers.ConsumerOptions, log *slog.Logger) (*Consumer, error) {
 	if err := c.Validate("rocketmq"); err != nil {
 		return nil, err
 	}
@@ -52,24 +53,24 @@ func NewRocketMQConsumer(c RocketMQConfig, o ConsumerOptions, log *slog.Logger) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = limitLog(log)
+	log = publishers.LimitLog(log)
 	if o.Group == "" {
-		o.Group = DefaultConsumerGroup
+		o.Group = publishers.DefaultConsumerGroup
 	}
-	if !rmqName.all(o.Group) || len(o.Group) > 255 {
-		return nil, wrap(ErrBadGroup, fmt.Errorf("rocketmq consumer group %q: want 1..255 characters of [%%|a-zA-Z0-9_-]", o.Group))
+	if !rmqName.All(o.Group) || len(o.Group) > 255 {
+		return nil, publishers.Wrap(publishers.ErrBadGroup, fmt.Errorf("rocketmq consumer group %q: want 1..255 characters of [%%|a-zA-Z0-9_-]", o.Group))
 	}
-	admin, err := newRMQAdmin(c)
+	adm, err := newRMQAdmin(c)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), rmqDiscoverTimeout)
 	defer cancel()
-	brokers, err := discoverBrokers(ctx, admin, c.NameServers)
+	brokers, err := discoverBrokers(ctx, adm, c.NameServers)
 	if err != nil {
-		return nil, wrap(ErrUnavailable, err)
+		return nil, publishers.Wrap(publishers.ErrUnavailable, err)
 	}
-	r := &RocketMQConsumer{cfg: c, opts: o, log: log, admin: admin, brokers: brokers, scope: newConsumeScope(), backoff: DefaultBackoff()}
+	r := &Consumer{cfg: c, opts: o, log: log, admin: adm, brokers: brokers, scope: publishers.NewConsumeScope(), backoff: publishers.DefaultBackoff()}
 	for _, b := range brokers {
 		r.hosts = append(r.hosts, b.String())
 	}
@@ -77,14 +78,14 @@ func NewRocketMQConsumer(c RocketMQConfig, o ConsumerOptions, log *slog.Logger) 
 }
 
 // Hosts implements Consumer.
-func (r *RocketMQConsumer) Hosts() []string { return r.hosts }
+func (r *Consumer) Hosts() []string { return r.hosts }
 
 // Consume implements Consumer. A topic that does not exist yet is waited for.
-func (r *RocketMQConsumer) Consume(ctx context.Context, topic string, handle func(Delivery)) error {
-	if err := ValidateRocketMQTopic(topic); err != nil {
-		return wrap(ErrBadTopic, fmt.Errorf("rocketmq topic %q: %w", topic, err))
+func (r *Consumer) Consume(ctx context.Context, topic string, handle func(publishers.Delivery)) error {
+	if err := ValidateTopic(topic); err != nil {
+		return publishers.Wrap(publishers.ErrBadTopic, fmt.Errorf("rocketmq topic %q: %w", topic, err))
 	}
-	ctx, done, err := r.scope.enter(ctx)
+	ctx, done, err := r.scope.Enter(ctx)
 	if err != nil {
 		return err
 	}
@@ -93,7 +94,7 @@ func (r *RocketMQConsumer) Consume(ctx context.Context, topic string, handle fun
 		if ctx.Err() != nil {
 			return nil
 		}
-		return wrap(ErrUnavailable, fmt.Errorf("rocketmq.name_servers: route of %s: %w", topic, err))
+		return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("rocketmq.name_servers: route of %s: %w", topic, err))
 	}
 	var wg sync.WaitGroup
 	for i, b := range r.brokers {
@@ -104,7 +105,7 @@ func (r *RocketMQConsumer) Consume(ctx context.Context, topic string, handle fun
 }
 
 // route asks the name servers, in order, for topic's read queues per broker name (nil: no such topic).
-func (r *RocketMQConsumer) route(ctx context.Context, topic string) (map[string]int, error) {
+func (r *Consumer) route(ctx context.Context, topic string) (map[string]int, error) {
 	var errs []error
 	for _, ns := range r.cfg.NameServers {
 		cctx, cancel := context.WithTimeout(ctx, rmqPullCallTimeout)
@@ -119,14 +120,14 @@ func (r *RocketMQConsumer) route(ctx context.Context, topic string) (map[string]
 }
 
 // pullBroker pulls topic from every queue of broker b until ctx ends.
-func (r *RocketMQConsumer) pullBroker(ctx context.Context, host int, b rmqadmin.Broker, topic string, handle func(Delivery)) {
+func (r *Consumer) pullBroker(ctx context.Context, host int, b admin.Broker, topic string, handle func(publishers.Delivery)) {
 	offsets := map[int]int64{}
 	queues := 0
 	var routed time.Time
 	idle := rmqPullIdleMin
 	// A broker that is down fails every round: the rounds follow the redial policy then, and the
 	// warnings are rate-limited (r.log).
-	var back redial
+	var back publishers.Redial
 	var failed error
 	warn := func(msg string, err error) {
 		failed = err
@@ -154,7 +155,7 @@ func (r *RocketMQConsumer) pullBroker(ctx context.Context, host int, b rmqadmin.
 			}
 			now := time.Now()
 			for _, m := range msgs {
-				handle(Delivery{Host: host, Topic: topic, Body: m.Body, Received: now})
+				handle(publishers.Delivery{Host: host, Topic: topic, Body: m.Body, Received: now})
 			}
 			got += len(msgs)
 			if next > offsets[q] {
@@ -167,9 +168,9 @@ func (r *RocketMQConsumer) pullBroker(ctx context.Context, host int, b rmqadmin.
 		}
 		wait := idle
 		if failed != nil {
-			wait = max(idle, back.failed(r.backoff, time.Now(), failed))
+			wait = max(idle, back.Failed(r.backoff, time.Now(), failed))
 		} else {
-			back = redial{}
+			back = publishers.Redial{}
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -182,7 +183,7 @@ func (r *RocketMQConsumer) pullBroker(ctx context.Context, host int, b rmqadmin.
 }
 
 // Close implements Consumer.
-func (r *RocketMQConsumer) Close() error {
-	r.scope.close()
+func (r *Consumer) Close() error {
+	r.scope.Close()
 	return nil
 }

@@ -8,10 +8,10 @@ import (
 )
 
 func TestRocketMQConsumerRejectsBadGroup(t *testing.T) {
-	cfg := publishers.DefaultRocketMQConfig()
+	cfg := publishers.DefaultConfig()
 	cfg.NameServers = []string{"127.0.0.1:1"}
-	_, err := publishers.NewRocketMQConsumer(cfg, publishers.ConsumerOptions{Group: "bad group"}, nil)
+	_, err := publishers.NewConsumer(cfg, publishers.ConsumerOptions{Group: "bad group"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "consumer group") {
-		t.Fatalf("NewRocketMQConsumer with a bad group: %v, want an error naming the group", err)
+		t.Fatalf("NewConsumer with a bad group: %v, want an error naming the group", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mqtarget/mqtarget/publishers"
 	"log/slog"
 	"net"
 	"runtime/pprof"
@@ -19,14 +20,14 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
-	"github.com/mqtarget/mqtarget/internal/rmqadmin"
+	"github.com/mqtarget/mqtarget/publishers/rocketmq/admin"
 )
 
 func TestRocketMQConfigValidate(t *testing.T) {
-	if err := DefaultRocketMQConfig().Validate("rocketmq"); err != nil {
+	if err := DefaultConfig().Validate("rocketmq"); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	c := DefaultRocketMQConfig()
+	c := DefaultConfig()
 	c.NameServers = []string{"127.0.0.1:9876", "namesrv"}
 	c.Group = "bad group"
 	c.SendTimeout = 0
@@ -48,13 +49,13 @@ func TestRocketMQConfigValidate(t *testing.T) {
 
 func TestValidateRocketMQTopic(t *testing.T) {
 	for _, ok := range []string{"a", "mqtarget", "it-0a1b_C", "%ns%topic", strings.Repeat("t", 127)} {
-		if err := ValidateRocketMQTopic(ok); err != nil {
+		if err := ValidateTopic(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"", "a b", "a.b", "a/b", "ä", strings.Repeat("t", 128), "TBW102", "RMQ_SYS_TRACE_TOPIC",
 		"rmq_sys_x", "%RETRY%g", "%DLQ%g", "SCHEDULE_TOPIC_XXXX"} {
-		if err := ValidateRocketMQTopic(bad); err == nil {
+		if err := ValidateTopic(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
@@ -62,7 +63,7 @@ func TestValidateRocketMQTopic(t *testing.T) {
 
 // TestRocketMQResult checks how the client's outcomes map onto the error kinds (and so status codes).
 func TestRocketMQResult(t *testing.T) {
-	p := &RocketMQ{}
+	p := &Publisher{}
 	bg := context.Background()
 	expired, cancel := context.WithDeadline(bg, time.Now().Add(-time.Second))
 	defer cancel()
@@ -76,16 +77,16 @@ func TestRocketMQResult(t *testing.T) {
 		want error
 	}{
 		{"ok", bg, &primitive.SendResult{Status: primitive.SendOK}, nil, nil},
-		{"flush timeout", bg, &primitive.SendResult{Status: primitive.SendFlushDiskTimeout}, nil, ErrRejected},
-		{"request timeout", bg, nil, rmqerrors.ErrRequestTimeout, ErrTimeout},
-		{"deadline passed", expired, nil, errors.New("anything"), ErrTimeout},
+		{"flush timeout", bg, &primitive.SendResult{Status: primitive.SendFlushDiskTimeout}, nil, publishers.ErrRejected},
+		{"request timeout", bg, nil, rmqerrors.ErrRequestTimeout, publishers.ErrTimeout},
+		{"deadline passed", expired, nil, errors.New("anything"), publishers.ErrTimeout},
 		{"canceled", canceled, nil, errors.New("anything"), context.Canceled},
-		{"not running", bg, nil, rmqerrors.ErrNotRunning, ErrClosed},
-		{"connection refused", bg, nil, &net.OpError{Op: "dial", Err: errors.New("connection refused")}, ErrUnavailable},
-		{"no route", bg, nil, errors.New("the topic=x route info not found"), ErrUnavailable},
-		{"system busy", bg, nil, errors.New("CODE: 2, DESC: [PCBUSY_CLEAN_QUEUE]broker busy"), ErrUnavailable},
-		{"no permission", bg, nil, errors.New("CODE: 16, DESC: no permission"), ErrRejected},
-		{"topic not exist", bg, nil, errors.New("CODE: 17, DESC: topic not exist"), ErrRejected},
+		{"not running", bg, nil, rmqerrors.ErrNotRunning, publishers.ErrClosed},
+		{"connection refused", bg, nil, &net.OpError{Op: "dial", Err: errors.New("connection refused")}, publishers.ErrUnavailable},
+		{"no route", bg, nil, errors.New("the topic=x route info not found"), publishers.ErrUnavailable},
+		{"system busy", bg, nil, errors.New("CODE: 2, DESC: [PCBUSY_CLEAN_QUEUE]broker busy"), publishers.ErrUnavailable},
+		{"no permission", bg, nil, errors.New("CODE: 16, DESC: no permission"), publishers.ErrRejected},
+		{"topic not exist", bg, nil, errors.New("CODE: 17, DESC: topic not exist"), publishers.ErrRejected},
 	} {
 		got := p.result(c.ctx, c.res, c.err)
 		if (c.want == nil) != (got == nil) || (c.want != nil && !errors.Is(got, c.want)) {
@@ -152,10 +153,10 @@ func TestNewRocketMQNameServerDown(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	c := DefaultRocketMQConfig()
+	c := DefaultConfig()
 	c.NameServers = []string{addr}
 	start := time.Now()
-	p, err := NewRocketMQ(c, nil, slog.New(slog.DiscardHandler))
+	p, err := New(c, nil, slog.New(slog.DiscardHandler))
 	if err == nil {
 		p.Close()
 		t.Fatal("started without a name server")
@@ -244,12 +245,12 @@ func (f *fakeRMQProducer) Shutdown() error {
 // once (the client's late callbacks are dropped), ends a blocked Publish, and shuts the client down once.
 func TestRocketMQClosePending(t *testing.T) {
 	fake := &fakeRMQProducer{sent: make(chan struct{}, 16)}
-	cfg := DefaultRocketMQConfig()
+	cfg := DefaultConfig()
 	// Close waits up to send_timeout+1s for the client's callbacks, which this fake gives only after it
 	cfg.SendTimeout = 10 * time.Millisecond
-	p := &RocketMQ{
+	p := &Publisher{
 		cfg:     cfg,
-		brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: "127.0.0.1:9"}},
+		brokers: []admin.Broker{{Name: "broker-a", Addr: "127.0.0.1:9"}},
 		targets: []*primitive.MessageQueue{{BrokerName: "broker-a"}},
 		queues:  make([]atomic.Uint32, 1),
 		log:     slog.New(slog.DiscardHandler),
@@ -292,8 +293,8 @@ func TestRocketMQClosePending(t *testing.T) {
 			t.Fatalf("Close: %v", err)
 		}
 	}
-	if err := <-syncErr; !errors.Is(err, ErrClosed) {
-		t.Errorf("Publish pending at Close: %v, want ErrClosed", err)
+	if err := <-syncErr; !errors.Is(err, publishers.ErrClosed) {
+		t.Errorf("Publish pending at Close: %v, want publishers.ErrClosed", err)
 	}
 	// the client's late answers
 	for _, cb := range fake.callbacks[1:] {
@@ -304,18 +305,18 @@ func TestRocketMQClosePending(t *testing.T) {
 		t.Errorf("publish answered before Close: done(%v), want done(nil) once", dones[0])
 	}
 	for i := 1; i <= 3; i++ {
-		if len(dones[i]) != 1 || !errors.Is(dones[i][0], ErrClosed) {
-			t.Errorf("publish %d pending at Close: done(%v), want done(ErrClosed) once", i, dones[i])
+		if len(dones[i]) != 1 || !errors.Is(dones[i][0], publishers.ErrClosed) {
+			t.Errorf("publish %d pending at Close: done(%v), want done(publishers.ErrClosed) once", i, dones[i])
 		}
 	}
 	mu.Unlock()
 	if n := fake.shutdowns.Load(); n != 1 {
 		t.Errorf("client shut down %d times, want 1", n)
 	}
-	if err := p.PublishAsync(0, "t", []byte("x"), func(error) { t.Error("done of a refused PublishAsync ran") }); !errors.Is(err, ErrClosed) {
-		t.Errorf("PublishAsync after Close: %v, want ErrClosed", err)
+	if err := p.PublishAsync(0, "t", []byte("x"), func(error) { t.Error("done of a refused PublishAsync ran") }); !errors.Is(err, publishers.ErrClosed) {
+		t.Errorf("PublishAsync after Close: %v, want publishers.ErrClosed", err)
 	}
-	if err := p.Publish(context.Background(), 0, "t", []byte("x")); !errors.Is(err, ErrClosed) {
-		t.Errorf("Publish after Close: %v, want ErrClosed", err)
+	if err := p.Publish(context.Background(), 0, "t", []byte("x")); !errors.Is(err, publishers.ErrClosed) {
+		t.Errorf("Publish after Close: %v, want publishers.ErrClosed", err)
 	}
 }

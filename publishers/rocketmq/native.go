@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mqtarget/mqtarget/publishers"
 	"io"
 	"os"
 	"sort"
@@ -24,14 +25,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mqtarget/mqtarget/internal/rmqadmin"
+	"github.com/mqtarget/mqtarget/publishers/rocketmq/admin"
 	"github.com/mqtarget/mqtarget/publishers/wire"
 )
 
 // Client kinds (rocketmq.client).
 const (
-	RocketMQClientNative  = "native"
-	RocketMQClientLibrary = "library"
+	ClientNative  = "native"
+	ClientLibrary = "library"
 )
 
 // Remoting protocol constants (org.apache.rocketmq.remoting.protocol).
@@ -86,7 +87,7 @@ var errRMQNotSent = errors.New("request not sent")
 
 // rmqNative is the native send path of a RocketMQ publisher; p owns it.
 type rmqNative struct {
-	p     *RocketMQ
+	p     *Publisher
 	conns []rmqNativeSlot // per host
 	done  chan struct{}   // closed by close: publishes waiting for an in-flight slot give up
 	// fixed is the part of every send header that never changes (group, default topic, flags).
@@ -98,17 +99,17 @@ type rmqNative struct {
 	closed   bool
 	bg       sync.WaitGroup // route refreshes, dead connections being closed
 	clientID string
-	backoff  Backoff // the redial policy (DefaultBackoff; tests shorten it)
-	proto    *protocolErrors
+	backoff  publishers.Backoff // the redial policy (DefaultBackoff; tests shorten it)
+	proto    *publishers.ProtocolErrors
 }
 
 type rmqNativeSlot struct {
 	cur      atomic.Pointer[rmqConn]
-	mu       sync.Mutex    // held while dialling
-	inFlight chan struct{} // one token per outstanding request (rmqMaxInFlight)
-	counts   hostConns     // connections made, replaced and failed (ConnCounts); the redial backoff
-	since    time.Time     // when cur was made; zero once its loss was recorded
-	mark     *answerMark   // whether cur answered a request
+	mu       sync.Mutex             // held while dialling
+	inFlight chan struct{}          // one token per outstanding request (rmqMaxInFlight)
+	counts   publishers.HostConns   // connections made, replaced and failed (ConnCounts); the redial backoff
+	since    time.Time              // when cur was made; zero once its loss was recorded
+	mark     *publishers.AnswerMark // whether cur answered a request
 }
 
 // rmqRoute is a topic's write queues per host, from the name server.
@@ -127,8 +128,8 @@ type rmqRoute struct {
 	retry    time.Duration
 }
 
-func newRMQNative(p *RocketMQ) *rmqNative {
-	n := &rmqNative{p: p, conns: make([]rmqNativeSlot, len(p.brokers)), done: make(chan struct{}), backoff: DefaultBackoff()}
+func newRMQNative(p *Publisher) *rmqNative {
+	n := &rmqNative{p: p, conns: make([]rmqNativeSlot, len(p.brokers)), done: make(chan struct{}), backoff: publishers.DefaultBackoff()}
 	for i := range n.conns {
 		n.conns[i].inFlight = make(chan struct{}, rmqMaxInFlight)
 	}
@@ -137,7 +138,7 @@ func newRMQNative(p *RocketMQ) *rmqNative {
 	for i, b := range p.brokers {
 		addrs[i] = b.Addr
 	}
-	n.proto = newProtocolErrors("rocketmq", addrs, p.log)
+	n.proto = publishers.NewProtocolErrors("rocketmq", addrs, p.log)
 	n.uniq.init()
 	// SendMessageRequestHeaderV2's short field names: a producerGroup, c defaultTopic, d
 	// defaultTopicQueueNums, f sysFlag, h flag, j reconsumeTimes, k unitMode, l maxReconsumeTimes; the
@@ -186,7 +187,7 @@ func (n *rmqNative) publish(ctx context.Context, host int, topic string, bodies 
 		return err
 	}
 	if ctx.Err() != nil {
-		return ctxErr(ctx)
+		return publishers.CtxErr(ctx)
 	}
 	s := n.newSend(topic, host, bodies)
 	var err error
@@ -223,7 +224,7 @@ func (n *rmqNative) sendOnce(ctx context.Context, dl time.Time, host int, s *rmq
 	case <-t.C:
 		// Ambiguous: the broker may have stored it. The connection's stall detection fails it if the
 		// answer stays away past the grace.
-		return wrap(ErrTimeout, fmt.Errorf("rocketmq broker %s did not answer within the send timeout", s.broker))
+		return publishers.Wrap(publishers.ErrTimeout, fmt.Errorf("rocketmq broker %s did not answer within the send timeout", s.broker))
 	}
 	n.answered(s.topic, err)
 	return err
@@ -238,7 +239,7 @@ func (n *rmqNative) prepare(ctx context.Context, dl time.Time, host int, s *rmqS
 	q := r.queues[host]
 	if q == 0 {
 		n.refreshSoon(s.topic, r)
-		return nil, wrap(ErrUnavailable, fmt.Errorf("%w: topic %s has no write queue on broker %s (name server route)", errRMQNotSent, s.topic, s.broker))
+		return nil, publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("%w: topic %s has no write queue on broker %s (name server route)", errRMQNotSent, s.topic, s.broker))
 	}
 	s.queue = int(n.p.queues[host].Add(1) % uint32(q))
 	c, err := n.conn(ctx, dl, host)
@@ -292,7 +293,7 @@ func (n *rmqNative) publishAsync(host int, topic string, body []byte, done func(
 	// The answer's callback stops the timer; the timer ends the wait at the send timeout, as the
 	// library's async send does, before the connection's stall detection (deadline + grace) would.
 	t := time.AfterFunc(time.Until(dl), func() {
-		finish(wrap(ErrTimeout, fmt.Errorf("rocketmq broker %s did not answer within the send timeout", s.broker)))
+		finish(publishers.Wrap(publishers.ErrTimeout, fmt.Errorf("rocketmq broker %s did not answer within the send timeout", s.broker)))
 	})
 	attempts := 0 // callbacks run one after the other: each follows the Send its predecessor made
 	var answer func(error)
@@ -320,7 +321,9 @@ func (n *rmqNative) publishAsync(host int, topic string, body []byte, done func(
 }
 
 // sendRefused is sendRefused for this publisher.
-func (n *rmqNative) sendRefused(err error) error { return sendRefused(n.p.closed.Load(), err) }
+func (n *rmqNative) sendRefused(err error) error {
+	return publishers.SendRefused(n.p.closed.Load(), err)
+}
 
 // acquire takes an in-flight slot, waiting until expired fires or the publisher closes.
 func (n *rmqNative) acquire(sem chan struct{}, expired <-chan time.Time) error {
@@ -333,15 +336,15 @@ func (n *rmqNative) acquire(sem chan struct{}, expired <-chan time.Time) error {
 	case sem <- struct{}{}:
 		return nil
 	case <-expired:
-		return wrap(ErrTimeout, fmt.Errorf("%w: %d requests to the broker outstanding until the deadline", errRMQNotSent, rmqMaxInFlight))
+		return publishers.Wrap(publishers.ErrTimeout, fmt.Errorf("%w: %d requests to the broker outstanding until the deadline", errRMQNotSent, rmqMaxInFlight))
 	case <-n.done:
-		return ErrClosed
+		return publishers.ErrClosed
 	}
 }
 
 func (n *rmqNative) check(host int) error {
 	if n.p.closed.Load() {
-		return ErrClosed
+		return publishers.ErrClosed
 	}
 	if host < 0 || host >= len(n.p.brokers) {
 		return fmt.Errorf("rocketmq: host %d out of range (%d brokers)", host, len(n.p.brokers))
@@ -352,7 +355,7 @@ func (n *rmqNative) check(host int) error {
 // answered forgets the topic's route when the broker says the topic does not exist (deleted, or not
 // yet created there), so the next send asks the name server again.
 func (n *rmqNative) answered(topic string, err error) {
-	var ce *rmqadmin.CodeError
+	var ce *admin.CodeError
 	if errors.As(err, &ce) && ce.Code == rmqResTopicNotExist {
 		if v, ok := n.routes.Load(topic); ok {
 			n.routes.CompareAndDelete(topic, v)
@@ -366,9 +369,9 @@ func (n *rmqNative) answered(topic string, err error) {
 // TOPIC_NOT_EXIST). A timeout or a connection lost after the write is ambiguous.
 func rmqNativeNotStored(err error) bool {
 	if errors.Is(err, errRMQNotSent) {
-		return !errors.Is(err, ErrClosed)
+		return !errors.Is(err, publishers.ErrClosed)
 	}
-	var ce *rmqadmin.CodeError
+	var ce *admin.CodeError
 	if errors.As(err, &ce) {
 		switch ce.Code {
 		case rmqResSystemError, rmqResSystemBusy, rmqResServiceNotAvail, rmqResNoPermission, rmqResTopicNotExist:
@@ -383,25 +386,25 @@ func (n *rmqNative) result(err error) error {
 	if err == nil {
 		return nil
 	}
-	var ce *rmqadmin.CodeError
+	var ce *admin.CodeError
 	switch {
 	case errors.Is(err, wire.ErrStalled):
 		// The broker stopped answering a connection this request was written to: whether it stored the
 		// message is unknown, as after a timeout (the library's own timer answers 504 there too).
-		return wrap(ErrTimeout, fmt.Errorf("%v", err))
-	case errors.Is(err, ErrClosed), errors.Is(err, ErrTimeout), errors.Is(err, ErrUnavailable),
-		errors.Is(err, ErrRejected), errors.Is(err, context.Canceled):
+		return publishers.Wrap(publishers.ErrTimeout, fmt.Errorf("%v", err))
+	case errors.Is(err, publishers.ErrClosed), errors.Is(err, publishers.ErrTimeout), errors.Is(err, publishers.ErrUnavailable),
+		errors.Is(err, publishers.ErrRejected), errors.Is(err, context.Canceled):
 		return err
 	case errors.Is(err, context.DeadlineExceeded):
-		return wrap(ErrTimeout, err)
+		return publishers.Wrap(publishers.ErrTimeout, err)
 	case errors.As(err, &ce):
 		switch ce.Code {
 		case rmqResSystemError, rmqResSystemBusy, rmqResServiceNotAvail:
-			return wrap(ErrUnavailable, err)
+			return publishers.Wrap(publishers.ErrUnavailable, err)
 		}
-		return wrap(ErrRejected, err)
+		return publishers.Wrap(publishers.ErrRejected, err)
 	}
-	return wrap(ErrUnavailable, err)
+	return publishers.Wrap(publishers.ErrUnavailable, err)
 }
 
 // ---------------------------------------------------------------- routes
@@ -448,14 +451,14 @@ func (n *rmqNative) newRoute(ctx context.Context, dl time.Time, topic string, fa
 			n.routes.CompareAndDelete(topic, r)
 		default:
 			r.failures = failures + 1
-			r.retry = n.backoff.wait(r.failures)
+			r.retry = n.backoff.Wait(r.failures)
 		}
 		close(r.ready)
 	}
 	select {
 	case <-r.ready:
 	case <-ctx.Done():
-		return nil, wrap(ErrTimeout, fmt.Errorf("%w: topic route: %w", errRMQNotSent, ctx.Err()))
+		return nil, publishers.Wrap(publishers.ErrTimeout, fmt.Errorf("%w: topic route: %w", errRMQNotSent, ctx.Err()))
 	}
 	if r.err != nil {
 		return nil, r.err
@@ -527,9 +530,9 @@ func (n *rmqNative) fetchRoute(ctx context.Context, topic string) ([]int, bool, 
 		return queues, deflt, nil
 	}
 	if ctx.Err() != nil {
-		return nil, false, wrap(ErrTimeout, fmt.Errorf("%w: topic %s route: %w", errRMQNotSent, topic, errors.Join(errs...)))
+		return nil, false, publishers.Wrap(publishers.ErrTimeout, fmt.Errorf("%w: topic %s route: %w", errRMQNotSent, topic, errors.Join(errs...)))
 	}
-	return nil, false, wrap(ErrUnavailable, fmt.Errorf("%w: topic %s route: %w", errRMQNotSent, topic, errors.Join(errs...)))
+	return nil, false, publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("%w: topic %s route: %w", errRMQNotSent, topic, errors.Join(errs...)))
 }
 
 // ---------------------------------------------------------------- connections
@@ -550,22 +553,22 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*rmqConn,
 	closed := n.closed
 	n.mu.Unlock()
 	if closed {
-		return nil, ErrClosed
+		return nil, publishers.ErrClosed
 	}
 	b := n.p.brokers[host].String()
 	if old != nil && old.Dead() && !s.since.IsZero() {
 		lived := time.Since(s.since)
 		s.since = time.Time{}
-		s.counts.lost(n.p.log, n.backoff, b, lived, s.mark.answered(), wrap(ErrUnavailable,
-			fmt.Errorf("%w: %w", errRMQNotSent, lostErr("rocketmq broker "+b, lived, old.Err()))))
+		s.counts.Lost(n.p.log, n.backoff, b, lived, s.mark.Answered(), publishers.Wrap(publishers.ErrUnavailable,
+			fmt.Errorf("%w: %w", errRMQNotSent, publishers.LostErr("rocketmq broker "+b, lived, old.Err()))))
 	}
-	if err := s.counts.mayDial(); err != nil {
+	if err := s.counts.MayDial(); err != nil {
 		return nil, err
 	}
-	mark := &answerMark{}
+	mark := &publishers.AnswerMark{}
 	c, err := n.dial(ctx, dl, host, mark)
 	if ctx.Err() == nil || err == nil { // a caller that left says nothing about the broker
-		s.counts.dialed(n.p.log, n.backoff, b, err)
+		s.counts.Dialed(n.p.log, n.backoff, b, err)
 	}
 	if err != nil {
 		return nil, err
@@ -574,11 +577,11 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*rmqConn,
 	if n.closed { // close ran while we dialled: it no longer sees this slot's new connection
 		n.mu.Unlock()
 		c.Close()
-		return nil, ErrClosed
+		return nil, publishers.ErrClosed
 	}
 	s.cur.Store(c)
 	s.since, s.mark = time.Now(), mark
-	s.counts.connected(old != nil)
+	s.counts.Connected(old != nil)
 	if old != nil {
 		// Close waits for its goroutines (and, for one replaced for its opaque range, its answers).
 		n.bg.Add(1)
@@ -603,7 +606,7 @@ func rmqUsable(c *rmqConn) bool {
 }
 
 // dial connects to host's broker; mark notes the connection's answers.
-func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int, mark *answerMark) (*rmqConn, error) {
+func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int, mark *publishers.AnswerMark) (*rmqConn, error) {
 	b := n.p.brokers[host]
 	if limit := time.Now().Add(rmqDialTimeout); limit.Before(dl) {
 		dl = limit
@@ -612,21 +615,21 @@ func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int, mark *answ
 	defer cancel()
 	nc, err := n.p.admin.Dial(dctx, b.Addr) // the admin client's transport (TLS, when configured)
 	if err != nil {
-		return nil, wrap(ErrUnavailable, fmt.Errorf("%w: rocketmq broker %s: %w", errRMQNotSent, b, err))
+		return nil, publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("%w: rocketmq broker %s: %w", errRMQNotSent, b, err))
 	}
 	op := newRMQOpaques()
 	return &rmqConn{op: op, Conn: wire.New(nc, wire.Config{
 		Name:           "rocketmq",
-		Read:           mark.marking(func(r *bufio.Reader) (wire.Answer, error) { return readRMQAnswer(r, op) }),
+		Read:           mark.Marking(func(r *bufio.Reader) (wire.Answer, error) { return readRMQAnswer(r, op) }),
 		MaxWait:        n.p.cfg.SendTimeout,
 		StallGrace:     rmqNativeStallGrace,
 		IdleTimeout:    rmqNativeIdle,
 		HeartBeat:      rmqNativeHeartBeat,
 		HeartBeatFrame: n.heartBeat(),
 		CloseWait:      rmqNativeCloseWait,
-		Unavailable:    ErrUnavailable,
-		Closed:         ErrClosed,
-		ProtocolError:  n.proto.hook(b.Addr),
+		Unavailable:    publishers.ErrUnavailable,
+		Closed:         publishers.ErrClosed,
+		ProtocolError:  n.proto.Hook(b.Addr),
 		Log:            n.p.log,
 	})}, nil
 }
@@ -642,7 +645,7 @@ func (n *rmqNative) heartBeat() []byte {
 	var ext map[string]string
 	if n.p.cfg.AccessKey != "" {
 		ext = map[string]string{}
-		rmqadmin.Sign(ext, body, n.credentials())
+		admin.Sign(ext, body, n.credentials())
 	}
 	b, at := rmqAppendHeader(nil, rmqCodeHeartBeat, 0)
 	for _, k := range rmqSortedKeys(ext) {
@@ -651,8 +654,8 @@ func (n *rmqNative) heartBeat() []byte {
 	return rmqFinishFrame(b, at, body)
 }
 
-func (n *rmqNative) credentials() rmqadmin.Credentials {
-	return rmqadmin.Credentials{AccessKey: n.p.cfg.AccessKey, SecretKey: string(n.p.cfg.SecretKey)}
+func (n *rmqNative) credentials() admin.Credentials {
+	return admin.Credentials{AccessKey: n.p.cfg.AccessKey, SecretKey: string(n.p.cfg.SecretKey)}
 }
 
 // close fails what is pending with ErrClosed (the connections' Close) and waits for every goroutine.
@@ -726,7 +729,7 @@ func (s *rmqSend) encodeSigned(b []byte, id int32, code int) []byte {
 		"e": strconv.Itoa(s.queue), "f": "0", "g": strconv.FormatInt(time.Now().UnixMilli(), 10), "h": "0",
 		"i": props, "j": "0", "k": "false", "l": "0", "m": strconv.FormatBool(len(s.bodies) > 1), "n": s.broker,
 	}
-	rmqadmin.Sign(ext, body, s.n.credentials())
+	admin.Sign(ext, body, s.n.credentials())
 	b, at := rmqAppendHeader(b, code, id)
 	for _, k := range rmqSortedKeys(ext) {
 		b = rmqAppendKV(b, k, ext[k])
@@ -829,11 +832,11 @@ func readRMQAnswer(r *bufio.Reader, op rmqOpaques) (wire.Answer, error) {
 	}
 	seq, ok := op.seq(a.Opaque)
 	if !ok {
-		return wire.Answer{}, protocolError("response with opaque %d, which no request of this connection had", a.Opaque)
+		return wire.Answer{}, publishers.ProtocolError("response with opaque %d, which no request of this connection had", a.Opaque)
 	}
 	ans := wire.Answer{Kind: wire.ByID, ID: seq}
 	if a.Code != rmqResSuccess {
-		ans.Err = &rmqadmin.CodeError{Code: a.Code, Remark: a.Remark}
+		ans.Err = &admin.CodeError{Code: a.Code, Remark: a.Remark}
 	}
 	return ans, nil
 }
@@ -849,7 +852,7 @@ func readRMQFrame(r *bufio.Reader) (rmqAnswer, error) {
 	typ := head[4]
 	hl := binary.BigEndian.Uint32(head[4:8]) & 0xFFFFFF
 	if total < 4+hl || total > rmqMaxFrame {
-		return a, protocolError("bad rocketmq frame: length %d, header %d", total, hl)
+		return a, publishers.ProtocolError("bad rocketmq frame: length %d, header %d", total, hl)
 	}
 	_, _ = r.Discard(8)
 	var hdr []byte
@@ -872,7 +875,7 @@ func readRMQFrame(r *bufio.Reader) (rmqAnswer, error) {
 		err = fmt.Errorf("unsupported rocketmq serialize type %d", typ)
 	}
 	if err != nil {
-		return a, protocolError("bad rocketmq header: %v", err)
+		return a, publishers.ProtocolError("bad rocketmq header: %v", err)
 	}
 	if int(hl) <= r.Size() {
 		_, _ = r.Discard(int(hl))

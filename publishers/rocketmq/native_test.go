@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"github.com/mqtarget/mqtarget/publishers"
 	"io"
 	"log/slog"
 	"net"
@@ -16,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mqtarget/mqtarget/internal/rmqadmin"
+	"github.com/mqtarget/mqtarget/publishers/rocketmq/admin"
 	"github.com/mqtarget/mqtarget/publishers/wire"
 )
 
@@ -25,13 +26,13 @@ func TestRocketMQClientValidate(t *testing.T) {
 		name, client string
 		ok           bool
 	}{
-		{"native", RocketMQClientNative, true},
-		{"library", RocketMQClientLibrary, true},
+		{"native", ClientNative, true},
+		{"library", ClientLibrary, true},
 		{"empty", "", false},
 		{"unknown", "java", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := DefaultRocketMQConfig()
+			c := DefaultConfig()
 			c.Client = tc.client
 			err := c.Validate("rocketmq")
 			if tc.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "rocketmq.client:")) {
@@ -110,7 +111,7 @@ func rmqTestResponse(code int, opaque int32, remark string, asJSON bool) []byte 
 }
 
 func TestRMQSendFrame(t *testing.T) {
-	n := newRMQNative(&RocketMQ{cfg: DefaultRocketMQConfig(), brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: "x:1"}}})
+	n := newRMQNative(&Publisher{cfg: DefaultConfig(), brokers: []admin.Broker{{Name: "broker-a", Addr: "x:1"}}})
 	for _, tc := range []struct {
 		name   string
 		bodies [][]byte
@@ -192,7 +193,7 @@ func TestReadRMQAnswer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var ce *rmqadmin.CodeError
+			var ce *admin.CodeError
 			gotCode := -1
 			if errors.As(a.Err, &ce) {
 				gotCode = ce.Code
@@ -254,7 +255,7 @@ func TestRMQOpaques(t *testing.T) {
 }
 
 func TestRMQNativeOutcome(t *testing.T) {
-	code := func(c int) error { return &rmqadmin.CodeError{Code: c, Remark: "x"} }
+	code := func(c int) error { return &admin.CodeError{Code: c, Remark: "x"} }
 	n := &rmqNative{}
 	for _, tc := range []struct {
 		name      string
@@ -262,18 +263,18 @@ func TestRMQNativeOutcome(t *testing.T) {
 		kind      error
 		notStored bool
 	}{
-		{"system error", code(1), ErrUnavailable, true},
-		{"system busy", code(2), ErrUnavailable, true},
-		{"service not available", code(14), ErrUnavailable, true},
-		{"no permission", code(16), ErrRejected, true},
-		{"topic not exist", code(17), ErrRejected, true},
-		{"message illegal", code(13), ErrRejected, false},
-		{"flush disk timeout", code(10), ErrRejected, false},
-		{"not sent", wrap(ErrUnavailable, errRMQNotSent), ErrUnavailable, true},
-		{"not sent: closing", errors.Join(errRMQNotSent, ErrClosed), ErrClosed, false},
-		{"timeout", wrap(ErrTimeout, errors.New("no answer")), ErrTimeout, false},
-		{"stalled", wrap(ErrUnavailable, wire.ErrStalled), ErrTimeout, false},
-		{"connection lost", wrap(ErrUnavailable, io.EOF), ErrUnavailable, false},
+		{"system error", code(1), publishers.ErrUnavailable, true},
+		{"system busy", code(2), publishers.ErrUnavailable, true},
+		{"service not available", code(14), publishers.ErrUnavailable, true},
+		{"no permission", code(16), publishers.ErrRejected, true},
+		{"topic not exist", code(17), publishers.ErrRejected, true},
+		{"message illegal", code(13), publishers.ErrRejected, false},
+		{"flush disk timeout", code(10), publishers.ErrRejected, false},
+		{"not sent", publishers.Wrap(publishers.ErrUnavailable, errRMQNotSent), publishers.ErrUnavailable, true},
+		{"not sent: closing", errors.Join(errRMQNotSent, publishers.ErrClosed), publishers.ErrClosed, false},
+		{"timeout", publishers.Wrap(publishers.ErrTimeout, errors.New("no answer")), publishers.ErrTimeout, false},
+		{"stalled", publishers.Wrap(publishers.ErrUnavailable, wire.ErrStalled), publishers.ErrTimeout, false},
+		{"connection lost", publishers.Wrap(publishers.ErrUnavailable, io.EOF), publishers.ErrUnavailable, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := n.result(tc.err); !errors.Is(got, tc.kind) {
@@ -284,7 +285,7 @@ func TestRMQNativeOutcome(t *testing.T) {
 			}
 		})
 	}
-	if got := n.result(wrap(ErrUnavailable, wire.ErrStalled)); errors.Is(got, ErrUnavailable) {
+	if got := n.result(publishers.Wrap(publishers.ErrUnavailable, wire.ErrStalled)); errors.Is(got, publishers.ErrUnavailable) {
 		t.Errorf("a stalled connection's request is ambiguous, not unavailable: %v", got)
 	}
 }
@@ -352,12 +353,12 @@ func (f *fakeRMQBroker) requests() []rmqTestRequest {
 }
 
 // newTestRMQNative is a native publisher for one fake broker, with the topic's route cached (4 queues).
-func newTestRMQNative(t *testing.T, f *fakeRMQBroker, sendTimeout time.Duration, topic string) *RocketMQ {
-	c := DefaultRocketMQConfig()
+func newTestRMQNative(t *testing.T, f *fakeRMQBroker, sendTimeout time.Duration, topic string) *Publisher {
+	c := DefaultConfig()
 	c.NameServers = []string{"127.0.0.1:1"}
 	c.SendTimeout = sendTimeout
-	p := &RocketMQ{cfg: c, log: slog.New(slog.DiscardHandler), closing: make(chan struct{}), admin: &rmqadmin.Client{},
-		brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: f.ln.Addr().String()}}, queues: make([]atomic.Uint32, 1)}
+	p := &Publisher{cfg: c, log: slog.New(slog.DiscardHandler), closing: make(chan struct{}), admin: &admin.Client{},
+		brokers: []admin.Broker{{Name: "broker-a", Addr: f.ln.Addr().String()}}, queues: make([]atomic.Uint32, 1)}
 	p.native = newRMQNative(p)
 	r := &rmqRoute{ready: make(chan struct{}), queues: []int{4}}
 	r.at.Store(time.Now().UnixNano())
@@ -396,7 +397,7 @@ func TestRMQNativeSends(t *testing.T) {
 			wg.Go(func() { errs[i] = p.Publish(context.Background(), 0, "t", []byte(body)) })
 		}
 		wg.Wait()
-		if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], ErrRejected) {
+		if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], publishers.ErrRejected) {
 			t.Errorf("outcomes %v, want nil, rejected, nil", errs)
 		}
 	})
@@ -428,8 +429,8 @@ func TestRMQNativeSends(t *testing.T) {
 		cancel() // the caller hangs up at once: the send still runs under its own deadline
 		ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel2()
-		if err := p.Publish(ctx2, 0, "t", []byte("m")); !errors.Is(err, ErrTimeout) {
-			t.Errorf("Publish = %v, want ErrTimeout", err)
+		if err := p.Publish(ctx2, 0, "t", []byte("m")); !errors.Is(err, publishers.ErrTimeout) {
+			t.Errorf("Publish = %v, want publishers.ErrTimeout", err)
 		}
 		if err := p.Publish(ctx, 0, "t", []byte("m")); !errors.Is(err, context.Canceled) {
 			t.Errorf("Publish with a cancelled context = %v, want context.Canceled before sending", err)
@@ -455,22 +456,22 @@ func TestRMQNativeSends(t *testing.T) {
 		}
 		_ = p.Close()
 		_ = p.Close()
-		if err := <-async; !errors.Is(err, ErrClosed) {
-			t.Errorf("async = %v, want ErrClosed", err)
+		if err := <-async; !errors.Is(err, publishers.ErrClosed) {
+			t.Errorf("async = %v, want publishers.ErrClosed", err)
 		}
-		if err := <-syncErr; !errors.Is(err, ErrClosed) {
-			t.Errorf("sync = %v, want ErrClosed", err)
+		if err := <-syncErr; !errors.Is(err, publishers.ErrClosed) {
+			t.Errorf("sync = %v, want publishers.ErrClosed", err)
 		}
-		if err := p.Publish(context.Background(), 0, "t", []byte("late")); !errors.Is(err, ErrClosed) {
-			t.Errorf("after Close = %v, want ErrClosed", err)
+		if err := p.Publish(context.Background(), 0, "t", []byte("late")); !errors.Is(err, publishers.ErrClosed) {
+			t.Errorf("after Close = %v, want publishers.ErrClosed", err)
 		}
 	})
 }
 
 func TestRMQSendFrameSigned(t *testing.T) {
-	c := DefaultRocketMQConfig()
+	c := DefaultConfig()
 	c.AccessKey, c.SecretKey = "ak", "sk"
-	n := newRMQNative(&RocketMQ{cfg: c, brokers: []rmqadmin.Broker{{Name: "broker-a", Addr: "x:1"}}})
+	n := newRMQNative(&Publisher{cfg: c, brokers: []admin.Broker{{Name: "broker-a", Addr: "x:1"}}})
 	for _, bodies := range [][][]byte{{[]byte("hello")}, {[]byte("one"), []byte("two")}} {
 		s := n.newSend("topic-x", 0, bodies)
 		q, err := readRMQTestRequest(bytes.NewReader(s.encode(nil, 5)))
@@ -484,7 +485,7 @@ func TestRMQSendFrameSigned(t *testing.T) {
 				ext[k] = v
 			}
 		}
-		rmqadmin.Sign(ext, q.body, rmqadmin.Credentials{AccessKey: "ak", SecretKey: "sk"})
+		admin.Sign(ext, q.body, admin.Credentials{AccessKey: "ak", SecretKey: "sk"})
 		if q.ext["AccessKey"] != "ak" || q.ext["Signature"] == "" || q.ext["Signature"] != ext["Signature"] {
 			t.Errorf("%d bodies: AccessKey %q, Signature %q, want %q", len(bodies), q.ext["AccessKey"], q.ext["Signature"], ext["Signature"])
 		}
@@ -508,12 +509,12 @@ func TestRMQNativeConnCounts(t *testing.T) {
 	}
 	publish()
 	publish()
-	if got, want := p.ConnCounts(0), (ConnCounts{Opened: 1}); got != want {
+	if got, want := p.ConnCounts(0), (publishers.ConnCounts{Opened: 1}); got != want {
 		t.Fatalf("after two publishes: %+v, want %+v", got, want)
 	}
 	p.native.conns[0].cur.Load().Close() // the connection breaks
 	publish()
-	if got, want := p.ConnCounts(0), (ConnCounts{Opened: 2, Reopened: 1}); got != want {
+	if got, want := p.ConnCounts(0), (publishers.ConnCounts{Opened: 2, Reopened: 1}); got != want {
 		t.Fatalf("after a reconnect: %+v, want %+v", got, want)
 	}
 
@@ -525,13 +526,13 @@ func TestRMQNativeConnCounts(t *testing.T) {
 	_ = ln.Close()
 	p.brokers[0].Addr = dead
 	p.native.conns[0].cur.Load().Close()
-	if err := p.Publish(context.Background(), 0, "t", []byte("m")); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("publish to a closed port: %v, want ErrUnavailable", err)
+	if err := p.Publish(context.Background(), 0, "t", []byte("m")); !errors.Is(err, publishers.ErrUnavailable) {
+		t.Fatalf("publish to a closed port: %v, want publishers.ErrUnavailable", err)
 	}
 	if got := p.ConnCounts(0); got.DialFailures == 0 || got.Opened != 2 {
 		t.Fatalf("after a failed dial: %+v, want a dial failure and still 2 opened", got)
 	}
-	if !p.countsConnections() || (&RocketMQ{}).countsConnections() {
+	if !p.CountsConnections() || (&Publisher{}).CountsConnections() {
 		t.Error("countsConnections: want true for the native path only")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mqtarget/mqtarget/publishers"
 	"log/slog"
 	"math"
 	"net"
@@ -24,17 +25,17 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
-	"github.com/mqtarget/mqtarget/internal/rmqadmin"
+	"github.com/mqtarget/mqtarget/publishers/rocketmq/admin"
 )
 
-// RocketMQConfig configures the RocketMQ publisher. RocketMQ is enabled when NameServers is non-empty.
-type RocketMQConfig struct {
-	NameServers []string      `yaml:"name_servers" help:"RocketMQ name server addresses host:port, comma-separated; empty disables RocketMQ"`
-	Group       string        `yaml:"group" help:"RocketMQ producer group"`
-	SendTimeout time.Duration `yaml:"send_timeout" help:"RocketMQ send timeout per request, retries included (capped by publish_timeout)"`
-	Retries     int           `yaml:"retries" help:"RocketMQ sync send retries, to the same broker, only when the send certainly stored nothing (the broker refused it, or it never left); never after a timeout (0..16)"`
-	AccessKey   string        `yaml:"access_key" help:"RocketMQ ACL access key (optional)"`
-	SecretKey   Secret        `yaml:"secret_key" help:"RocketMQ ACL secret key (optional, never printed)"`
+// Config configures the RocketMQ publisher. RocketMQ is enabled when NameServers is non-empty.
+type Config struct {
+	NameServers []string          `yaml:"name_servers" help:"RocketMQ name server addresses host:port, comma-separated; empty disables publishers.RocketMQ"`
+	Group       string            `yaml:"group" help:"RocketMQ producer group"`
+	SendTimeout time.Duration     `yaml:"send_timeout" help:"RocketMQ send timeout per request, retries included (capped by publish_timeout)"`
+	Retries     int               `yaml:"retries" help:"RocketMQ sync send retries, to the same broker, only when the send certainly stored nothing (the broker refused it, or it never left); never after a timeout (0..16)"`
+	AccessKey   string            `yaml:"access_key" help:"RocketMQ ACL access key (optional)"`
+	SecretKey   publishers.Secret `yaml:"secret_key" help:"RocketMQ ACL secret key (optional, never printed)"`
 	// CreateTopics makes mqtarget create every topic it publishes to on every broker before the first
 	// message (topic and topic2 at start), so brokers with autoCreateTopicEnable=false work too.
 	CreateTopics bool `yaml:"create_topics" help:"create topics on every broker of the cluster (admin API) before publishing to them"`
@@ -42,32 +43,32 @@ type RocketMQConfig struct {
 	Producers    int  `yaml:"producers" help:"RocketMQ producer instances (each with its own broker connections), used round-robin (client library)"`
 	// TLS to the name servers and brokers. rocketmq-client-go does not verify certificates (see
 	// rmqNewClient); mqtarget's own admin connections do.
-	TLSConfig `yaml:",inline"`
+	publishers.TLSConfig `yaml:",inline"`
 	// Client picks the send path: mqtarget's own pipelined connection per broker, or rocketmq-client-go.
 	Client string `yaml:"client" help:"RocketMQ send path: native (mqtarget's pipelined connection per broker) or library (rocketmq-client-go producers)"`
 }
 
-// DefaultRocketMQConfig returns the RocketMQ defaults.
-func DefaultRocketMQConfig() RocketMQConfig {
-	return RocketMQConfig{Group: "mqtarget", SendTimeout: 3 * time.Second, Retries: 2, Queues: 8, Producers: 2, Client: RocketMQClientNative}
+// DefaultConfig returns the RocketMQ defaults.
+func DefaultConfig() Config {
+	return Config{Group: "mqtarget", SendTimeout: 3 * time.Second, Retries: 2, Queues: 8, Producers: 2, Client: ClientNative}
 }
 
 // rocketmq's name rules (TopicValidator / group names): these characters, at most 127 (topic) and 255
 // (group) of them.
-var rmqName = newNameChars("%|_-")
+var rmqName = publishers.NewNameChars("%|_-")
 
 // Validate checks c; errors name the field under prefix (e.g. "rocketmq").
-func (c RocketMQConfig) Validate(prefix string) error {
+func (c Config) Validate(prefix string) error {
 	var errs []error
 	add := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s.%s: "+format, append([]any{prefix, field}, args...)...))
 	}
-	errs = append(errs, validateAddrs(prefix+".name_servers", c.NameServers))
-	if c.Group == "" || len(c.Group) > 255 || !rmqName.all(c.Group) {
+	errs = append(errs, publishers.ValidateAddrs(prefix+".name_servers", c.NameServers))
+	if c.Group == "" || len(c.Group) > 255 || !rmqName.All(c.Group) {
 		add("group", "%q must be 1..255 characters of [%%|a-zA-Z0-9_-]", c.Group)
 	}
-	if c.SendTimeout <= 0 || c.SendTimeout > MaxPublishTimeout {
-		add("send_timeout", "must be 1ns..%v, got %v", MaxPublishTimeout, c.SendTimeout)
+	if c.SendTimeout <= 0 || c.SendTimeout > publishers.MaxPublishTimeout {
+		add("send_timeout", "must be 1ns..%v, got %v", publishers.MaxPublishTimeout, c.SendTimeout)
 	}
 	if c.Retries < 0 || c.Retries > 16 {
 		add("retries", "must be 0..16, got %d", c.Retries)
@@ -81,28 +82,28 @@ func (c RocketMQConfig) Validate(prefix string) error {
 	if c.Producers < 1 || c.Producers > 64 {
 		add("producers", "must be 1..64, got %d", c.Producers)
 	}
-	errs = append(errs, c.TLSConfig.validate(prefix))
+	errs = append(errs, c.TLSConfig.Validate(prefix))
 	if c.TLSConfig.CertFile != "" {
 		// The library's producers would go without it, and the native path's client certificate is
 		// untested (the test brokers ask for none): refused for both rather than promised.
 		add("tls_cert_file", "not supported: rocketmq-client-go cannot present a client certificate")
 	}
-	if c.Client != RocketMQClientNative && c.Client != RocketMQClientLibrary {
-		add("client", "must be %s or %s, got %q", RocketMQClientNative, RocketMQClientLibrary, c.Client)
+	if c.Client != ClientNative && c.Client != ClientLibrary {
+		add("client", "must be %s or %s, got %q", ClientNative, ClientLibrary, c.Client)
 	}
 	return errors.Join(errs...)
 }
 
-// ValidateRocketMQTopic applies RocketMQ's topic rules (TopicValidator): 1..127 characters of
+// ValidateTopic applies RocketMQ's topic rules (TopicValidator): 1..127 characters of
 // [%|a-zA-Z0-9_-], not the default topic TBW102 and not a system topic.
-func ValidateRocketMQTopic(name string) error {
-	if name == "" || len(name) > 127 || !rmqName.all(name) {
-		return fmt.Errorf("%q is not a valid RocketMQ topic (1-127 of [%%|a-zA-Z0-9_-])", name)
+func ValidateTopic(name string) error {
+	if name == "" || len(name) > 127 || !rmqName.All(name) {
+		return fmt.Errorf("%q is not a valid publishers.RocketMQ topic (1-127 of [%%|a-zA-Z0-9_-])", name)
 	}
 	upper := strings.ToUpper(name)
 	if name == "TBW102" || strings.HasPrefix(upper, "RMQ_SYS_") || strings.HasPrefix(name, "%RETRY%") ||
 		strings.HasPrefix(name, "%DLQ%") || name == "SCHEDULE_TOPIC_XXXX" || name == "OFFSET_MOVED_EVENT" {
-		return fmt.Errorf("%q is a RocketMQ system topic", name)
+		return fmt.Errorf("%q is a publishers.RocketMQ system topic", name)
 	}
 	return nil
 }
@@ -110,13 +111,13 @@ func ValidateRocketMQTopic(name string) error {
 // RocketMQ publishes with rocketmq-client-go producers. Hosts are the cluster's broker groups (their
 // masters), discovered from the name server at start and sorted by broker name; every publish targets
 // one of them through a queue selector that picks a queue of that broker.
-type RocketMQ struct {
-	cfg      RocketMQConfig
-	brokers  []rmqadmin.Broker
+type Publisher struct {
+	cfg      Config
+	brokers  []admin.Broker
 	hosts    []string
-	admin    *rmqadmin.Client
-	versions brokerVersions // what each broker said it runs (Ping: its runtime information)
-	pings    pingLimit      // Ping's connections: one per host and pingReuse
+	admin    *admin.Client
+	versions publishers.Versions  // what each broker said it runs (Ping: its runtime information)
+	pings    publishers.PingLimit // Ping's connections: one per host and pingReuse
 	log      *slog.Logger
 
 	slots   []*rmqSlot
@@ -201,24 +202,24 @@ const (
 
 var rmqInstance atomic.Uint64
 
-// NewRocketMQ discovers the brokers from the name servers, creates topics (when configured) and starts
+// New discovers the brokers from the name servers, creates topics (when configured) and starts
 // the producers.
-func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *RocketMQ, err error) {
+func New(c Config, topics []string, log *slog.Logger) (_ *Publisher, err error) {
 	if err := c.Validate("rocketmq"); err != nil {
 		return nil, err
 	}
 	if len(c.NameServers) == 0 {
 		return nil, errors.New("rocketmq.name_servers: at least one name server is required")
 	}
-	admin, err := newRMQAdmin(c)
+	adm, err := newRMQAdmin(c)
 	if err != nil {
 		return nil, err
 	}
-	log = limitLog(log) // a failing broker (or the client library) must not flood the log (lograte)
-	p := &RocketMQ{
+	log = publishers.LimitLog(log) // a failing broker (or the client library) must not flood the log (lograte)
+	p := &Publisher{
 		rlog:    routeRlog(log),
 		cfg:     c,
-		admin:   admin,
+		admin:   adm,
 		log:     log,
 		pending: map[*rmqPending]struct{}{},
 		closing: make(chan struct{}),
@@ -245,7 +246,7 @@ func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *Rocket
 			return nil, fmt.Errorf("rocketmq.create_topics: topic %s: %w", t, err)
 		}
 	}
-	if c.Client == RocketMQClientNative {
+	if c.Client == ClientNative {
 		p.native = newRMQNative(p)
 		return p, nil
 	}
@@ -264,12 +265,12 @@ func NewRocketMQ(c RocketMQConfig, topics []string, log *slog.Logger) (_ *Rocket
 
 // newRMQAdmin is the remoting admin client with c's credentials and TLS settings. Its connections verify
 // the name servers' and brokers' certificates (rocketmq-client-go's do not, see rmqNewClient).
-func newRMQAdmin(c RocketMQConfig) (*rmqadmin.Client, error) {
+func newRMQAdmin(c Config) (*admin.Client, error) {
 	tc, err := c.TLSConfig.Client("rocketmq")
 	if err != nil {
 		return nil, err
 	}
-	return &rmqadmin.Client{Creds: rmqadmin.Credentials{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey)}, TLS: tc}, nil
+	return &admin.Client{Creds: admin.Credentials{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey)}, TLS: tc}, nil
 }
 
 // rocketmq-client-go keeps its TLS switch in a process-wide variable: producer.WithTls writes
@@ -292,7 +293,7 @@ func rmqNewClient(useTLS bool, opts []producer.Option) (rocketmq.Producer, func(
 	defer m.mu.Unlock()
 	if useTLS != m.tls {
 		if m.live > 0 {
-			return nil, nil, fmt.Errorf("rocketmq.tls: %v here, but %d RocketMQ producers of this process use %v and rocketmq-client-go has one TLS switch per process", useTLS, m.live, m.tls)
+			return nil, nil, fmt.Errorf("rocketmq.tls: %v here, but %d publishers.RocketMQ producers of this process use %v and rocketmq-client-go has one TLS switch per process", useTLS, m.live, m.tls)
 		}
 		opts = append(opts, producer.WithTls(useTLS))
 	}
@@ -310,22 +311,22 @@ func rmqNewClient(useTLS bool, opts []producer.Option) (rocketmq.Producer, func(
 }
 
 // discoverBrokers asks the name servers in turn for the cluster's brokers; the first that lists any wins.
-func discoverBrokers(ctx context.Context, admin *rmqadmin.Client, nameServers []string) ([]rmqadmin.Broker, error) {
+func discoverBrokers(ctx context.Context, adm *admin.Client, nameServers []string) ([]admin.Broker, error) {
 	var errs []error
 	for _, ns := range nameServers {
-		b, err := admin.Brokers(ctx, ns)
+		b, err := adm.Brokers(ctx, ns)
 		if err == nil && len(b) > 0 {
 			return b, nil
 		}
 		if err == nil {
-			err = rmqadmin.ErrNoBrokers
+			err = admin.ErrNoBrokers
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", ns, err))
 	}
 	return nil, fmt.Errorf("rocketmq.name_servers: no brokers found: %w", errors.Join(errs...))
 }
 
-func (p *RocketMQ) newProducer() (*rmqProducer, error) {
+func (p *Publisher) newProducer() (*rmqProducer, error) {
 	// unique per producer: the client library shares one client per instance name in a process
 	pr := &rmqProducer{label: fmt.Sprintf("mqtarget-%d-%d", os.Getpid(), rmqInstance.Add(1))}
 	opts := []producer.Option{
@@ -378,7 +379,7 @@ const (
 
 // shutdown stops pr's client and waits (bounded) for the goroutines it started, except the two 10 s
 // sleepers that nothing can wake (they end by themselves, at most 10 s after the start).
-func (p *RocketMQ) shutdown(pr *rmqProducer) {
+func (p *Publisher) shutdown(pr *rmqProducer) {
 	// Shutdown closes the broker connections and stops the scheduled tasks, once they wake.
 	_ = pr.p.Shutdown()
 	// A task running at the shutdown may still dial (the heartbeat goes on to the next broker, the route
@@ -499,7 +500,7 @@ func rmqField(v reflect.Value, path ...string) (interface{ ShutDown() }, error) 
 // brokerSelector picks a queue of the broker named by the message's Queue field (set by the publisher
 // only to carry the target; the client ignores it otherwise), round-robin over that broker's queues.
 type brokerSelector struct {
-	p  *RocketMQ
+	p  *Publisher
 	pr *rmqProducer
 }
 
@@ -534,21 +535,21 @@ func (s *brokerSelector) Select(msg *primitive.Message, mqs []*primitive.Message
 }
 
 // Hosts implements Publisher: "broker-name@master-address", sorted by broker name.
-func (p *RocketMQ) Hosts() []string { return p.hosts }
+func (p *Publisher) Hosts() []string { return p.hosts }
 
 // ValidateTopic implements Publisher.
-func (p *RocketMQ) ValidateTopic(name string) error { return ValidateRocketMQTopic(name) }
+func (p *Publisher) ValidateTopic(name string) error { return ValidateTopic(name) }
 
-func (p *RocketMQ) message(host int, topic string, body []byte) *primitive.Message {
+func (p *Publisher) message(host int, topic string, body []byte) *primitive.Message {
 	m := primitive.NewMessage(topic, body)
 	// Queue carries the target host to brokerSelector (QueueId = host index); the client only reads it.
 	m.Queue = p.targets[host]
 	return m
 }
 
-func (p *RocketMQ) pick(host int) (*rmqSlot, *rmqProducer, error) {
+func (p *Publisher) pick(host int) (*rmqSlot, *rmqProducer, error) {
 	if p.closed.Load() {
-		return nil, nil, ErrClosed
+		return nil, nil, publishers.ErrClosed
 	}
 	if host < 0 || host >= len(p.brokers) {
 		return nil, nil, fmt.Errorf("rocketmq: host %d out of range (%d brokers)", host, len(p.brokers))
@@ -558,7 +559,7 @@ func (p *RocketMQ) pick(host int) (*rmqSlot, *rmqProducer, error) {
 }
 
 // Publish implements Publisher with SendSync.
-func (p *RocketMQ) Publish(ctx context.Context, host int, topic string, body []byte) error {
+func (p *Publisher) Publish(ctx context.Context, host int, topic string, body []byte) error {
 	if p.native != nil {
 		return p.native.publish(ctx, host, topic, [][]byte{body})
 	}
@@ -566,14 +567,14 @@ func (p *RocketMQ) Publish(ctx context.Context, host int, topic string, body []b
 }
 
 // PublishBatch implements Publisher with one SendSync of all bodies (a RocketMQ batch).
-func (p *RocketMQ) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
+func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
 	if p.native != nil {
 		return p.native.publish(ctx, host, topic, bodies)
 	}
 	return p.sendSync(ctx, host, topic, bodies)
 }
 
-func (p *RocketMQ) sendSync(ctx context.Context, host int, topic string, bodies [][]byte) error {
+func (p *Publisher) sendSync(ctx context.Context, host int, topic string, bodies [][]byte) error {
 	s, pr, err := p.pick(host)
 	if err != nil {
 		return err
@@ -591,7 +592,7 @@ func (p *RocketMQ) sendSync(ctx context.Context, host int, topic string, bodies 
 		}
 	}
 	if ctx.Err() != nil { // the caller left before anything was sent
-		return ctxErr(ctx)
+		return publishers.CtxErr(ctx)
 	}
 	// Once handed to the client the send finishes under its own deadline whatever the caller does: the
 	// client resent a cancelled send at once, so a hung-up HTTP client left 1+retries copies in the
@@ -619,7 +620,7 @@ func (p *RocketMQ) sendSync(ctx context.Context, host int, topic string, bodies 
 			o := <-ch // the client's callback or Close sends it
 			res, err = o.res, o.err
 		}
-		if err == nil || attempt >= p.cfg.Retries || sctx.Err() != nil || errors.Is(err, ErrClosed) || !rmqNotStored(err) {
+		if err == nil || attempt >= p.cfg.Retries || sctx.Err() != nil || errors.Is(err, publishers.ErrClosed) || !rmqNotStored(err) {
 			break
 		}
 	}
@@ -630,12 +631,12 @@ func (p *RocketMQ) sendSync(ctx context.Context, host int, topic string, bodies 
 // send hands msgs to pr's client; q finishes with the client's outcome, or with ErrClosed when Close
 // comes first. An error return means the client refused the send: q never finishes then. release runs
 // once the client is done with ctx.
-func (p *RocketMQ) send(ctx context.Context, release func(), pr *rmqProducer, q *rmqPending, msgs []*primitive.Message) error {
+func (p *Publisher) send(ctx context.Context, release func(), pr *rmqProducer, q *rmqPending, msgs []*primitive.Message) error {
 	p.gate.RLock()
 	defer p.gate.RUnlock()
 	if p.closed.Load() {
 		release()
-		return ErrClosed
+		return publishers.ErrClosed
 	}
 	p.pmu.Lock()
 	p.pending[q] = struct{}{}
@@ -655,7 +656,7 @@ func (p *RocketMQ) send(ctx context.Context, release func(), pr *rmqProducer, q 
 	return err
 }
 
-func (p *RocketMQ) untrack(q *rmqPending) {
+func (p *Publisher) untrack(q *rmqPending) {
 	p.pmu.Lock()
 	delete(p.pending, q)
 	p.pmu.Unlock()
@@ -693,7 +694,7 @@ func rmqCode(err error) (int, bool) {
 }
 
 // PublishAsync implements Publisher with SendAsync; done runs on the client's goroutine.
-func (p *RocketMQ) PublishAsync(host int, topic string, body []byte, done func(error)) error {
+func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
 	if p.native != nil {
 		return p.native.publishAsync(host, topic, body, done)
 	}
@@ -721,42 +722,42 @@ func (p *RocketMQ) PublishAsync(host int, topic string, body []byte, done func(e
 }
 
 // result maps the client's outcome onto the error kinds.
-func (p *RocketMQ) result(ctx context.Context, res *primitive.SendResult, err error) error {
+func (p *Publisher) result(ctx context.Context, res *primitive.SendResult, err error) error {
 	if err == nil {
 		if res == nil || res.Status == primitive.SendOK {
 			return nil
 		}
-		return wrap(ErrRejected, fmt.Errorf("send status %d", res.Status))
+		return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("send status %d", res.Status))
 	}
-	if errors.Is(err, ErrClosed) {
+	if errors.Is(err, publishers.ErrClosed) {
 		return err
 	}
 	if ctx.Err() != nil {
-		return ctxErr(ctx)
+		return publishers.CtxErr(ctx)
 	}
 	switch {
 	case errors.Is(err, rmqerrors.ErrRequestTimeout), errors.Is(err, context.DeadlineExceeded):
-		return wrap(ErrTimeout, err)
+		return publishers.Wrap(publishers.ErrTimeout, err)
 	case errors.Is(err, rmqerrors.ErrNotRunning):
-		return wrap(ErrClosed, err)
+		return publishers.Wrap(publishers.ErrClosed, err)
 	}
 	var ne net.Error
 	if errors.As(err, &ne) {
-		return wrap(ErrUnavailable, err)
+		return publishers.Wrap(publishers.ErrUnavailable, err)
 	}
 	if n, ok := rmqCode(err); ok {
 		switch n {
 		case 1, 2, 14: // SYSTEM_ERROR, SYSTEM_BUSY (flow control), SERVICE_NOT_AVAILABLE
-			return wrap(ErrUnavailable, err)
+			return publishers.Wrap(publishers.ErrUnavailable, err)
 		}
-		return wrap(ErrRejected, err)
+		return publishers.Wrap(publishers.ErrRejected, err)
 	}
-	return wrap(ErrUnavailable, err)
+	return publishers.Wrap(publishers.ErrUnavailable, err)
 }
 
 // refreshIfStale replaces pr when its route lacked a broker a request targeted, at most once per
 // rmqRefreshEvery per slot; the new producer asks the name server for fresh routes on first use.
-func (p *RocketMQ) refreshIfStale(s *rmqSlot, pr *rmqProducer) {
+func (p *Publisher) refreshIfStale(s *rmqSlot, pr *rmqProducer) {
 	if pr.miss.Load() == nil || !s.mu.TryLock() {
 		return
 	}
@@ -782,7 +783,7 @@ func (p *RocketMQ) refreshIfStale(s *rmqSlot, pr *rmqProducer) {
 
 // refresh replaces pr when the name server now routes the missed topic to the missed broker (a new
 // producer would not see it either otherwise, and replacing would only churn).
-func (p *RocketMQ) refresh(s *rmqSlot, pr *rmqProducer) {
+func (p *Publisher) refresh(s *rmqSlot, pr *rmqProducer) {
 	miss := pr.miss.Swap(nil)
 	if miss == nil {
 		return
@@ -825,7 +826,7 @@ func (p *RocketMQ) refresh(s *rmqSlot, pr *rmqProducer) {
 // ensureTopic creates topic on every broker once, when CreateTopics is set, and waits until the name
 // server routes it to all of them. Concurrent callers for one topic share the work; failures are retried
 // by the next caller.
-func (p *RocketMQ) ensureTopic(ctx context.Context, topic string) error {
+func (p *Publisher) ensureTopic(ctx context.Context, topic string) error {
 	if !p.cfg.CreateTopics {
 		return nil
 	}
@@ -842,21 +843,21 @@ func (p *RocketMQ) ensureTopic(ctx context.Context, topic string) error {
 	case <-t.done:
 		return t.err
 	case <-ctx.Done():
-		return ctxErr(ctx)
+		return publishers.CtxErr(ctx)
 	}
 }
 
-func (p *RocketMQ) createTopic(ctx context.Context, topic string) error {
+func (p *Publisher) createTopic(ctx context.Context, topic string) error {
 	for _, b := range p.brokers {
 		if err := p.admin.CreateTopic(ctx, b.Addr, topic, p.cfg.Queues); err != nil {
 			if ctx.Err() != nil {
-				return ctxErr(ctx)
+				return publishers.CtxErr(ctx)
 			}
-			var ce *rmqadmin.CodeError
+			var ce *admin.CodeError
 			if errors.As(err, &ce) {
-				return wrap(ErrRejected, fmt.Errorf("creating topic on %s: %w", b, err))
+				return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("creating topic on %s: %w", b, err))
 			}
-			return wrap(ErrUnavailable, fmt.Errorf("creating topic on %s: %w", b, err))
+			return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("creating topic on %s: %w", b, err))
 		}
 	}
 	// The brokers register the topic with the name server right away; wait for it so the producer's
@@ -885,43 +886,43 @@ func (p *RocketMQ) createTopic(ctx context.Context, topic string) error {
 		select {
 		case <-wait.Done():
 			if ctx.Err() != nil {
-				return ctxErr(ctx)
+				return publishers.CtxErr(ctx)
 			}
-			return wrap(ErrUnavailable, fmt.Errorf("topic %s not routed after creation: %v", topic, last))
+			return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("topic %s not routed after creation: %v", topic, last))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
 
 // Ping asks host's master for its runtime info on a connection of its own.
-func (p *RocketMQ) Ping(ctx context.Context, host int) error {
+func (p *Publisher) Ping(ctx context.Context, host int) error {
 	if host < 0 || host >= len(p.brokers) {
 		return fmt.Errorf("rocketmq: host %d out of range (%d brokers)", host, len(p.brokers))
 	}
 	var events func(int) uint64 // rocketmq-client-go (library) tells no news of its connections
 	if p.native != nil {
-		events = func(h int) uint64 { return p.native.conns[h].counts.events.Load() }
+		events = func(h int) uint64 { return p.native.conns[h].counts.Events() }
 	}
-	return p.pings.do(ctx, host, events, p.ping)
+	return p.pings.Do(ctx, host, events, p.ping)
 }
 
-func (p *RocketMQ) ping(ctx context.Context, host int) error {
+func (p *Publisher) ping(ctx context.Context, host int) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
 	defer cancel()
 	v, err := p.admin.BrokerVersion(ctx, p.brokers[host].Addr)
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctxErr(ctx)
+			return publishers.CtxErr(ctx)
 		}
-		return wrap(ErrUnavailable, err)
+		return publishers.Wrap(publishers.ErrUnavailable, err)
 	}
-	p.versions.set(p.brokers[host].Addr, v)
+	p.versions.Set(p.brokers[host].Addr, v)
 	return nil
 }
 
 // Close fails every publish still pending with ErrClosed and shuts every producer down; it is
 // idempotent, and a concurrent call returns when the first has finished.
-func (p *RocketMQ) Close() error {
+func (p *Publisher) Close() error {
 	p.mu.Lock()
 	if p.closed.Swap(true) {
 		p.mu.Unlock()
@@ -940,7 +941,7 @@ func (p *RocketMQ) Close() error {
 	p.pending = map[*rmqPending]struct{}{}
 	p.pmu.Unlock()
 	for q := range pending {
-		q.finish(nil, ErrClosed)
+		q.finish(nil, publishers.ErrClosed)
 	}
 	// The client's goroutines of those sends end with their callbacks (dropped: finished above), on
 	// the broker's answer or at their deadline, within send_timeout. Not cancelled earlier: the client

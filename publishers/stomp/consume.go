@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/mqtarget/mqtarget/publishers"
 	"log/slog"
 	"net"
 	"sync"
@@ -15,7 +16,7 @@ import (
 	"github.com/go-stomp/stomp/v3/frame"
 )
 
-// STOMPConsumer reads a destination (stomp.prefix + topic) from every configured broker, one connection
+// Consumer reads a destination (stomp.prefix + topic) from every configured broker, one connection
 // per host and Consume call.
 //
 // It subscribes with ack:auto, the one mode every supported broker handles: the go-stomp v3.1.3 server
@@ -23,20 +24,20 @@ import (
 // counts a message consumed once it sent it, so on leaving the consumer UNSUBSCRIBEs, then DISCONNECTs
 // with a receipt and handles what arrives until the receipt: a message dispatched before the broker saw
 // the UNSUBSCRIBE is handled, not dropped with the connection.
-type STOMPConsumer struct {
-	cfg   STOMPConfig
+type Consumer struct {
+	cfg   Config
 	tls   *tls.Config // nil: plain TCP
 	log   *slog.Logger
-	scope *consumeScope
+	scope *publishers.ConsumeScope
 	// backoff is the redial policy of the sessions (DefaultBackoff; tests shorten it).
-	backoff Backoff
+	backoff publishers.Backoff
 }
 
 // stompConsumeLeave bounds the UNSUBSCRIBE/DISCONNECT exchange at the end.
 const stompConsumeLeave = 2 * time.Second
 
-// NewSTOMPConsumer creates the consumer; it connects in Consume.
-func NewSTOMPConsumer(c STOMPConfig, log *slog.Logger) (*STOMPConsumer, error) {
+// NewConsumer creates the consumer; it connects in Consume.
+func NewConsumer(c Config, log *slog.Logger) (*Consumer, error) {
 	if err := c.Validate("stomp"); err != nil {
 		return nil, err
 	}
@@ -46,23 +47,23 @@ func NewSTOMPConsumer(c STOMPConfig, log *slog.Logger) (*STOMPConsumer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = limitLog(log)
+	log = publishers.LimitLog(log)
 	tc, err := c.TLSConfig.Client("stomp")
 	if err != nil {
 		return nil, err
 	}
-	return &STOMPConsumer{cfg: c, tls: tc, log: log, scope: newConsumeScope(), backoff: DefaultBackoff()}, nil
+	return &Consumer{cfg: c, tls: tc, log: log, scope: publishers.NewConsumeScope(), backoff: publishers.DefaultBackoff()}, nil
 }
 
 // Hosts implements Consumer.
-func (c *STOMPConsumer) Hosts() []string { return c.cfg.Hosts }
+func (c *Consumer) Hosts() []string { return c.cfg.Hosts }
 
 // Consume implements Consumer.
-func (c *STOMPConsumer) Consume(ctx context.Context, topic string, handle func(Delivery)) error {
+func (c *Consumer) Consume(ctx context.Context, topic string, handle func(publishers.Delivery)) error {
 	if err := validateSTOMPTopic(topic); err != nil {
-		return wrap(ErrBadTopic, fmt.Errorf("stomp topic %q: %w", topic, err))
+		return publishers.Wrap(publishers.ErrBadTopic, fmt.Errorf("stomp topic %q: %w", topic, err))
 	}
-	ctx, done, err := c.scope.enter(ctx)
+	ctx, done, err := c.scope.Enter(ctx)
 	if err != nil {
 		return err
 	}
@@ -94,19 +95,19 @@ func (c *STOMPConsumer) Consume(ctx context.Context, topic string, handle func(D
 }
 
 // Close implements Consumer.
-func (c *STOMPConsumer) Close() error {
-	c.scope.close()
+func (c *Consumer) Close() error {
+	c.scope.Close()
 	return nil
 }
 
 // stompSession is one host's subscription, reconnected after its connection broke.
 type stompSession struct {
-	c      *STOMPConsumer
+	c      *Consumer
 	host   int
 	addr   string
 	topic  string
 	dest   string
-	handle func(Delivery)
+	handle func(publishers.Delivery)
 
 	conn  net.Conn
 	r     *bufio.Reader
@@ -134,7 +135,7 @@ func (s *stompSession) subscribe(ctx context.Context) error {
 		if isTimeout(err) {
 			err = fmt.Errorf("no CONNECTED in time: %w", err)
 		}
-		return wrap(ErrUnavailable, err)
+		return publishers.Wrap(publishers.ErrUnavailable, err)
 	}
 	if err := w.Write(s.connectFrame()); err != nil {
 		return fail(err)
@@ -147,9 +148,9 @@ func (s *stompSession) subscribe(ctx context.Context) error {
 	case frame.CONNECTED:
 	case frame.ERROR:
 		conn.Close()
-		return wrap(ErrRejected, fmt.Errorf("CONNECT refused: %s", errorText(f)))
+		return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("CONNECT refused: %s", errorText(f)))
 	default:
-		return fail(protocolError("CONNECT answered with %s", f.Command))
+		return fail(publishers.ProtocolError("CONNECT answered with %s", f.Command))
 	}
 	hb, err := negotiate(s.c.cfg.HeartBeat, 0, f.Header.Get(frame.HeartBeat))
 	if err != nil {
@@ -200,14 +201,14 @@ func readFrame(r *bufio.Reader) (*frame.Frame, error) {
 // run delivers messages until ctx ends, reconnecting under the redial policy (Backoff) when the
 // connection breaks: a subscription lost before it lived Healthy counts as a failure.
 func (s *stompSession) run(ctx context.Context) {
-	var r redial
+	var r publishers.Redial
 	b := s.c.backoff
 	for {
 		err := s.serve(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		wait := r.lost(b, time.Now(), time.Since(s.since), false, err)
+		wait := r.Lost(b, time.Now(), time.Since(s.since), false, err)
 		s.c.log.Warn("stomp consumer: connection lost, reconnecting", "host", s.addr, "destination", s.dest, "err", err,
 			"next_dial_in", wait.Round(time.Millisecond))
 		for {
@@ -225,7 +226,7 @@ func (s *stompSession) run(ctx context.Context) {
 			if ctx.Err() == nil {
 				s.c.log.Debug("stomp consumer: reconnect failed", "host", s.addr, "err", err)
 			}
-			wait = r.failed(b, time.Now(), err)
+			wait = r.Failed(b, time.Now(), err)
 		}
 	}
 }
@@ -257,18 +258,18 @@ func (s *stompSession) serve(ctx context.Context) error {
 		switch f.Command {
 		case frame.MESSAGE:
 			if sub := f.Header.Get(frame.Subscription); sub != stompSubscription {
-				return wrap(ErrUnavailable, protocolError("MESSAGE of subscription %s, ours is %s", truncate([]byte(sub)), stompSubscription))
+				return publishers.Wrap(publishers.ErrUnavailable, publishers.ProtocolError("MESSAGE of subscription %s, ours is %s", publishers.Truncate([]byte(sub)), stompSubscription))
 			}
-			s.handle(Delivery{Host: s.host, Topic: s.topic, Body: f.Body, Received: time.Now()})
+			s.handle(publishers.Delivery{Host: s.host, Topic: s.topic, Body: f.Body, Received: time.Now()})
 		case frame.RECEIPT:
 			if id := f.Header.Get(frame.ReceiptId); id != stompLeaveReceipt || !s.leaving.Load() {
-				return wrap(ErrUnavailable, protocolError("RECEIPT %s for nothing we sent", truncate([]byte(id))))
+				return publishers.Wrap(publishers.ErrUnavailable, publishers.ProtocolError("RECEIPT %s for nothing we sent", publishers.Truncate([]byte(id))))
 			}
 			return nil // the DISCONNECT's: everything dispatched to us has arrived
 		case frame.ERROR:
-			return wrap(ErrRejected, errors.New(errorText(f)))
+			return publishers.Wrap(publishers.ErrRejected, errors.New(errorText(f)))
 		default:
-			return wrap(ErrUnavailable, protocolError("%s frame on a subscribed connection", f.Command))
+			return publishers.Wrap(publishers.ErrUnavailable, publishers.ProtocolError("%s frame on a subscribed connection", f.Command))
 		}
 	}
 }

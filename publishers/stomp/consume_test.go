@@ -3,6 +3,7 @@ package stomp
 import (
 	"context"
 	"fmt"
+	"github.com/mqtarget/mqtarget/publishers"
 	"net"
 	"strings"
 	"sync"
@@ -52,9 +53,9 @@ func stompConsumeFake(t *testing.T, onSubscribe func(conn int, sub string, c net
 }
 
 func consumeUntilReal(t *testing.T, addr string) []string {
-	c := DefaultSTOMPConfig()
+	c := DefaultConfig()
 	c.Hosts = []string{addr}
-	cons, err := NewSTOMPConsumer(c, nil)
+	cons, err := NewConsumer(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func consumeUntilReal(t *testing.T, addr string) []string {
 	var got []string
 	errc := make(chan error, 1)
 	go func() {
-		errc <- cons.Consume(ctx, "t", func(d Delivery) {
+		errc <- cons.Consume(ctx, "t", func(d publishers.Delivery) {
 			mu.Lock()
 			got = append(got, string(d.Body))
 			mu.Unlock()

@@ -13,20 +13,20 @@ import (
 	"github.com/go-stomp/stomp/v3/server"
 )
 
-// STOMP is a set of in-process go-stomp servers listening on 127.0.0.1 ephemeral ports. They keep
+// Server is a set of in-process go-stomp servers listening on 127.0.0.1 ephemeral ports. They keep
 // messages sent to /queue/... destinations in memory until a subscriber takes them (queue semantics),
 // up to maxBytes per server, beyond which the oldest messages of the queue are dropped (a load test
 // without consumers must not exhaust memory); /topic/... messages reach only current subscribers. They
 // accept any login.
-type STOMP struct {
+type Server struct {
 	lns   []*trackingListener
 	addrs []string
 	once  sync.Once
 }
 
-// StartSTOMP starts n servers, each holding at most maxBytes of queued messages.
-func StartSTOMP(n int, maxBytes int64, log *slog.Logger) (_ *STOMP, err error) {
-	e := &STOMP{}
+// StartServer starts n servers, each holding at most maxBytes of queued messages.
+func StartServer(n int, maxBytes int64, log *slog.Logger) (_ *Server, err error) {
+	e := &Server{}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -54,10 +54,10 @@ func StartSTOMP(n int, maxBytes int64, log *slog.Logger) (_ *STOMP, err error) {
 }
 
 // Addrs returns the servers' STOMP addresses.
-func (e *STOMP) Addrs() []string { return e.addrs }
+func (e *Server) Addrs() []string { return e.addrs }
 
 // Close stops accepting and closes every client connection.
-func (e *STOMP) Close() error {
+func (e *Server) Close() error {
 	e.once.Do(func() {
 		for _, l := range e.lns {
 			l.closeAll()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mqtarget/mqtarget/publishers"
 	"io"
 	"log/slog"
 	"net"
@@ -19,32 +20,32 @@ import (
 func TestSTOMPConfigValidate(t *testing.T) {
 	cases := []struct {
 		name   string
-		mutate func(*STOMPConfig)
+		mutate func(*Config)
 		want   string // substring of the error; empty means valid
 	}{
-		{"defaults", func(*STOMPConfig) {}, ""},
-		{"hosts and login", func(c *STOMPConfig) {
+		{"defaults", func(*Config) {}, ""},
+		{"hosts and login", func(c *Config) {
 			c.Hosts, c.Login, c.Passcode = []string{"127.0.0.1:61613", "amq:61613"}, "u", "p"
 		}, ""},
-		{"topic prefix, vhost, no heart-beats", func(c *STOMPConfig) { c.Prefix, c.VHost, c.HeartBeat = "/topic/", "/", 0 }, ""},
-		{"second host without port", func(c *STOMPConfig) { c.Hosts = []string{"a:1", "b"} }, "stomp.hosts[1]:"},
-		{"passcode without login", func(c *STOMPConfig) { c.Passcode = "p" }, "stomp.passcode:"},
-		{"prefix without leading slash", func(c *STOMPConfig) { c.Prefix = "queue/" }, "stomp.prefix:"},
-		{"prefix without trailing slash", func(c *STOMPConfig) { c.Prefix = "/queue" }, "stomp.prefix:"},
-		{"prefix with colon", func(c *STOMPConfig) { c.Prefix = "/queue:x/" }, "stomp.prefix:"},
-		{"vhost with newline", func(c *STOMPConfig) { c.VHost = "a\nb" }, "stomp.vhost:"},
-		{"login with colon", func(c *STOMPConfig) { c.Login = "a:b" }, "stomp.login:"},
-		{"no connections", func(c *STOMPConfig) { c.ConnectionsPerHost = 0 }, "stomp.connections_per_host:"},
-		{"negative heart-beat", func(c *STOMPConfig) { c.HeartBeat = -time.Second }, "stomp.heartbeat:"},
-		{"sub-millisecond heart-beat", func(c *STOMPConfig) { c.HeartBeatReceive = time.Microsecond }, "stomp.heartbeat_receive:"},
-		{"zero grace", func(c *STOMPConfig) { c.HeartBeatGrace = 0 }, "stomp.heartbeat_grace:"},
-		{"zero dial timeout", func(c *STOMPConfig) { c.DialTimeout = 0 }, "stomp.dial_timeout:"},
-		{"no embedded without hosts", func(c *STOMPConfig) { c.Embedded = 0 }, "stomp.embedded:"},
-		{"no embedded with hosts", func(c *STOMPConfig) { c.Embedded, c.Hosts = 0, []string{"a:1"} }, ""},
+		{"topic prefix, vhost, no heart-beats", func(c *Config) { c.Prefix, c.VHost, c.HeartBeat = "/topic/", "/", 0 }, ""},
+		{"second host without port", func(c *Config) { c.Hosts = []string{"a:1", "b"} }, "stomp.hosts[1]:"},
+		{"passcode without login", func(c *Config) { c.Passcode = "p" }, "stomp.passcode:"},
+		{"prefix without leading slash", func(c *Config) { c.Prefix = "queue/" }, "stomp.prefix:"},
+		{"prefix without trailing slash", func(c *Config) { c.Prefix = "/queue" }, "stomp.prefix:"},
+		{"prefix with colon", func(c *Config) { c.Prefix = "/queue:x/" }, "stomp.prefix:"},
+		{"vhost with newline", func(c *Config) { c.VHost = "a\nb" }, "stomp.vhost:"},
+		{"login with colon", func(c *Config) { c.Login = "a:b" }, "stomp.login:"},
+		{"no connections", func(c *Config) { c.ConnectionsPerHost = 0 }, "stomp.connections_per_host:"},
+		{"negative heart-beat", func(c *Config) { c.HeartBeat = -time.Second }, "stomp.heartbeat:"},
+		{"sub-millisecond heart-beat", func(c *Config) { c.HeartBeatReceive = time.Microsecond }, "stomp.heartbeat_receive:"},
+		{"zero grace", func(c *Config) { c.HeartBeatGrace = 0 }, "stomp.heartbeat_grace:"},
+		{"zero dial timeout", func(c *Config) { c.DialTimeout = 0 }, "stomp.dial_timeout:"},
+		{"no embedded without hosts", func(c *Config) { c.Embedded = 0 }, "stomp.embedded:"},
+		{"no embedded with hosts", func(c *Config) { c.Embedded, c.Hosts = 0, []string{"a:1"} }, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := DefaultSTOMPConfig()
+			cfg := DefaultConfig()
 			c.mutate(&cfg)
 			err := cfg.Validate("stomp")
 			switch {
@@ -116,8 +117,8 @@ func TestNegotiateHeartBeats(t *testing.T) {
 
 func TestSecretRedacted(t *testing.T) {
 	out, err := yaml.Marshal(struct {
-		Set   Secret `yaml:"set"`
-		Unset Secret `yaml:"unset"`
+		Set   publishers.Secret `yaml:"set"`
+		Unset publishers.Secret `yaml:"unset"`
 	}{Set: "hunter2"})
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +126,7 @@ func TestSecretRedacted(t *testing.T) {
 	if strings.Contains(string(out), "hunter2") || !strings.Contains(string(out), "set: <redacted>") || !strings.Contains(string(out), `unset: ""`) {
 		t.Errorf("YAML:\n%s", out)
 	}
-	if s := fmt.Sprint(Secret("hunter2")); s != "<redacted>" {
+	if s := fmt.Sprint(publishers.Secret("hunter2")); s != "<redacted>" {
 		t.Errorf("formatted as %q", s)
 	}
 }
@@ -218,14 +219,14 @@ func receipts(w *frame.Writer, f *frame.Frame) {
 	}
 }
 
-func newTestSTOMP(t *testing.T, mutate func(*STOMPConfig), hosts ...string) *STOMP {
+func newTestSTOMP(t *testing.T, mutate func(*Config), hosts ...string) *Publisher {
 	t.Helper()
-	c := DefaultSTOMPConfig()
+	c := DefaultConfig()
 	c.Hosts = hosts
 	if mutate != nil {
 		mutate(&c)
 	}
-	p, err := NewSTOMP(c, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p, err := New(c, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 // and the batch as BEGIN, SENDs in the transaction, COMMIT with the receipt.
 func TestSTOMPFrames(t *testing.T) {
 	b := startFakeBroker(t, receipts)
-	p := newTestSTOMP(t, func(c *STOMPConfig) {
+	p := newTestSTOMP(t, func(c *Config) {
 		c.Login, c.Passcode, c.VHost, c.Prefix, c.Persistent, c.ConnectionsPerHost = "u", "secret", "/", "/topic/", true, 1
 	}, b.addr())
 	if err := p.Publish(ctxFor(t, 2*time.Second), 0, "orders", []byte("one")); err != nil {
@@ -294,10 +295,10 @@ func TestSTOMPErrors(t *testing.T) {
 			}
 			receipts(w, f)
 		})
-		p := newTestSTOMP(t, func(c *STOMPConfig) { c.ConnectionsPerHost = 1 }, b.addr())
+		p := newTestSTOMP(t, func(c *Config) { c.ConnectionsPerHost = 1 }, b.addr())
 		err := p.Publish(ctxFor(t, 2*time.Second), 0, "t", []byte("bad"))
-		if !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), "no such destination") {
-			t.Fatalf("got %v, want ErrRejected with the broker's message", err)
+		if !errors.Is(err, publishers.ErrRejected) || !strings.Contains(err.Error(), "no such destination") {
+			t.Fatalf("got %v, want publishers.ErrRejected with the broker's message", err)
 		}
 		if err := p.Publish(ctxFor(t, 2*time.Second), 0, "t", []byte("good")); err != nil {
 			t.Fatalf("after the ERROR: %v", err)
@@ -307,8 +308,8 @@ func TestSTOMPErrors(t *testing.T) {
 		b := startFakeBroker(t, receipts)
 		b.connect = func(*frame.Frame) *frame.Frame { return frame.New(frame.ERROR, frame.Message, "bad credentials") }
 		p := newTestSTOMP(t, nil, b.addr())
-		if err := p.Publish(ctxFor(t, 2*time.Second), 0, "t", []byte("x")); !errors.Is(err, ErrRejected) {
-			t.Fatalf("got %v, want ErrRejected", err)
+		if err := p.Publish(ctxFor(t, 2*time.Second), 0, "t", []byte("x")); !errors.Is(err, publishers.ErrRejected) {
+			t.Fatalf("got %v, want publishers.ErrRejected", err)
 		}
 	})
 	t.Run("no receipt is 504 at the deadline", func(t *testing.T) {
@@ -316,8 +317,8 @@ func TestSTOMPErrors(t *testing.T) {
 		p := newTestSTOMP(t, nil, b.addr())
 		start := time.Now()
 		err := p.Publish(ctxFor(t, 300*time.Millisecond), 0, "t", []byte("x"))
-		if !errors.Is(err, ErrTimeout) || time.Since(start) > time.Second {
-			t.Fatalf("got %v after %v, want ErrTimeout after 300ms", err, time.Since(start))
+		if !errors.Is(err, publishers.ErrTimeout) || time.Since(start) > time.Second {
+			t.Fatalf("got %v after %v, want publishers.ErrTimeout after 300ms", err, time.Since(start))
 		}
 	})
 	t.Run("nothing listening is 503, then fail-fast", func(t *testing.T) {
@@ -327,10 +328,10 @@ func TestSTOMPErrors(t *testing.T) {
 		}
 		addr := ln.Addr().String()
 		ln.Close()
-		p := newTestSTOMP(t, func(c *STOMPConfig) { c.ConnectionsPerHost = 1 }, addr)
+		p := newTestSTOMP(t, func(c *Config) { c.ConnectionsPerHost = 1 }, addr)
 		for i := range 3 {
-			if err := p.Publish(ctxFor(t, 2*time.Second), 0, "t", []byte("x")); !errors.Is(err, ErrUnavailable) {
-				t.Fatalf("publish %d: got %v, want ErrUnavailable", i, err)
+			if err := p.Publish(ctxFor(t, 2*time.Second), 0, "t", []byte("x")); !errors.Is(err, publishers.ErrUnavailable) {
+				t.Fatalf("publish %d: got %v, want publishers.ErrUnavailable", i, err)
 			}
 		}
 	})
@@ -345,8 +346,8 @@ func TestSTOMPErrors(t *testing.T) {
 		}
 		<-gotSend
 		b.close()
-		if err := <-done; !errors.Is(err, ErrUnavailable) {
-			t.Fatalf("got %v, want ErrUnavailable", err)
+		if err := <-done; !errors.Is(err, publishers.ErrUnavailable) {
+			t.Fatalf("got %v, want publishers.ErrUnavailable", err)
 		}
 		p.Close()
 		select {
@@ -387,7 +388,7 @@ func TestSTOMPReceiptsOutOfOrder(t *testing.T) {
 		}
 		held = nil
 	})
-	p := newTestSTOMP(t, func(c *STOMPConfig) { c.ConnectionsPerHost = 1 }, b.addr())
+	p := newTestSTOMP(t, func(c *Config) { c.ConnectionsPerHost = 1 }, b.addr())
 	const n = 100
 	errs := make([]chan error, n)
 	for i := range n {

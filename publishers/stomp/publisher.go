@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/mqtarget/mqtarget/publishers"
 	"hash/maphash"
 	"io"
 	"log/slog"
@@ -23,13 +24,13 @@ import (
 	"github.com/mqtarget/mqtarget/publishers/wire"
 )
 
-// STOMPConfig configures the STOMP publisher.
-type STOMPConfig struct {
+// Config configures the STOMP publisher.
+type Config struct {
 	// Hosts are STOMP broker addresses (host:port). Empty means: start embedded go-stomp servers.
 	Hosts []string `yaml:"hosts" help:"STOMP broker addresses host:port, comma-separated; empty starts embedded go-stomp servers"`
 	// Login and Passcode go into CONNECT; empty Login sends neither.
-	Login    string `yaml:"login" help:"STOMP login (empty: connect without credentials)"`
-	Passcode Secret `yaml:"passcode" help:"STOMP passcode (never printed)"`
+	Login    string            `yaml:"login" help:"STOMP login (empty: connect without credentials)"`
+	Passcode publishers.Secret `yaml:"passcode" help:"STOMP passcode (never printed)"`
 	// VHost is CONNECT's host header; empty uses the host part of the broker address. RabbitMQ wants "/".
 	VHost string `yaml:"vhost" help:"STOMP virtual host (CONNECT host header; RabbitMQ: /); empty uses the address's host"`
 	// Prefix is put before every topic to make the destination, e.g. /queue/ or /topic/.
@@ -54,12 +55,12 @@ type STOMPConfig struct {
 	// EmbeddedMaxBytes bounds the messages an embedded server keeps queued; beyond it the oldest go.
 	EmbeddedMaxBytes int64 `yaml:"embedded_max_bytes" help:"bytes of queued messages each embedded go-stomp server keeps; beyond it the oldest are dropped"`
 	// TLS: STOMP over TLS from the first byte, for publishing and consuming alike.
-	TLSConfig `yaml:",inline"`
+	publishers.TLSConfig `yaml:",inline"`
 }
 
-// DefaultSTOMPConfig returns the STOMP defaults.
-func DefaultSTOMPConfig() STOMPConfig {
-	return STOMPConfig{
+// DefaultConfig returns the STOMP defaults.
+func DefaultConfig() Config {
+	return Config{
 		Prefix:             "/queue/",
 		ConnectionsPerHost: 2,
 		HeartBeat:          10 * time.Second,
@@ -75,12 +76,12 @@ func DefaultSTOMPConfig() STOMPConfig {
 const maxHeartBeat = time.Hour
 
 // Validate checks c; errors name the field under prefix (e.g. "stomp").
-func (c STOMPConfig) Validate(prefix string) error {
+func (c Config) Validate(prefix string) error {
 	var errs []error
 	add := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s.%s: "+format, append([]any{prefix, field}, args...)...))
 	}
-	errs = append(errs, validateAddrs(prefix+".hosts", c.Hosts))
+	errs = append(errs, publishers.ValidateAddrs(prefix+".hosts", c.Hosts))
 	if c.Login == "" && c.Passcode != "" {
 		add("passcode", "set without stomp.login")
 	} else if checkHeaderText(string(c.Passcode)) != nil {
@@ -109,19 +110,19 @@ func (c STOMPConfig) Validate(prefix string) error {
 	if c.HeartBeatGrace < 1 || c.HeartBeatGrace > 100 {
 		add("heartbeat_grace", "must be 1..100, got %d", c.HeartBeatGrace)
 	}
-	if c.DialTimeout <= 0 || c.DialTimeout > maxDialTimeout {
-		add("dial_timeout", "must be 1ns..%v, got %v", maxDialTimeout, c.DialTimeout)
+	if c.DialTimeout <= 0 || c.DialTimeout > publishers.MaxDialTimeout {
+		add("dial_timeout", "must be 1ns..%v, got %v", publishers.MaxDialTimeout, c.DialTimeout)
 	}
 	if len(c.Hosts) == 0 && (c.Embedded < 1 || c.Embedded > 16) {
 		add("embedded", "must be 1..16 when %s.hosts is empty, got %d", prefix, c.Embedded)
 	}
-	if len(c.Hosts) == 0 && (c.EmbeddedMaxBytes < 1<<20 || c.EmbeddedMaxBytes > maxEmbeddedBytes) {
-		add("embedded_max_bytes", "must be 1048576 (1 MiB)..%d (1 TiB) when %s.hosts is empty, got %d", int64(maxEmbeddedBytes), prefix, c.EmbeddedMaxBytes)
+	if len(c.Hosts) == 0 && (c.EmbeddedMaxBytes < 1<<20 || c.EmbeddedMaxBytes > publishers.MaxEmbeddedBytes) {
+		add("embedded_max_bytes", "must be 1048576 (1 MiB)..%d (1 TiB) when %s.hosts is empty, got %d", int64(publishers.MaxEmbeddedBytes), prefix, c.EmbeddedMaxBytes)
 	}
 	if c.TLSConfig.Enabled && len(c.Hosts) == 0 {
 		add("tls", "needs %s.hosts (embedded go-stomp servers run without TLS)", prefix)
 	}
-	errs = append(errs, c.TLSConfig.validate(prefix))
+	errs = append(errs, c.TLSConfig.Validate(prefix))
 	return errors.Join(errs...)
 }
 
@@ -139,7 +140,7 @@ func checkHeaderText(s string) error {
 	return nil
 }
 
-// STOMP publishes to one or more STOMP 1.2 brokers (ActiveMQ Artemis, ActiveMQ Classic, RabbitMQ, the
+// Publisher publishes to one or more STOMP 1.2 brokers (ActiveMQ Artemis, ActiveMQ Classic, RabbitMQ, the
 // embedded go-stomp server).
 //
 // It speaks the client side of the protocol itself: SEND, BEGIN and COMMIT are encoded here, CONNECT
@@ -154,14 +155,14 @@ func checkHeaderText(s string) error {
 // get, not even the next one's), and is queued on the shared connection core (publishers/wire), which writes many requests at once and
 // runs each callback when its RECEIPT (or an ERROR) arrives. Sync publishes wait for their callback or
 // their context; PublishAsync returns once queued.
-type STOMP struct {
-	cfg      STOMPConfig
+type Publisher struct {
+	cfg      Config
 	tls      *tls.Config // nil: plain TCP
-	pool     *pool[*stompConn]
+	pool     *publishers.Pool[*stompConn]
 	log      *slog.Logger
-	versions brokerVersions // what each broker said it runs (CONNECTED's server header)
-	pings    pingLimit      // Ping's connections: one per host and pingReuse
-	proto    *protocolErrors
+	versions publishers.Versions  // what each broker said it runs (CONNECTED's server header)
+	pings    publishers.PingLimit // Ping's connections: one per host and pingReuse
+	proto    *publishers.ProtocolErrors
 }
 
 // Timings of the connection handling.
@@ -173,9 +174,9 @@ const (
 	stompCloseWait      = time.Second // how long Close waits for the receipts of SENDs written
 )
 
-// NewSTOMP creates the publisher. It does not connect: connections are made on first use and again
+// New creates the publisher. It does not connect: connections are made on first use and again
 // after one breaks, so mqtarget recovers when a broker comes back.
-func NewSTOMP(c STOMPConfig, log *slog.Logger) (*STOMP, error) {
+func New(c Config, log *slog.Logger) (*Publisher, error) {
 	if err := c.Validate("stomp"); err != nil {
 		return nil, err
 	}
@@ -186,28 +187,28 @@ func NewSTOMP(c STOMPConfig, log *slog.Logger) (*STOMP, error) {
 	if err != nil {
 		return nil, err
 	}
-	log = limitLog(log) // a failing broker must not flood the log (lograte)
-	p := &STOMP{cfg: c, tls: tc, log: log, proto: newProtocolErrors("stomp", c.Hosts, log)}
-	p.pool = newPool("stomp", c.Hosts, c.ConnectionsPerHost, func(ctx context.Context, addr string) (*stompConn, error) {
+	log = publishers.LimitLog(log) // a failing broker must not flood the log (lograte)
+	p := &Publisher{cfg: c, tls: tc, log: log, proto: publishers.NewProtocolErrors("stomp", c.Hosts, log)}
+	p.pool = publishers.NewPool("stomp", c.Hosts, c.ConnectionsPerHost, func(ctx context.Context, addr string) (*stompConn, error) {
 		netConn, hb, err := p.handshake(ctx, addr)
 		if err != nil {
 			return nil, err
 		}
 		return newSTOMPConn(netConn, addr, hb, p), nil
 	})
-	p.pool.log = log
+	p.pool.Log = log
 	return p, nil
 }
 
 // Hosts implements Publisher.
-func (p *STOMP) Hosts() []string { return p.pool.hosts }
+func (p *Publisher) Hosts() []string { return p.pool.Addrs }
 
 // MaxTopicLen is the longest topic (destination name without the prefix) accepted, in bytes.
 const MaxTopicLen = 255
 
 // ValidateTopic accepts 1-255 bytes of UTF-8 without control characters, ':' or '\', not starting with
 // '/' (the prefix supplies the destination type) and without whitespace at either end.
-func (p *STOMP) ValidateTopic(name string) error { return validateSTOMPTopic(name) }
+func (p *Publisher) ValidateTopic(name string) error { return validateSTOMPTopic(name) }
 
 func validateSTOMPTopic(name string) error {
 	switch {
@@ -227,26 +228,26 @@ func validateSTOMPTopic(name string) error {
 }
 
 // Publish implements Publisher with one SEND carrying a receipt header.
-func (p *STOMP) Publish(ctx context.Context, host int, topic string, body []byte) error {
-	return await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, body, nil, done) })
+func (p *Publisher) Publish(ctx context.Context, host int, topic string, body []byte) error {
+	return publishers.Await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, body, nil, done) })
 }
 
 // PublishBatch implements Publisher with a transaction: BEGIN, one SEND per body, COMMIT with a receipt,
 // all queued at once. The broker acknowledges the commit once every message is in.
-func (p *STOMP) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
-	return await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, nil, bodies, done) })
+func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
+	return publishers.Await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, nil, bodies, done) })
 }
 
 // PublishAsync implements Publisher: it queues a SEND with a receipt header and returns; done runs on
 // the connection's read loop when the receipt arrives (or the connection fails), so it must be quick.
-func (p *STOMP) PublishAsync(host int, topic string, body []byte, done func(error)) error {
+func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
 	return p.send(context.Background(), host, topic, body, nil, done)
 }
 
 // send queues a SEND of body, or a transaction of bodies when body is nil, on a connection to host. The
 // receipt id is the command's sequence number on its connection, tagged (stompReceipts).
-func (p *STOMP) send(ctx context.Context, host int, topic string, body []byte, bodies [][]byte, done func(error)) error {
-	conn, err := p.pool.get(ctx, host)
+func (p *Publisher) send(ctx context.Context, host int, topic string, body []byte, bodies [][]byte, done func(error)) error {
+	conn, err := p.pool.Get(ctx, host)
 	if err != nil {
 		return err
 	}
@@ -267,7 +268,7 @@ func (p *STOMP) send(ctx context.Context, host int, topic string, body []byte, b
 			return appendTxFrame(b, "COMMIT", id, rc, id)
 		}, done)
 	}
-	return sendRefused(p.pool.closed.Load(), err)
+	return publishers.SendRefused(p.pool.Closed(), err)
 }
 
 // appendSEND encodes a SEND; tx and receipt are left out when 0; rc makes the receipt id.
@@ -352,7 +353,7 @@ func (rc stompReceipts) parse(id string) (uint64, error) {
 	seq, err := strconv.ParseUint(s, 10, 64)
 	var want [48]byte
 	if err != nil || seq == 0 || string(rc.appendID(want[:0], seq)) != id {
-		return 0, protocolError("receipt id %s is none this connection sent", truncate([]byte(id)))
+		return 0, publishers.ProtocolError("receipt id %s is none this connection sent", publishers.Truncate([]byte(id)))
 	}
 	return seq, nil
 }
@@ -369,15 +370,15 @@ func appendIDHeader(b []byte, prefix string, id uint64) []byte {
 
 // Ping connects to host (CONNECT answered by CONNECTED) on a connection of its own, so a check never
 // queues behind publishes.
-func (p *STOMP) Ping(ctx context.Context, host int) error {
-	if err := p.pool.checkHost(host); err != nil {
+func (p *Publisher) Ping(ctx context.Context, host int) error {
+	if err := p.pool.CheckHost(host); err != nil {
 		return err
 	}
-	return p.pings.do(ctx, host, p.pool.events, p.ping)
+	return p.pings.Do(ctx, host, p.pool.Events, p.ping)
 }
 
-func (p *STOMP) ping(ctx context.Context, host int) error {
-	conn, _, err := p.handshake(ctx, p.pool.hosts[host])
+func (p *Publisher) ping(ctx context.Context, host int) error {
+	conn, _, err := p.handshake(ctx, p.pool.Addrs[host])
 	if err != nil {
 		return err
 	}
@@ -391,7 +392,7 @@ func (p *STOMP) ping(ctx context.Context, host int) error {
 type heartBeats struct{ send, recv time.Duration }
 
 // handshake dials addr and exchanges CONNECT/CONNECTED within ctx and the dial timeout.
-func (p *STOMP) handshake(ctx context.Context, addr string) (net.Conn, heartBeats, error) {
+func (p *Publisher) handshake(ctx context.Context, addr string) (net.Conn, heartBeats, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 	defer cancel()
 	conn, err := dialSTOMP(ctx, addr, p.tls)
@@ -403,16 +404,16 @@ func (p *STOMP) handshake(ctx context.Context, addr string) (net.Conn, heartBeat
 	hb, err := p.connect(conn, addr)
 	if err != nil {
 		conn.Close()
-		if isProtocolError(err) {
-			p.proto.count(addr, err)
+		if publishers.IsProtocolError(err) {
+			p.proto.Count(addr, err)
 		}
-		if errors.Is(err, ErrRejected) {
+		if errors.Is(err, publishers.ErrRejected) {
 			return nil, hb, err
 		}
 		if isTimeout(err) {
 			err = fmt.Errorf("no CONNECTED in time: %w", err)
 		}
-		return nil, hb, wrap(ErrUnavailable, err)
+		return nil, hb, publishers.Wrap(publishers.ErrUnavailable, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
 	return conn, hb, nil
@@ -423,12 +424,12 @@ func dialSTOMP(ctx context.Context, addr string, tc *tls.Config) (net.Conn, erro
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, wrap(ErrUnavailable, err)
+		return nil, publishers.Wrap(publishers.ErrUnavailable, err)
 	}
 	if tc == nil {
 		return conn, nil
 	}
-	tlsConn, err := startTLS(ctx, conn, tc, addr)
+	tlsConn, err := publishers.StartTLS(ctx, conn, tc, addr)
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -442,7 +443,7 @@ func isTimeout(err error) bool {
 }
 
 // connect writes CONNECT and reads the answer.
-func (p *STOMP) connect(conn net.Conn, addr string) (heartBeats, error) {
+func (p *Publisher) connect(conn net.Conn, addr string) (heartBeats, error) {
 	if err := frame.NewWriter(conn).Write(p.connectFrame(addr)); err != nil {
 		return heartBeats{}, err
 	}
@@ -459,18 +460,18 @@ func (p *STOMP) connect(conn net.Conn, addr string) (heartBeats, error) {
 		// What followed CONNECTED in the same read would be lost with r: heart-beats may, anything else
 		// (a RECEIPT before any SEND) is no answer to us.
 		if rest, _ := r.Peek(r.Buffered()); len(bytes.Trim(rest, "\r\n")) > 0 {
-			return heartBeats{}, protocolError("CONNECTED followed by %s before any command", truncate(rest))
+			return heartBeats{}, publishers.ProtocolError("CONNECTED followed by %s before any command", publishers.Truncate(rest))
 		}
-		p.versions.set(addr, f.Header.Get(frame.Server))
+		p.versions.Set(addr, f.Header.Get(frame.Server))
 	case frame.ERROR:
-		return heartBeats{}, wrap(ErrRejected, fmt.Errorf("CONNECT refused: %s", errorText(f)))
+		return heartBeats{}, publishers.Wrap(publishers.ErrRejected, fmt.Errorf("CONNECT refused: %s", errorText(f)))
 	default:
-		return heartBeats{}, protocolError("CONNECT answered with %s", f.Command)
+		return heartBeats{}, publishers.ProtocolError("CONNECT answered with %s", f.Command)
 	}
 	return negotiate(p.cfg.HeartBeat, p.cfg.HeartBeatReceive, f.Header.Get(frame.HeartBeat))
 }
 
-func (p *STOMP) connectFrame(addr string) *frame.Frame {
+func (p *Publisher) connectFrame(addr string) *frame.Frame {
 	vhost := p.cfg.VHost
 	if vhost == "" {
 		vhost, _, _ = net.SplitHostPort(addr)
@@ -494,7 +495,7 @@ func negotiate(send, recv time.Duration, header string) (heartBeats, error) {
 	}
 	sx, sy, err := frame.ParseHeartBeat(header)
 	if err != nil {
-		return heartBeats{}, protocolError("CONNECTED heart-beat %s: %v", truncate([]byte(header)), err)
+		return heartBeats{}, publishers.ProtocolError("CONNECTED heart-beat %s: %v", publishers.Truncate([]byte(header)), err)
 	}
 	var hb heartBeats
 	if send > 0 && sy > 0 {
@@ -516,15 +517,15 @@ func errorText(f *frame.Frame) string {
 
 // Close closes every connection, failing what is still pending so every callback runs, and waits for
 // the read loops. It is idempotent.
-func (p *STOMP) Close() error {
-	p.pool.close()
+func (p *Publisher) Close() error {
+	p.pool.Close()
 	return nil
 }
 
 // stompConn is one publishing connection.
 type stompConn struct {
 	*wire.Conn
-	answerMark
+	publishers.AnswerMark
 	receipts stompReceipts
 }
 
@@ -533,13 +534,13 @@ var (
 	stompDisconnect = []byte("DISCONNECT\n\n\x00")
 )
 
-func newSTOMPConn(conn net.Conn, addr string, hb heartBeats, p *STOMP) *stompConn {
+func newSTOMPConn(conn net.Conn, addr string, hb heartBeats, p *Publisher) *stompConn {
 	rc := newSTOMPReceipts()
 	read := func(r *bufio.Reader) (wire.Answer, error) { return readSTOMPAnswer(r, rc) }
 	c := &stompConn{receipts: rc}
 	c.Conn = wire.New(conn, wire.Config{
 		Name:           "stomp",
-		Read:           c.marking(read),
+		Read:           c.Marking(read),
 		MaxWait:        stompReceiptTimeout - stompStallGrace,
 		StallGrace:     stompStallGrace,
 		IdleTimeout:    hb.recv * time.Duration(p.cfg.HeartBeatGrace),
@@ -547,9 +548,9 @@ func newSTOMPConn(conn net.Conn, addr string, hb heartBeats, p *STOMP) *stompCon
 		HeartBeatFrame: stompHeartBeat,
 		CloseWait:      stompCloseWait,
 		Goodbye:        stompDisconnect,
-		Unavailable:    ErrUnavailable,
-		Closed:         ErrClosed,
-		ProtocolError:  p.proto.hook(addr),
+		Unavailable:    publishers.ErrUnavailable,
+		Closed:         publishers.ErrClosed,
+		ProtocolError:  p.proto.Hook(addr),
 		Log:            p.log,
 	})
 	return c
@@ -576,18 +577,18 @@ func readSTOMPAnswer(r *bufio.Reader, rc stompReceipts) (wire.Answer, error) {
 		}
 		return wire.Answer{Kind: wire.ByID, ID: id}, nil
 	case frame.ERROR:
-		rejected := wrap(ErrRejected, fmt.Errorf("broker ERROR: %s", errorText(f)))
+		rejected := publishers.Wrap(publishers.ErrRejected, fmt.Errorf("broker ERROR: %s", errorText(f)))
 		if s, named := f.Header.Contains(frame.ReceiptId); named {
 			id, err := rc.parse(s)
 			if err != nil {
 				return wire.Answer{}, err
 			}
 			return wire.Answer{Kind: wire.ByID, ID: id, Err: rejected,
-				Close: wrap(ErrUnavailable, fmt.Errorf("connection closed after a broker ERROR: %s", errorText(f)))}, nil
+				Close: publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("connection closed after a broker ERROR: %s", errorText(f)))}, nil
 		}
 		return wire.Answer{Close: rejected}, nil
 	default:
-		return wire.Answer{}, protocolError("%s frame on a publishing connection", f.Command)
+		return wire.Answer{}, publishers.ProtocolError("%s frame on a publishing connection", f.Command)
 	}
 }
 
@@ -618,7 +619,7 @@ func readSTOMPFrameMax(r *bufio.Reader, maxBody int) (*frame.Frame, error) {
 	switch f.Command {
 	case frame.CONNECTED, frame.RECEIPT, frame.ERROR, frame.MESSAGE:
 	default:
-		return nil, fmt.Errorf("%w: command %q", errSTOMPFrame, truncate(line))
+		return nil, fmt.Errorf("%w: command %q", errSTOMPFrame, publishers.Truncate(line))
 	}
 	for {
 		line, err := readSTOMPLine(r)
@@ -632,7 +633,7 @@ func readSTOMPFrameMax(r *bufio.Reader, maxBody int) (*frame.Frame, error) {
 		}
 		name, value, ok := bytes.Cut(line, []byte{':'})
 		if !ok || len(name) == 0 {
-			return nil, fmt.Errorf("%w: header line %q", errSTOMPFrame, truncate(line))
+			return nil, fmt.Errorf("%w: header line %q", errSTOMPFrame, publishers.Truncate(line))
 		}
 		if f.Command != frame.CONNECTED { // STOMP 1.2 escapes every header but CONNECT's and CONNECTED's
 			if name, err = unescapeSTOMP(name); err == nil {
@@ -667,11 +668,11 @@ func readSTOMPBody(r *bufio.Reader, f *frame.Frame, maxBody int) error {
 	if s, ok := f.Header.Contains(frame.ContentLength); ok {
 		n, err := strconv.ParseUint(s, 10, 32)
 		if err != nil || n > uint64(maxBody) {
-			return fmt.Errorf("%w: content-length %q (at most %d)", errSTOMPFrame, truncate([]byte(s)), maxBody)
+			return fmt.Errorf("%w: content-length %q (at most %d)", errSTOMPFrame, publishers.Truncate([]byte(s)), maxBody)
 		}
 		f.Body = make([]byte, n+1)
 		if _, err := io.ReadFull(r, f.Body); err != nil {
-			return noEOF(err)
+			return publishers.NoEOF(err)
 		}
 		if f.Body[n] != 0 {
 			return fmt.Errorf("%w: no NUL after the body", errSTOMPFrame)
@@ -690,7 +691,7 @@ func readSTOMPBody(r *bufio.Reader, f *frame.Frame, maxBody int) error {
 			f.Body = f.Body[:len(f.Body)-1]
 			return nil
 		case !errors.Is(err, bufio.ErrBufferFull):
-			return noEOF(err)
+			return publishers.NoEOF(err)
 		}
 	}
 }
@@ -723,20 +724,4 @@ func unescapeSTOMP(b []byte) ([]byte, error) {
 		}
 	}
 	return out, nil
-}
-
-// noEOF turns an EOF inside a frame into io.ErrUnexpectedEOF.
-func noEOF(err error) error {
-	if err == io.EOF {
-		return io.ErrUnexpectedEOF
-	}
-	return err
-}
-
-// truncate shortens what a hostile broker sent for an error message.
-func truncate(b []byte) string {
-	if len(b) > 64 {
-		b = b[:64]
-	}
-	return strconv.Quote(string(b))
 }

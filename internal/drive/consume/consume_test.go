@@ -14,6 +14,7 @@ import (
 	"github.com/mqtarget/mqtarget/internal/itest"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/nsq"
 )
 
 // body builds the payload of sequence number seq in run, sent at sent.
@@ -202,7 +203,7 @@ func TestWrite(t *testing.T) {
 func TestRunNSQ(t *testing.T) {
 	cfg, pub := itest.EmbeddedNSQ(t, 1)
 	log := slog.New(slog.DiscardHandler)
-	cons, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{}, log)
+	cons, err := nsq.NewConsumer(cfg, publishers.ConsumerOptions{}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
