@@ -133,11 +133,11 @@ func LinkAnswered(l any) bool {
 	return ok && a.Answered()
 }
 
-// pingReuse is how long a health check's result (Ping) may answer for its host: /readyz pings every
+// PingReuse is how long a health check's result (Ping) may answer for its host: /readyz pings every
 // host per request, and without it each request would make a broker connection of its own.
-const pingReuse = time.Second
+const PingReuse = time.Second
 
-// PingLimit runs at most one health check per host at a time and reuses its result for pingReuse
+// PingLimit runs at most one health check per host at a time and reuses its result for PingReuse
 // unless the host's connections showed news since (a dial or a loss: events), so the connections Ping
 // makes are bounded whatever the rate of /readyz requests, and a broker that went down is seen by the
 // next check once a publish met it. The zero value is ready.
@@ -166,7 +166,7 @@ func (l *PingLimit) Do(ctx context.Context, host int, events func(int) uint64, c
 			st = &pingState{}
 			l.hosts[host] = st
 		}
-		if st.running == nil && !st.at.IsZero() && time.Since(st.at) < pingReuse && events != nil && events(host) == st.events {
+		if st.running == nil && !st.at.IsZero() && time.Since(st.at) < PingReuse && events != nil && events(host) == st.events {
 			err := st.err
 			l.mu.Unlock()
 			return err

@@ -71,7 +71,7 @@ func TestLoadCommand(t *testing.T) {
 		m.Target.Version != version.Get().Version || m.Target.DefaultBroker != "nsq" || m.Target.Config["topic"] != "mqtarget" {
 		t.Errorf("meta %+v", m)
 	}
-	_, nsqHTTP := a.EmbeddedNSQ()
+	nsqHTTP, _ := a.Embedded("nsq").Setup["http"].([]string)
 	resp, err := http.Get("http://" + nsqHTTP[0] + "/stats?format=json&topic=loadtest")
 	if err != nil {
 		t.Fatal(err)

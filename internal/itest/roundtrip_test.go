@@ -25,13 +25,13 @@ func TestRoundTripNSQ(t *testing.T) {
 
 func TestRoundTripEmbeddedNSQ(t *testing.T) {
 	tg := StartTarget(t, nil, nil)
-	tcp, http := tg.App.EmbeddedNSQ()
+	tcp, http := embeddedNSQ(tg)
 	RunRoundTrip(t, &NSQ{TCP: tcp, HTTP: http})
 }
 
 func TestRoundTripEmbeddedSTOMP(t *testing.T) {
 	tg := StartTarget(t, nil, func(c *config.Config) { c.Broker = "stomp" })
-	RunRoundTrip(t, &STOMP{Addrs: tg.App.EmbeddedSTOMP()})
+	RunRoundTrip(t, &STOMP{Addrs: embeddedSTOMP(tg)})
 }
 
 func TestRoundTripArtemis(t *testing.T) {

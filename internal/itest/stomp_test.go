@@ -16,7 +16,7 @@ import (
 // three go-stomp servers, distinct brokers, so /send2Host and /send3Host are checked per host.
 func TestEmbeddedSTOMP(t *testing.T) {
 	tg := StartTarget(t, nil, func(c *config.Config) { c.Broker = "stomp" })
-	addrs := tg.App.EmbeddedSTOMP()
+	addrs := embeddedSTOMP(tg)
 	if len(addrs) != 3 {
 		t.Fatalf("embedded STOMP servers: %d, want 3", len(addrs))
 	}
@@ -93,4 +93,12 @@ func TestSTOMPMixed(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 	h := &STOMP{Addrs: []string{art, amq, srv.Addrs()[0]}, Login: login, Passcode: pass}
 	RunDelivery(t, h)
+}
+
+// embeddedSTOMP is the embedded go-stomp servers' addresses (nil when the STOMP brokers are external).
+func embeddedSTOMP(tg *Target) []string {
+	if e := tg.App.Embedded("stomp"); e != nil {
+		return e.Addrs
+	}
+	return nil
 }

@@ -97,7 +97,7 @@ func TestHTTPS(t *testing.T) {
 		c.HTTP.AdminAddr = "127.0.0.1:0"
 		noEcho(c)
 	})
-	tcp, httpAddrs := tg.App.EmbeddedNSQ()
+	tcp, httpAddrs := embeddedNSQ(tg)
 	nsqd := &NSQ{TCP: tcp, HTTP: httpAddrs}
 	roots := x509.NewCertPool()
 	pem, err := os.ReadFile(pki.CA)

@@ -14,29 +14,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/publishers"
-	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
-
-// TestEveryEmbeddedModeHasAServer keeps embedders in step with the registry: every entry that runs
-// embedded by default has a server here, and every server here belongs to a registry entry.
-func TestEveryEmbeddedModeHasAServer(t *testing.T) {
-	cfg := config.Default()
-	inRegistry := map[*publishers.Broker]bool{}
-	for _, b := range brokers.List {
-		inRegistry[b] = true
-		t.Run(b.Name, func(t *testing.T) {
-			if n := b.Embedded(&cfg.Sections); n > 0 && embedders[b] == nil {
-				t.Errorf("%s runs %d embedded servers by default but has no embedder", b.Name, n)
-			}
-		})
-	}
-	for b := range embedders {
-		if !inRegistry[b] {
-			t.Errorf("embedder for %s, which is not in brokers.List", b.Name)
-		}
-	}
-}
 
 // listeningPorts returns the TCP ports this process listens on: /proc/net/tcp{,6} lists the whole
 // network namespace (other test binaries, other users of the machine), so only sockets whose inode is

@@ -40,11 +40,17 @@ func TestEmbeddedOnlyInUse(t *testing.T) {
 			defer shutdownApp(t, a)
 
 			want := map[int]bool{portOf(t, a.Addr()): true}
-			tcp, httpAddrs := a.EmbeddedNSQ()
-			if (tcp != nil) != tc.wantNSQ || (a.EmbeddedSTOMP() != nil) != tc.wantSTOMP {
-				t.Fatalf("embedded nsqd %v, go-stomp %v; want %v, %v", tcp, a.EmbeddedSTOMP(), tc.wantNSQ, tc.wantSTOMP)
+			var tcp, httpAddrs, stompAddrs []string
+			if e := a.Embedded("nsq"); e != nil {
+				tcp, httpAddrs = e.Addrs, e.Setup["http"].([]string)
 			}
-			for _, addr := range append(append(tcp, httpAddrs...), a.EmbeddedSTOMP()...) {
+			if e := a.Embedded("stomp"); e != nil {
+				stompAddrs = e.Addrs
+			}
+			if (tcp != nil) != tc.wantNSQ || (stompAddrs != nil) != tc.wantSTOMP {
+				t.Fatalf("embedded nsqd %v, go-stomp %v; want %v, %v", tcp, stompAddrs, tc.wantNSQ, tc.wantSTOMP)
+			}
+			for _, addr := range append(append(tcp, httpAddrs...), stompAddrs...) {
 				want[portOf(t, addr)] = true
 			}
 			checkOpened(t, before, want)

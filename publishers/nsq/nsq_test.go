@@ -18,11 +18,12 @@ import (
 
 	"github.com/mqtarget/mqtarget/internal/itest"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/nsq"
 )
 
 // startNSQD starts a real nsqd (MQTARGET_NSQD_BIN) with a 1000-byte message limit (and a 2000-byte
 // MPUB body limit) and a publisher on it with one connection.
-func startNSQD(t *testing.T, ignoreLimit, coalesce bool) (*itest.NSQ, *itest.NSQDProc, *publishers.NSQ) {
+func startNSQD(t *testing.T, ignoreLimit, coalesce bool) (*itest.NSQ, *itest.NSQDProc, *nsq.Publisher) {
 	itest.Integration(t)
 	bin := os.Getenv("MQTARGET_NSQD_BIN")
 	if bin == "" {
@@ -30,14 +31,14 @@ func startNSQD(t *testing.T, ignoreLimit, coalesce bool) (*itest.NSQ, *itest.NSQ
 	}
 	proc := itest.StartNSQDProc(t, bin, "-max-msg-size", "1000", "-max-body-size", "2000")
 	h := &itest.NSQ{TCP: []string{proc.TCPAddr}, HTTP: []string{proc.HTTPAddr}}
-	cfg := publishers.DefaultConfig()
+	cfg := nsq.DefaultConfig()
 	cfg.Hosts, cfg.ProducersPerHost, cfg.Coalesce = h.TCP, 1, coalesce
-	p, err := publishers.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p, err := nsq.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ignoreLimit {
-		publishers.IgnoreNSQSizeLimit(p)
+		nsq.IgnoreSizeLimit(p)
 	}
 	t.Cleanup(func() { p.Close() })
 	return h, proc, p
@@ -45,7 +46,7 @@ func startNSQD(t *testing.T, ignoreLimit, coalesce bool) (*itest.NSQ, *itest.NSQ
 
 // burst publishes normal messages from 20 goroutines alongside one oversize message per round, and
 // returns how many normal ones were acknowledged and every error.
-func burst(t *testing.T, p *publishers.NSQ, topic string, rounds int, oversize []byte) (acked int64, normalErrs, bigErrs []error) {
+func burst(t *testing.T, p *nsq.Publisher, topic string, rounds int, oversize []byte) (acked int64, normalErrs, bigErrs []error) {
 	var (
 		mu sync.Mutex
 		n  atomic.Int64
@@ -156,7 +157,7 @@ func TestNSQOversizeRefusedLocally(t *testing.T) {
 	}
 }
 
-func publishCtx(p *publishers.NSQ, d time.Duration, topic string, body []byte) error {
+func publishCtx(p *nsq.Publisher, d time.Duration, topic string, body []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	return p.Publish(ctx, 0, topic, body)
@@ -182,7 +183,7 @@ func TestNSQCoalesce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if cmds := publishers.NSQCommands(p); cmds >= n {
+	if cmds := nsq.Commands(p); cmds >= n {
 		t.Errorf("%d messages took %d commands: nothing coalesced", n, cmds)
 	}
 	if stored := h.Stored(t, 0, topic); int64(stored) != acked.Load() || stored != n {
@@ -210,7 +211,7 @@ func TestNSQCoalesceQueued(t *testing.T) {
 	lead := make(chan error, 1)
 	go func() { lead <- publishCtx(p, 10*time.Second, topic, body) }()
 	itest.Eventually(t, 5*time.Second, "the first publish in flight", func() error {
-		if publishers.NSQCommands(p) < 2 {
+		if nsq.Commands(p) < 2 {
 			return errors.New("not sent")
 		}
 		return nil
@@ -226,7 +227,7 @@ func TestNSQCoalesceQueued(t *testing.T) {
 			t.Errorf("publish %d that gave up while queued: %v, want ErrTimeout", i, err)
 		}
 	}
-	if q := publishers.CoalesceQueued(p, 0, topic); q != 0 {
+	if q := nsq.CoalesceQueued(p, 0, topic); q != 0 {
 		t.Errorf("%d publishes still queued after their callers gave up", q)
 	}
 	batch := make([]error, 4)
@@ -234,7 +235,7 @@ func TestNSQCoalesceQueued(t *testing.T) {
 		wg.Go(func() { batch[i] = publishCtx(p, 10*time.Second, topic, body) })
 	}
 	itest.Eventually(t, 5*time.Second, "four publishes queued", func() error {
-		if q := publishers.CoalesceQueued(p, 0, topic); q != 4 {
+		if q := nsq.CoalesceQueued(p, 0, topic); q != 4 {
 			return fmt.Errorf("%d queued", q)
 		}
 		return nil

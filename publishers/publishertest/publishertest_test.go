@@ -66,7 +66,7 @@ func TestHelperSuite(t *testing.T) {
 	f := publishertest.Features{
 		NoReject:         "go-stomp accepts every SEND",
 		AsyncTimeout:     30 * time.Second, // stompReceiptTimeout
-		IgnoreGoroutines: publishertest.GoSTOMPServer(),
+		IgnoreGoroutines: stomp.EmbeddedGoroutines(),
 	}
 	publishertest.Run(t, f, b, func(t testing.TB) publishers.Publisher {
 		c := stomp.DefaultConfig()

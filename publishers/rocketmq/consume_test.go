@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/rocketmq"
 )
 
 func TestRocketMQConsumerRejectsBadGroup(t *testing.T) {
-	cfg := publishers.DefaultConfig()
+	cfg := rocketmq.DefaultConfig()
 	cfg.NameServers = []string{"127.0.0.1:1"}
-	_, err := publishers.NewConsumer(cfg, publishers.ConsumerOptions{Group: "bad group"}, nil)
+	_, err := rocketmq.NewConsumer(cfg, publishers.ConsumerOptions{Group: "bad group"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "consumer group") {
 		t.Fatalf("NewConsumer with a bad group: %v, want an error naming the group", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"go.uber.org/goleak"
 	"log/slog"
 	"net"
 	"sync"
@@ -214,3 +215,16 @@ func (q *boundedQueues) Dequeue(queue string) (*frame.Frame, error) {
 
 func (q *boundedQueues) Start() {}
 func (q *boundedQueues) Stop()  {}
+
+// EmbeddedGoroutines returns options ignoring the goroutines of go-stomp servers running in the test process (the embedded
+// broker): their listeners start asynchronously, their per-connection goroutines end some time after
+// the client left, and in v3.1.3 a read loop can stay blocked for good on a channel its process loop
+// stopped reading.
+func EmbeddedGoroutines() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server.(*requestProcessor).Listen"),
+		goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server.(*requestProcessor).Serve"),
+		goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server/client.(*Conn).readLoop"),
+		goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server/client.(*Conn).processLoop"),
+	}
+}

@@ -1,7 +1,8 @@
-package publishertest
+package stomp_test
 
 import (
 	"bytes"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -9,19 +10,19 @@ import (
 	"github.com/go-stomp/stomp/v3/frame"
 )
 
-// FakeSTOMP starts a STOMP 1.2 broker that misbehaves as m: CONNECT, SEND (with or without a
+// startFake starts a STOMP 1.2 broker that misbehaves as m: CONNECT, SEND (with or without a
 // transaction), BEGIN, COMMIT, ABORT, DISCONNECT. Its guessed receipt ids take the receipt id it got and
 // add 1, 2, 3 to its first number ("41" → "42", "41-x" → "42-x"); with none seen yet, 1, 2, 3. The
 // flood names, in turn, the three receipts after the last one it got.
 // Stored are the messages of every SEND outside a transaction and of every committed transaction it
 // acknowledges or would (Garbage and Flood store none; StrayThenDrop stores nothing of what it drops).
-func FakeSTOMP(t testing.TB, m Misbehaviour) Fake {
-	f := &fakeSTOMP{fakeOne{m: m}}
-	f.s = startFakeServer(t, f.serve)
+func startFake(t testing.TB, m publishertest.Misbehaviour) publishertest.Fake {
+	f := &fakeSTOMP{publishertest.FakeOne{M: m}}
+	f.S = publishertest.StartFakeServer(t, f.serve)
 	return f
 }
 
-type fakeSTOMP struct{ fakeOne }
+type fakeSTOMP struct{ publishertest.FakeOne }
 
 // guessReceipt is what a broker would expect the receipt id k after id to be.
 func guessReceipt(id string, k int) string {
@@ -40,12 +41,12 @@ func stompReceipt(id string) []byte {
 	return []byte("RECEIPT\nreceipt-id:" + id + "\n\n\x00")
 }
 
-func (f *fakeSTOMP) serve(c *fakeConn) {
+func (f *fakeSTOMP) serve(c *publishertest.FakeConn) {
 	r := frame.NewReader(c)
 	var (
 		last atomic.Value // string: the last receipt id received, for the flood's guesses
 		txs  = map[string][][]byte{}
-		a    = answerer{m: f.m}
+		a    = publishertest.Answerer{M: f.M}
 	)
 	last.Store("")
 	for {
@@ -59,18 +60,18 @@ func (f *fakeSTOMP) serve(c *fakeConn) {
 		var bodies [][]byte
 		switch fr.Command {
 		case frame.CONNECT, frame.STOMP:
-			if c.write([]byte("CONNECTED\nversion:1.2\nheart-beat:0,0\nserver:fake/1.0\n\n\x00")) != nil {
+			if c.Send([]byte("CONNECTED\nversion:1.2\nheart-beat:0,0\nserver:fake/1.0\n\n\x00")) != nil {
 				return
 			}
-			switch f.m {
-			case CloseAfterHandshake:
+			switch f.M {
+			case publishertest.CloseAfterHandshake:
 				return
-			case AheadOfHandshake:
-				if c.write(append(stompReceipt("1"), stompReceipt("2")...)) != nil {
+			case publishertest.AheadOfHandshake:
+				if c.Send(append(stompReceipt("1"), stompReceipt("2")...)) != nil {
 					return
 				}
-			case Flood:
-				c.flood(func(i int) []byte { return stompReceipt(guessReceipt(last.Load().(string), i%3+1)) })
+			case publishertest.Flood:
+				c.Flood(func(i int) []byte { return stompReceipt(guessReceipt(last.Load().(string), i%3+1)) })
 			}
 			continue
 		case frame.DISCONNECT:
@@ -83,7 +84,7 @@ func (f *fakeSTOMP) serve(c *fakeConn) {
 			body := bytes.Clone(fr.Body)
 			if tx, ok := fr.Header.Contains(frame.Transaction); ok {
 				if _, open := txs[tx]; !open {
-					_ = c.write([]byte("ERROR\nmessage:no such transaction\n\n\x00"))
+					_ = c.Send([]byte("ERROR\nmessage:no such transaction\n\n\x00"))
 					return
 				}
 				txs[tx] = append(txs[tx], body)
@@ -95,7 +96,7 @@ func (f *fakeSTOMP) serve(c *fakeConn) {
 			bodies = txs[tx]
 			delete(txs, tx)
 		default:
-			_ = c.write([]byte("ERROR\nmessage:fake broker: unexpected " + fr.Command + "\n\n\x00"))
+			_ = c.Send([]byte("ERROR\nmessage:fake broker: unexpected " + fr.Command + "\n\n\x00"))
 			return
 		}
 		id, want := fr.Header.Contains(frame.Receipt)
@@ -103,9 +104,9 @@ func (f *fakeSTOMP) serve(c *fakeConn) {
 			continue
 		}
 		last.Store(id)
-		answer := a.answer(func() { f.s.store(bodies...) }, stompReceipt(id),
+		answer := a.Answer(func() { f.S.Store(bodies...) }, stompReceipt(id),
 			func(k int) []byte { return stompReceipt(guessReceipt(id, k)) }, stompReceipt("GARBAGE-NOT-OK"))
-		if answer != nil && c.write(answer) != nil {
+		if answer != nil && c.Send(answer) != nil {
 			return
 		}
 	}

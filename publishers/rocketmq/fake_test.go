@@ -1,4 +1,4 @@
-package publishertest
+package rocketmq_test
 
 import (
 	"bufio"
@@ -6,12 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 	"io"
 	"sync/atomic"
 	"testing"
 )
 
-// FakeRocketMQ starts a RocketMQ name server, which behaves, and one broker ("fake-a") that misbehaves
+// startFake starts a RocketMQ name server, which behaves, and one broker ("fake-a") that misbehaves
 // as m. The name server answers the cluster info and every topic's route (4 queues on fake-a); the
 // broker answers SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (binary or JSON headers), and
 // everything else (heart-beats) with success. Its
@@ -19,23 +20,23 @@ import (
 // handshake: AheadOfHandshake answers right after accepting, CloseAfterHandshake closes right then.
 // Stored are the messages of every send it acknowledges or would (Garbage and Flood store none).
 // Addrs is the name server.
-func FakeRocketMQ(t testing.TB, m Misbehaviour) Fake {
-	f := &fakeRocketMQ{m: m}
-	f.broker = startFakeServer(t, f.serveBroker)
-	f.ns = startFakeServer(t, f.serveNameServer)
+func startFake(t testing.TB, m publishertest.Misbehaviour) publishertest.Fake {
+	f := &fakeRocketMQ{M: m}
+	f.broker = publishertest.StartFakeServer(t, f.serveBroker)
+	f.ns = publishertest.StartFakeServer(t, f.serveNameServer)
 	return f
 }
 
 type fakeRocketMQ struct {
-	m          Misbehaviour
-	ns, broker *fakeServer
+	M          publishertest.Misbehaviour
+	ns, broker *publishertest.FakeServer
 }
 
-func (f *fakeRocketMQ) Addrs() []string        { return []string{f.ns.addr()} }
-func (f *fakeRocketMQ) Stored() map[string]int { return f.broker.storedCopy() }
+func (f *fakeRocketMQ) Addrs() []string        { return []string{f.ns.Addr()} }
+func (f *fakeRocketMQ) Stored() map[string]int { return f.broker.StoredCopy() }
 func (f *fakeRocketMQ) Close() {
-	f.ns.close()
-	f.broker.close()
+	f.ns.Close()
+	f.broker.Close()
 }
 
 // Remoting request codes the fake knows.
@@ -144,14 +145,14 @@ func fakeRMQResponse(code int, opaque int32, body []byte) []byte {
 	return append(append(b, h...), body...)
 }
 
-func (f *fakeRocketMQ) serveNameServer(c *fakeConn) {
+func (f *fakeRocketMQ) serveNameServer(c *publishertest.FakeConn) {
 	r := bufio.NewReader(c)
 	for {
 		q, err := readFakeRMQRequest(r)
 		if err != nil {
 			return
 		}
-		brokerData := fmt.Sprintf(`{"cluster":"fake","brokerName":"fake-a","brokerAddrs":{"0":%q}}`, f.broker.addr())
+		brokerData := fmt.Sprintf(`{"cluster":"fake","brokerName":"fake-a","brokerAddrs":{"0":%q}}`, f.broker.Addr())
 		var body string
 		code := 0
 		switch q.code {
@@ -162,26 +163,26 @@ func (f *fakeRocketMQ) serveNameServer(c *fakeConn) {
 		default:
 			code = 1 // SYSTEM_ERROR: the fake knows no more
 		}
-		if c.write(fakeRMQResponse(code, q.opaque, []byte(body))) != nil {
+		if c.Send(fakeRMQResponse(code, q.opaque, []byte(body))) != nil {
 			return
 		}
 	}
 }
 
-func (f *fakeRocketMQ) serveBroker(c *fakeConn) {
+func (f *fakeRocketMQ) serveBroker(c *publishertest.FakeConn) {
 	var last atomic.Int32 // the last opaque received, for the flood's guesses
-	switch f.m {
-	case CloseAfterHandshake:
+	switch f.M {
+	case publishertest.CloseAfterHandshake:
 		return
-	case AheadOfHandshake:
-		if c.write(append(fakeRMQResponse(0, 1, nil), fakeRMQResponse(0, 2, nil)...)) != nil {
+	case publishertest.AheadOfHandshake:
+		if c.Send(append(fakeRMQResponse(0, 1, nil), fakeRMQResponse(0, 2, nil)...)) != nil {
 			return
 		}
-	case Flood:
-		c.flood(func(i int) []byte { return fakeRMQResponse(0, last.Load()+int32(i%3)+1, nil) })
+	case publishertest.Flood:
+		c.Flood(func(i int) []byte { return fakeRMQResponse(0, last.Load()+int32(i%3)+1, nil) })
 	}
 	r := bufio.NewReader(c)
-	a := answerer{m: f.m}
+	a := publishertest.Answerer{M: f.M}
 	for {
 		q, err := readFakeRMQRequest(r)
 		if err != nil {
@@ -193,19 +194,19 @@ func (f *fakeRocketMQ) serveBroker(c *fakeConn) {
 			bodies = [][]byte{q.body}
 		case fakeRMQSendBatch:
 			if bodies, err = fakeRMQBatch(q.body); err != nil {
-				_ = c.write(fakeRMQResponse(13, q.opaque, nil))
+				_ = c.Send(fakeRMQResponse(13, q.opaque, nil))
 				return
 			}
 		default: // heart-beats and the rest: acknowledged
-			if c.write(fakeRMQResponse(0, q.opaque, nil)) != nil {
+			if c.Send(fakeRMQResponse(0, q.opaque, nil)) != nil {
 				return
 			}
 			continue
 		}
 		last.Store(q.opaque)
-		answer := a.answer(func() { f.broker.store(bodies...) }, fakeRMQResponse(0, q.opaque, nil),
+		answer := a.Answer(func() { f.broker.Store(bodies...) }, fakeRMQResponse(0, q.opaque, nil),
 			func(k int) []byte { return fakeRMQResponse(0, q.opaque+int32(k), nil) }, []byte("\x00\x00\x00\x0eGARBAGE-NOT-OK"))
-		if answer != nil && c.write(answer) != nil {
+		if answer != nil && c.Send(answer) != nil {
 			return
 		}
 	}

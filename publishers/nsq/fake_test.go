@@ -1,24 +1,25 @@
-package publishertest
+package nsq_test
 
 import (
 	"bufio"
 	"encoding/binary"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 	"io"
 	"strings"
 	"testing"
 )
 
-// FakeNSQD starts an nsqd that misbehaves as m: it speaks the producer side of the NSQ TCP protocol
+// startFake starts an nsqd that misbehaves as m: it speaks the producer side of the NSQ TCP protocol
 // (magic, IDENTIFY announcing max_msg_size so no size probe is needed, PUB, MPUB, NOP). NSQ answers in
 // order, without ids, so its guessed answers are extra OKs; Flood and AheadOfHandshake send them from the
 // handshake on. Stored messages are those of every PUB and MPUB read whole (Garbage and Flood store none).
-func FakeNSQD(t testing.TB, m Misbehaviour) Fake {
-	f := &fakeNSQD{fakeOne{m: m}}
-	f.s = startFakeServer(t, f.serve)
+func startFake(t testing.TB, m publishertest.Misbehaviour) publishertest.Fake {
+	f := &fakeNSQD{publishertest.FakeOne{M: m}}
+	f.S = publishertest.StartFakeServer(t, f.serve)
 	return f
 }
 
-type fakeNSQD struct{ fakeOne }
+type fakeNSQD struct{ publishertest.FakeOne }
 
 func nsqFrame(typ uint32, data string) []byte {
 	b := binary.BigEndian.AppendUint32(nil, uint32(4+len(data)))
@@ -28,13 +29,13 @@ func nsqFrame(typ uint32, data string) []byte {
 
 var nsqOK = nsqFrame(0, "OK")
 
-func (f *fakeNSQD) serve(c *fakeConn) {
+func (f *fakeNSQD) serve(c *publishertest.FakeConn) {
 	r := bufio.NewReader(c)
 	var magic [4]byte
 	if _, err := io.ReadFull(r, magic[:]); err != nil {
 		return
 	}
-	a := answerer{m: f.m}
+	a := publishertest.Answerer{M: f.M}
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {
@@ -49,18 +50,18 @@ func (f *fakeNSQD) serve(c *fakeConn) {
 			if _, err := readNSQBody(r); err != nil {
 				return
 			}
-			if c.write(nsqFrame(0, `{"max_msg_size":1048576,"version":"1.3.0-fake"}`)) != nil {
+			if c.Send(nsqFrame(0, `{"max_msg_size":1048576,"version":"1.3.0-fake"}`)) != nil {
 				return
 			}
-			switch f.m {
-			case CloseAfterHandshake:
+			switch f.M {
+			case publishertest.CloseAfterHandshake:
 				return
-			case AheadOfHandshake:
-				if c.write(append(append([]byte{}, nsqOK...), nsqOK...)) != nil {
+			case publishertest.AheadOfHandshake:
+				if c.Send(append(append([]byte{}, nsqOK...), nsqOK...)) != nil {
 					return
 				}
-			case Flood:
-				c.flood(func(int) []byte { return nsqOK })
+			case publishertest.Flood:
+				c.Flood(func(int) []byte { return nsqOK })
 			}
 			continue
 		case "PUB":
@@ -74,12 +75,12 @@ func (f *fakeNSQD) serve(c *fakeConn) {
 				return
 			}
 		default:
-			_ = c.write(nsqFrame(1, "E_INVALID fake nsqd: "+cmd))
+			_ = c.Send(nsqFrame(1, "E_INVALID fake nsqd: "+cmd))
 			return
 		}
 		// NSQ's guess for any later command is one more OK.
-		answer := a.answer(func() { f.s.store(bodies...) }, nsqOK, func(int) []byte { return nsqOK }, nsqFrame(0, "GARBAGE-NOT-OK"))
-		if answer != nil && c.write(answer) != nil {
+		answer := a.Answer(func() { f.S.Store(bodies...) }, nsqOK, func(int) []byte { return nsqOK }, nsqFrame(0, "GARBAGE-NOT-OK"))
+		if answer != nil && c.Send(answer) != nil {
 			return
 		}
 	}
