@@ -2,8 +2,8 @@
 // a YAML file, MQTARGET_* environment variables and command-line flags to it
 // (precedence: flags > environment > file > defaults).
 //
-// Every setting has one key, its YAML path: "nsq.hosts" is the YAML key hosts under nsq, the flag
-// -nsq.hosts and the environment variable MQTARGET_NSQ_HOSTS.
+// Every setting has one key, its YAML path: "http.addr" is the YAML key addr under http, the flag
+// -http.addr and the environment variable MQTARGET_HTTP_ADDR.
 package config
 
 import (
@@ -23,7 +23,7 @@ import (
 // Config is the whole configuration. The help tags are the flag usage texts.
 type Config struct {
 	HTTP             HTTP          `yaml:"http"`
-	Broker           string        `yaml:"broker" help:"default broker for requests without ?broker= (nsq)"`
+	Broker           string        `yaml:"broker" help:"default broker for requests without ?broker= (the first of the broker list)"`
 	Topic            string        `yaml:"topic" help:"default topic"`
 	Topic2           string        `yaml:"topic2" help:"default second topic, for /send2Topic"`
 	Message          Message       `yaml:"message"`
@@ -37,10 +37,10 @@ type Config struct {
 	Readyz           Readyz        `yaml:"readyz"`
 	GCPercent        int           `yaml:"gc_percent" help:"Go's GC target (as GOGC): the heap grows this many percent over the live heap before a collection; a GOGC environment variable wins (0: Go's default, 100)"`
 	GCMemoryLimit    int64         `yaml:"gc_memory_limit" help:"Go's soft memory limit in bytes (as GOMEMLIMIT): near it the GC collects more often, whatever gc_percent says; a GOMEMLIMIT environment variable wins (0: none)"`
-	EmbeddedBrokers  []string      `yaml:"embedded_brokers" help:"brokers besides the default broker that run embedded when their hosts are empty, comma-separated (e.g. stomp); others without hosts are not enabled"`
+	EmbeddedBrokers  []string      `yaml:"embedded_brokers" help:"brokers besides the default broker that run embedded when their hosts are empty, comma-separated; others without hosts are not enabled"`
 	Echo             Echo          `yaml:"echo"`
 
-	// The brokers' sections (nsq, stomp, rocketmq, …), one per entry of brokers.List.
+	// The brokers' sections, one per entry of the broker list (publishers/brokers), under its name.
 	brokers.Sections `yaml:",inline"`
 }
 

@@ -218,7 +218,7 @@ func errTooLarge(maxSize int) *Error {
 }
 
 // topicName returns the k-th topic of a ?topics=N spread: "<base>-<k>", keeping a "#ephemeral"-style
-// suffix at the end where NSQ requires it.
+// suffix at the end where a broker requires it.
 func topicName(base string, k int) string {
 	name, suffix, found := strings.Cut(base, "#")
 	if found {

@@ -21,7 +21,7 @@ const (
 	MaxPublishTimeout = 5 * time.Minute
 )
 
-// validateAddrs checks a broker's address list, key being its setting (e.g. "nsq.hosts"): at most
+// validateAddrs checks a broker's address list, key being its setting (e.g. "b.hosts"): at most
 // MaxHosts strict host:port addresses, none twice.
 func ValidateAddrs(key string, addrs []string) error {
 	if len(addrs) > MaxHosts {

@@ -21,17 +21,17 @@ func LimitLog(log *slog.Logger) *slog.Logger {
 	return lograte.Logger(log, lograte.New(lograte.Interval))
 }
 
-// Backoff is the redial policy every broker connection follows (the NSQ and STOMP pools, the native
-// RocketMQ send path, the STOMP and RocketMQ consumers): after the n-th consecutive failure the next
+// Backoff is the redial policy every broker connection follows (the pools, the brokers' own send
+// paths, the consumers): after the n-th consecutive failure the next
 // dial waits b/2 plus a random part of b/2 (equal jitter), b = min(Max, Base·2^(n-1)), so hosts that
 // fail together do not redial in step, and a wait is never shorter than b/2.
 //
 // A failure is a dial or handshake that failed, and also a connection lost before it proved itself: a
 // broker that accepts, handshakes and closes would otherwise be redialled at once, over and over. A
 // connection that lived Healthy proved itself: its loss is redialled at once and starts the count
-// afresh. One lost younger that answered a command (a STOMP broker closes after an ERROR for a SEND,
-// nsqd after an E_* answer) is redialled at once too, but at most once per Churn: more often (a broker
-// that answers one command per connection, nsqd failing every PUB on a full disk) it is a failure.
+// afresh. One lost younger that answered a command (a broker that closes the
+// connection after an error answer to a send) is redialled at once too, but at most once per Churn: more often (a broker
+// that answers one command per connection, or fails every send on a full disk) it is a failure.
 type Backoff struct {
 	Base, Max, Healthy, Churn time.Duration
 }

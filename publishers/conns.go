@@ -13,9 +13,8 @@ type ConnCounts struct {
 	DialFailures uint64 // dials or handshakes that failed
 }
 
-// ConnCounter is implemented by the publishers that make their own broker connections: NSQ and STOMP
-// through the pool, RocketMQ with rocketmq.client native. rocketmq-client-go (rocketmq.client library)
-// keeps its connections to itself, so that publisher has no counts.
+// ConnCounter is implemented by the publishers that make their own broker connections (through the
+// pool or their own); a client library that keeps its connections to itself has no counts.
 type ConnCounter interface {
 	ConnCounts(host int) ConnCounts
 }
@@ -56,7 +55,7 @@ func newConnCollector() *connCollector {
 	}
 }
 
-// add exports p's counts when it has them (RocketMQ only with rocketmq.client native).
+// add exports p's counts when it has them (ConnCounting: some only in one of their modes).
 func (c *connCollector) add(broker string, hosts []string, p Publisher) {
 	if cc, ok := p.(ConnCounting); ok && !cc.CountsConnections() {
 		return

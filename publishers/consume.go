@@ -18,11 +18,11 @@ type Consumer interface {
 	// consumer is closed, then returns nil once nothing of the subscription runs any more. It returns an
 	// error when a host cannot be subscribed to at the start; a connection that breaks later is
 	// re-established. handle may run on several goroutines at once (one per host) and owns the Delivery.
-	// NSQ messages are FINished when handle returns; STOMP ones count as consumed once sent (ack:auto);
-	// RocketMQ commits nothing (every Consume reads the topic from its first retained message).
+	// What counts as consumed is the broker's (its package's consumer says: acknowledged when handle
+	// returns, once sent, or nothing committed).
 	Consume(ctx context.Context, topic string, handle func(Delivery)) error
-	// Hosts lists where messages come from (NSQ, STOMP: the configured hosts; RocketMQ: the brokers as
-	// the publisher's Hosts names them); Delivery.Host indexes it.
+	// Hosts lists where messages come from (the configured hosts, or the cluster's brokers as the
+	// publisher's Hosts names them); Delivery.Host indexes it.
 	Hosts() []string
 	// Close ends every running Consume and waits for them; it is idempotent.
 	Close() error
@@ -30,7 +30,7 @@ type Consumer interface {
 
 // Delivery is one received message.
 type Delivery struct {
-	Host     int       // index into Hosts of where it came from (RocketMQ: the broker, in Hosts order)
+	Host     int       // index into Hosts of where it came from (a cluster: the broker, in Hosts order)
 	Topic    string    // the topic consumed
 	Body     []byte    // the payload; the handler owns it
 	Received time.Time // when the consumer read it
@@ -39,8 +39,8 @@ type Delivery struct {
 // ConsumerOptions are the consumer settings that are not a broker section's: what a consumer calls itself
 // towards the broker.
 type ConsumerOptions struct {
-	// Group is the NSQ channel (consumers sharing one share its messages, and nsqd keeps what it has not
-	// delivered yet) or the RocketMQ consumer group named in pull requests; STOMP does not use it.
+	// Group is the consumer group (consumers sharing one share its messages) on the brokers that have
+	// one (publishers.Broker.Group says what it is there); the others do not use it.
 	Group string
 }
 
@@ -48,11 +48,11 @@ type ConsumerOptions struct {
 var (
 	// ErrBadTopic: the topic is not valid for the broker.
 	ErrBadTopic = errors.New("invalid topic")
-	// ErrBadGroup: the consumer group (NSQ channel) is not valid for the broker.
+	// ErrBadGroup: the consumer group is not valid for the broker.
 	ErrBadGroup = errors.New("invalid consumer group")
 )
 
-// DefaultConsumerGroup is the NSQ channel and RocketMQ consumer group of mqtarget's consumers.
+// DefaultConsumerGroup is the consumer group of mqtarget's consumers.
 const DefaultConsumerGroup = "mqtarget-consume"
 
 // OpenConsumer creates broker b's consumer for addrs: the configured addresses, or the embedded servers'.

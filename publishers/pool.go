@@ -17,7 +17,7 @@ type Link interface {
 }
 
 // Pool holds a broker's connections: a fixed number of slots per host, used round-robin, each redialed
-// when its connection breaks. It is what the connection-oriented publishers (NSQ, STOMP) share.
+// when its connection breaks. It is what the connection-oriented publishers share.
 type Pool[L Link] struct {
 	name  string // broker, for errors
 	Addrs []string

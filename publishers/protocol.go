@@ -11,11 +11,11 @@ import (
 	"github.com/mqtarget/mqtarget/publishers/wire"
 )
 
-// ProtocolErrorCounter is implemented by the publishers that read their brokers' answers themselves (NSQ,
-// STOMP, RocketMQ with rocketmq.client native): how many times a host's broker sent what no correct
+// ProtocolErrorCounter is implemented by the publishers that read their brokers' answers themselves:
+// how many times a host's broker sent what no correct
 // broker sends (a malformed or unexpected frame, an answer to nothing outstanding, to a command not yet
 // written, or twice). Each closed the connection and failed what was pending on it as unavailable.
-// rocketmq-client-go (rocketmq.client library) reads its answers itself, so that publisher counts none.
+// A publisher over a client library that reads its answers itself counts none.
 type ProtocolErrorCounter interface {
 	ProtocolErrors(host int) uint64
 }

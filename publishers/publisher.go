@@ -15,7 +15,7 @@ import (
 type Publisher interface {
 	// Publish sends body to topic on host and returns once the broker acknowledged it.
 	Publish(ctx context.Context, host int, topic string, body []byte) error
-	// PublishBatch sends all bodies to topic on host as one unit (NSQ MPUB) and returns once acknowledged.
+	// PublishBatch sends all bodies to topic on host as one unit (one batch command where the protocol has one) and returns once acknowledged.
 	PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error
 	// PublishAsync hands body to the broker client and returns without waiting for the broker. done is
 	// called exactly once with the outcome, unless PublishAsync itself returns an error.

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The broker registry's entry type. A broker package (publishers/nsq, …) exports one Broker value; the
+// The broker registry's entry type. A broker package (publishers/<broker>) exports one Broker value; the
 // broker list (publishers/brokers) names each broker package once, and config, start-up, GET /, the
 // help texts and the tests loop over that list. Nothing outside a broker's package names the broker.
 
@@ -19,7 +19,7 @@ type Common struct {
 }
 
 // SectionSet gives each broker's configuration section by the broker's name: a pointer to the broker's
-// own section type (e.g. *nsq.Config), nil for a name it does not hold. config's sections
+// own section type (e.g. *<broker>.Config), nil for a name it does not hold. config's sections
 // (publishers/brokers.Sections) implement it.
 type SectionSet interface {
 	Section(name string) any
@@ -79,7 +79,7 @@ func EmbeddedCount(hosts, embedded int) int {
 	return embedded
 }
 
-// AddrsSetting is the full key of the addresses setting, e.g. "rocketmq.name_servers".
+// AddrsSetting is the full key of the addresses setting, e.g. "b.name_servers".
 func (b *Broker) AddrsSetting() string { return b.Name + "." + b.AddrsKey }
 
 func (b *Broker) section(s SectionSet) any {

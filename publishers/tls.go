@@ -10,8 +10,8 @@ import (
 	"os"
 )
 
-// TLSConfig is a broker section's TLS client settings. Each section (nsq, stomp, rocketmq) inlines it,
-// so its keys are nsq.tls, stomp.tls_ca_file and so on.
+// TLSConfig is a broker section's TLS client settings. Each section inlines it, so its keys are
+// <broker>.tls, <broker>.tls_ca_file and so on.
 type TLSConfig struct {
 	Enabled bool `yaml:"tls" help:"connect to the broker over TLS (see README, TLS)"`
 	// CAFile holds the PEM certificates the broker's certificate must chain to; empty: the system's roots.
@@ -102,7 +102,7 @@ func StartTLS(ctx context.Context, conn net.Conn, tc *tls.Config, addr string) (
 	return tlsConn, nil
 }
 
-// verifyAsConfigured returns tc for clients that set ServerName themselves (go-nsq sets each address's
+// verifyAsConfigured returns tc for clients that set ServerName themselves (some set each address's
 // host): with tls_server_name configured, the library's check is replaced by ours against that name.
 func VerifyAsConfigured(tc *tls.Config) *tls.Config {
 	if tc.ServerName == "" || tc.InsecureSkipVerify {

@@ -2,10 +2,9 @@ package publishers
 
 import "sync"
 
-// BrokerVersioner is implemented by the publishers that learn what their brokers run: nsqd's IDENTIFY
-// answer (its version), a STOMP broker's CONNECTED frame (its server header, e.g.
-// "ActiveMQ-Artemis/2.40.0 ActiveMQ Artemis Messaging Engine"), a RocketMQ broker's runtime information
-// (Ping asks for it: "RocketMQ V5_3_3").
+// BrokerVersioner is implemented by the publishers that learn what their brokers run, from a handshake
+// answer or the broker's runtime information (e.g. "ActiveMQ-Artemis/2.40.0 ActiveMQ Artemis Messaging
+// Engine").
 type BrokerVersioner interface {
 	// BrokerVersion is what host's broker said it runs; "" until a connection to it told.
 	BrokerVersion(host int) string

@@ -1,5 +1,5 @@
 // Command mqtarget serves HTTP endpoints that publish to message brokers, for load-testing them with
-// wrk, wrk2 or hey. With no broker configured it starts embedded nsqd instances.
+// wrk, wrk2 or hey. With no broker configured it starts the default broker's embedded servers.
 //
 // Subcommands: serve (the default, when the first argument is not a subcommand's name), consume,
 // roundtrip, load, sweep, healthcheck and version.

@@ -30,7 +30,7 @@ is echo_max_latency_ms and rtt_max_ms). Exit status: 0 when lost = duplicates = 
 is a terminal, a batch running over a second shows its progress there, erased before the row.
 
 The broker's addresses come from the same settings, environment and config file as the service; with
-none, embedded servers are started (NSQ, STOMP).
+none, embedded servers are started (for the brokers that have them).
 
 `
 

@@ -80,14 +80,14 @@ func (l *Limiter) Allow(key string) (bool, int) {
 // hostAttr reports whether attribute key names a line's host, which is part of the line's key.
 func hostAttr(key string) bool {
 	switch key {
-	case "host", "addr", "broker", "rocketmq_broker", "node":
+	case "host", "addr", "broker", "node":
 		return true
 	}
-	return false
+	return strings.HasSuffix(key, "_broker") // a broker of a cluster, beside the host the line is about
 }
 
 // Logger returns log with every line limited by l, keyed by its level, Cause(message) and the values
-// of its host attributes (host, addr, broker, rocketmq_broker, node). A nil log stays nil.
+// of its host attributes (host, addr, broker, node, *_broker). A nil log stays nil.
 func Logger(log *slog.Logger, l *Limiter) *slog.Logger {
 	if log == nil {
 		return nil

@@ -46,7 +46,7 @@ func (a *App) startRoundTrips(cfg config.Config, pubs map[string]publishers.Publ
 			return c, nil
 		}
 		if e.RoundTrip {
-			acks, err := open(roundtrip.AckGroup(b.Name))
+			acks, err := open(roundtrip.AckGroup(b))
 			if err != nil {
 				return nil, err
 			}

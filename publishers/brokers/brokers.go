@@ -105,13 +105,19 @@ func Batches() string {
 	return strings.Join(parts, ", ")
 }
 
-// Groups says what a consumer group names on each broker: "NSQ channel or …".
+// Groups says what a consumer group names on each broker: "NSQ channel or … (unused on: b)".
 func Groups() string {
-	var parts []string
+	var parts, unused []string
 	for _, b := range List {
 		if b.Group != "" {
 			parts = append(parts, b.Group)
+		} else {
+			unused = append(unused, b.Name)
 		}
 	}
-	return strings.Join(parts, " or ")
+	s := strings.Join(parts, " or ")
+	if len(unused) > 0 {
+		s += " (unused on: " + strings.Join(unused, ", ") + ")"
+	}
+	return s
 }

@@ -25,8 +25,8 @@ type Misbehaviour string
 const (
 	// Honest stores every message and answers as the protocol says: the check of the fake itself.
 	Honest Misbehaviour = "honest"
-	// Garbage answers every command with a frame that answers nothing (NSQ: a response other than OK;
-	// STOMP: a receipt id nobody sent; RocketMQ: bytes that are no frame) and stores nothing.
+	// Garbage answers every command with a frame that answers nothing (a response other than OK,
+	// a receipt id nobody sent, bytes that are no frame) and stores nothing.
 	Garbage Misbehaviour = "garbage answers"
 	// CloseAfterHandshake completes the handshake, then closes the connection.
 	CloseAfterHandshake Misbehaviour = "close after the handshake"
@@ -57,8 +57,8 @@ func (m Misbehaviour) violates() bool {
 
 // Fake is a misbehaving broker in the test process.
 type Fake interface {
-	// Addrs are what the publisher connects to: the broker addresses (NSQ, STOMP), the name server
-	// (RocketMQ).
+	// Addrs are what the publisher connects to: the broker addresses, or a cluster's name
+	// server.
 	Addrs() []string
 	// Stored returns how many times each body was stored.
 	Stored() map[string]int
@@ -304,7 +304,7 @@ func (a *Answerer) Answer(store func(), ok []byte, guess func(k int) []byte, gar
 	return out
 }
 
-// FakeOne is a Fake of one server (NSQ, STOMP) misbehaving as m.
+// FakeOne is a Fake of one server misbehaving as M.
 type FakeOne struct {
 	M Misbehaviour
 	S *FakeServer

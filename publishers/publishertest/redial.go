@@ -128,7 +128,7 @@ type RedialCase struct {
 	Good     func(net.Conn)
 	Slots    int
 	Answered bool // the broker answers a command before it closes
-	Probes   int  // extra connections: NSQ's size probe, once per slot at most
+	Probes   int  // extra connections: a size probe, once per slot at most
 }
 
 // RunRedialBounded: against a broker that fails every connection it accepts (closing right after
@@ -213,7 +213,7 @@ type PingCase struct {
 	Name  string
 	Serve func(net.Conn)
 	Pub   func(t *testing.T, addr string) Pinger
-	Pool  bool // Ping may dial a pool connection too (NSQ: with its size probe)
+	Pool  bool // Ping may dial a pool connection too (with a size probe)
 }
 
 // RunPingBounded: health checks (/readyz pings every host per request) make at most one connection

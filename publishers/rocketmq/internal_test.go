@@ -207,7 +207,7 @@ func TestRMQLabelled(t *testing.T) {
 	if n := rmqLabelled(label, nil); n != 3 {
 		t.Errorf("%d goroutines labelled, want 3", n)
 	}
-	if n := rmqLabelled(label, []string{"github.com/mqtarget/mqtarget/publishers.TestRMQLabelled.func1.1"}); n != 0 {
+	if n := rmqLabelled(label, []string{"github.com/mqtarget/mqtarget/publishers/rocketmq.TestRMQLabelled.func1.1"}); n != 0 {
 		t.Errorf("%d goroutines labelled outside the allowed function, want 0", n)
 	}
 	if n := rmqLabelled("other", nil); n != 0 {

@@ -122,7 +122,7 @@ func TestRunURL(t *testing.T) {
 
 // TestExampleSpecs keeps scripts/sweeps/ valid, and the smoke sweep under a minute of load.
 func TestExampleSpecs(t *testing.T) {
-	paths, err := filepath.Glob("../../scripts/sweeps/*.yaml")
+	paths, err := filepath.Glob("../../../scripts/sweeps/*.yaml")
 	if err != nil || len(paths) < 4 {
 		t.Fatalf("example specs %v, %v", paths, err)
 	}
