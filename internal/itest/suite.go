@@ -471,8 +471,8 @@ func Integration(t testing.TB) {
 	}
 }
 
-// checkVersions: GET / names what every host of broker runs, learned from the handshakes or RocketMQ's
-// runtime information (the pings at start; for NSQ and STOMP at the latest the first publish).
+// checkVersions: GET / names what every host of broker runs, learned from the handshakes or the broker's
+// runtime information (the pings at start, or at the latest the first publish).
 func checkVersions(t *testing.T, tg *Target, broker string) {
 	var last []string
 	Eventually(t, 10*time.Second, "every host's version on GET /", func() error {

@@ -1,6 +1,6 @@
 // Package lograte bounds the log lines a failing broker can cause: the first line of each host and
 // cause is logged, then at most one per interval, carrying the number of lines suppressed since the
-// last one. Every broker path (connections, answers, dials, the embedded nsqd, the client libraries)
+// last one. Every broker path (connections, answers, dials, the embedded brokers, the client libraries)
 // logs through it, so an outage or a flapping broker logs a few lines however many requests it fails.
 package lograte
 
@@ -17,7 +17,7 @@ import (
 const Interval = 10 * time.Second
 
 // MaxKeys bounds the causes a limiter tells apart: past it every new cause shares one key, so free
-// text (topic names in an nsqd line) cannot grow the limiter or turn into one line each.
+// text (topic names in a broker's line) cannot grow the limiter or turn into one line each.
 const MaxKeys = 512
 
 // maxKeyLen bounds a key's bytes, so that MaxKeys bounds the limiter's memory whatever the lines say.
@@ -147,9 +147,10 @@ func (h *handler) WithGroup(name string) slog.Handler {
 	return &handler{next: h.next.WithGroup(name), lim: h.lim, key: h.key}
 }
 
-// Cause reduces a free-text line (nsqd's, go-nsq's) to what tells its causes apart: what is in
+// Cause reduces a free-text line (an embedded broker's, a client library's) to what tells its causes
+// apart: what is in
 // parentheses or brackets (topic, channel and client names) and digits (counts, ports, file numbers)
-// are dropped, and so is what follows " - " (nsqd's detail: the error, with file names) once a word
+// are dropped, and so is what follows " - " (a broker's detail: the error, with file names) once a word
 // came before it ("[127.0.0.1:5] - E_BAD_BODY ..." keeps E_BAD_BODY). A fixed message is mostly itself.
 func Cause(s string) string {
 	var out string
