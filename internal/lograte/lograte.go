@@ -148,10 +148,10 @@ func (h *handler) WithGroup(name string) slog.Handler {
 }
 
 // Cause reduces a free-text line (an embedded broker's, a client library's) to what tells its causes
-// apart: what is in
-// parentheses or brackets (topic, channel and client names) and digits (counts, ports, file numbers)
-// are dropped, and so is what follows " - " (a broker's detail: the error, with file names) once a word
-// came before it ("[127.0.0.1:5] - E_BAD_BODY ..." keeps E_BAD_BODY). A fixed message is mostly itself.
+// apart: what is in parentheses or brackets (topic, channel and client names) and digits (counts,
+// ports, file numbers) are dropped, and so is what follows " - " (a broker's detail: the error, with
+// file names) once a word came before it ("[127.0.0.1:5] - E_BAD_BODY ..." keeps E_BAD_BODY). A
+// fixed message is mostly itself.
 func Cause(s string) string {
 	var out string
 	for {

@@ -7,11 +7,11 @@ import (
 	"errors"
 	"github.com/mqtarget/mqtarget/publishers"
 	"io"
-	"runtime"
 	"testing"
 
 	"github.com/nsqio/go-nsq"
 
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 	"github.com/mqtarget/mqtarget/publishers/wire"
 )
 
@@ -189,27 +189,8 @@ func TestReadersBoundAllocation(t *testing.T) {
 		_, _, err := readNSQFrame(bytes.NewReader(in))
 		return err
 	}
-	cases := []struct {
-		name  string
-		input []byte
-		read  func([]byte) error
-	}{
-		{"NSQ answer of 4 GiB", []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}, nsqAnswer},
-		{"NSQ handshake frame of 2 GiB", []byte{0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0}, nsqHandshake},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			var before, after runtime.MemStats
-			runtime.ReadMemStats(&before)
-			err := tc.read(tc.input)
-			runtime.ReadMemStats(&after)
-			if !errors.Is(err, errNSQFrame) {
-				t.Errorf("got %v, want a malformed-frame error", err)
-			}
-			// The read buffer is 16 KiB; the margin is for what other goroutines allocate meanwhile.
-			if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
-				t.Errorf("allocated %d bytes", n)
-			}
-		})
-	}
+	publishertest.RunBoundedReads(t, errNSQFrame, []publishertest.BoundedRead{
+		{Name: "NSQ answer of 4 GiB", Input: []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}, Read: nsqAnswer},
+		{Name: "NSQ handshake frame of 2 GiB", Input: []byte{0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0}, Read: nsqHandshake},
+	})
 }
