@@ -19,9 +19,6 @@ type ConnCounter interface {
 	ConnCounts(host int) ConnCounts
 }
 
-// ConnCounting is implemented by a ConnCounter whose counting depends on its configuration.
-type ConnCounting interface{ CountsConnections() bool }
-
 // connCollector exports, per broker host, the ConnCounts and the protocol errors
 // (ProtocolErrorCounter) of the instrumented publishers that have them. The publishers count anyway
 // (atomics at connection set-up and on a connection's failure path, never on the publish path); this
@@ -55,11 +52,8 @@ func newConnCollector() *connCollector {
 	}
 }
 
-// add exports p's counts when it has them (ConnCounting: some only in one of their modes).
+// add exports p's counts when it has them.
 func (c *connCollector) add(broker string, hosts []string, p Publisher) {
-	if cc, ok := p.(ConnCounting); ok && !cc.CountsConnections() {
-		return
-	}
 	s := connSource{broker: broker, hosts: hosts}
 	s.conns, _ = p.(ConnCounter)
 	s.proto, _ = p.(ProtocolErrorCounter)

@@ -48,3 +48,19 @@ var Broker = &publishers.Broker{
 
 // Broker returns the section's registry entry (how the broker list finds it).
 func (Config) Broker() *publishers.Broker { return Broker }
+
+// New opens the publisher rocketmq.client chooses: Native (native) or the library path's Publisher.
+func New(c Config, topics []string, log *slog.Logger) (publishers.Publisher, error) {
+	if c.Client == ClientNative {
+		p, err := NewNative(c, topics, log)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	p, err := NewLibrary(c, topics, log)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}

@@ -10,23 +10,15 @@ func (p *Publisher) BrokerVersion(host int) string {
 	return p.versions.Get(p.brokers[host].Addr)
 }
 
-// ConnCounts implements publishers.ConnCounter: the native send path's connections per broker; none
-// with the client library.
-func (p *Publisher) ConnCounts(host int) publishers.ConnCounts {
-	if p.native == nil || host < 0 || host >= len(p.native.conns) {
+// ConnCounts implements publishers.ConnCounter: the native connections per broker. The library path
+// (Publisher) has none: rocketmq-client-go keeps its connections to itself.
+func (p *Native) ConnCounts(host int) publishers.ConnCounts {
+	if host < 0 || host >= len(p.native.conns) {
 		return publishers.ConnCounts{}
 	}
 	return p.native.conns[host].counts.Get()
 }
 
-// CountsConnections implements publishers.ConnCounting: only the native send path counts.
-func (p *Publisher) CountsConnections() bool { return p.native != nil }
-
-// ProtocolErrors implements publishers.ProtocolErrorCounter: the native send path's; none with the
-// client library.
-func (p *Publisher) ProtocolErrors(host int) uint64 {
-	if p.native == nil {
-		return 0
-	}
-	return p.native.proto.Get(host)
-}
+// ProtocolErrors implements publishers.ProtocolErrorCounter; the library path counts none
+// (rocketmq-client-go reads its answers itself).
+func (p *Native) ProtocolErrors(host int) uint64 { return p.native.proto.Get(host) }

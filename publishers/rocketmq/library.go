@@ -108,7 +108,8 @@ func ValidateTopic(name string) error {
 	return nil
 }
 
-// RocketMQ publishes with rocketmq-client-go producers. Hosts are the cluster's broker groups (their
+// Publisher publishes with rocketmq-client-go producers (rocketmq.client library); Native embeds it for
+// what both paths share (discovery, topic creation, Ping, versions). Hosts are the cluster's broker groups (their
 // masters), discovered from the name server at start and sorted by broker name; every publish targets
 // one of them through a queue selector that picks a queue of that broker.
 type Publisher struct {
@@ -142,8 +143,6 @@ type Publisher struct {
 	pending  map[*rmqPending]struct{} // sends handed to the client, not finished yet
 	inClient sync.WaitGroup           // the client's callbacks not yet run (their goroutines still live)
 	closing  chan struct{}            // closed when Close has finished
-
-	native *rmqNative // rocketmq.client native: sends go there, and there are no producers
 }
 
 // rmqPending is one send handed to the client; finish runs its done exactly once, from the client's
@@ -202,9 +201,28 @@ const (
 
 var rmqInstance atomic.Uint64
 
-// New discovers the brokers from the name servers, creates topics (when configured) and starts
-// the producers.
-func New(c Config, topics []string, log *slog.Logger) (_ *Publisher, err error) {
+// NewLibrary discovers the brokers from the name servers, creates topics (when configured) and
+// starts the rocketmq-client-go producers (rocketmq.client library).
+func NewLibrary(c Config, topics []string, log *slog.Logger) (*Publisher, error) {
+	p, err := newShared(c, topics, log)
+	if err != nil {
+		return nil, err
+	}
+	for range c.Producers {
+		s := &rmqSlot{}
+		pr, err := p.newProducer()
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		s.cur.Store(pr)
+		p.slots = append(p.slots, s)
+	}
+	return p, nil
+}
+
+// newShared is what both send paths do first: discover the brokers, create the topics.
+func newShared(c Config, topics []string, log *slog.Logger) (_ *Publisher, err error) {
 	if err := c.Validate("rocketmq"); err != nil {
 		return nil, err
 	}
@@ -245,20 +263,6 @@ func New(c Config, topics []string, log *slog.Logger) (_ *Publisher, err error) 
 		if err := p.ensureTopic(ctx, t); err != nil {
 			return nil, fmt.Errorf("rocketmq.create_topics: topic %s: %w", t, err)
 		}
-	}
-	if c.Client == ClientNative {
-		p.native = newRMQNative(p)
-		return p, nil
-	}
-	for range c.Producers {
-		s := &rmqSlot{}
-		pr, err := p.newProducer()
-		if err != nil {
-			p.Close()
-			return nil, err
-		}
-		s.cur.Store(pr)
-		p.slots = append(p.slots, s)
 	}
 	return p, nil
 }
@@ -560,17 +564,11 @@ func (p *Publisher) pick(host int) (*rmqSlot, *rmqProducer, error) {
 
 // Publish implements Publisher with SendSync.
 func (p *Publisher) Publish(ctx context.Context, host int, topic string, body []byte) error {
-	if p.native != nil {
-		return p.native.publish(ctx, host, topic, [][]byte{body})
-	}
 	return p.sendSync(ctx, host, topic, [][]byte{body})
 }
 
 // PublishBatch implements Publisher with one SendSync of all bodies (a RocketMQ batch).
 func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
-	if p.native != nil {
-		return p.native.publish(ctx, host, topic, bodies)
-	}
 	return p.sendSync(ctx, host, topic, bodies)
 }
 
@@ -695,9 +693,6 @@ func rmqCode(err error) (int, bool) {
 
 // PublishAsync implements Publisher with SendAsync; done runs on the client's goroutine.
 func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
-	if p.native != nil {
-		return p.native.publishAsync(host, topic, body, done)
-	}
 	s, pr, err := p.pick(host)
 	if err != nil {
 		return err
@@ -896,12 +891,14 @@ func (p *Publisher) createTopic(ctx context.Context, topic string) error {
 
 // Ping asks host's master for its runtime info on a connection of its own.
 func (p *Publisher) Ping(ctx context.Context, host int) error {
+	// rocketmq-client-go tells no news of its connections: no events
+	return p.pingWith(ctx, host, nil)
+}
+
+// pingWith is Ping with events, the host's connection news (nil: none, results are never reused).
+func (p *Publisher) pingWith(ctx context.Context, host int, events func(int) uint64) error {
 	if host < 0 || host >= len(p.brokers) {
 		return fmt.Errorf("rocketmq: host %d out of range (%d brokers)", host, len(p.brokers))
-	}
-	var events func(int) uint64 // rocketmq-client-go (library) tells no news of its connections
-	if p.native != nil {
-		events = func(h int) uint64 { return p.native.conns[h].counts.Events() }
 	}
 	return p.pings.Do(ctx, host, events, p.ping)
 }
@@ -922,7 +919,11 @@ func (p *Publisher) ping(ctx context.Context, host int) error {
 
 // Close fails every publish still pending with ErrClosed and shuts every producer down; it is
 // idempotent, and a concurrent call returns when the first has finished.
-func (p *Publisher) Close() error {
+func (p *Publisher) Close() error { return p.closeWith(nil) }
+
+// closeWith is Close running first, once the publisher counts as closed, what only the native path
+// has to stop.
+func (p *Publisher) closeWith(first func()) error {
 	p.mu.Lock()
 	if p.closed.Swap(true) {
 		p.mu.Unlock()
@@ -931,8 +932,8 @@ func (p *Publisher) Close() error {
 	}
 	p.mu.Unlock()
 	defer close(p.closing)
-	if p.native != nil {
-		p.native.close()
+	if first != nil {
+		first()
 	}
 	p.gate.Lock() // every send inside the client has registered itself; none enters any more
 	p.gate.Unlock()

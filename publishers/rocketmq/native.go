@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"github.com/mqtarget/mqtarget/publishers"
 	"io"
+	"log/slog"
 	"os"
 	"sort"
 	"strconv"
@@ -986,3 +987,44 @@ func (u *rmqUniqIDs) next(dst *[rmqUniqLen]byte) {
 	copy(dst[:20], u.prefix[:])
 	hex.Encode(dst[20:], raw[:])
 }
+
+// Native publishes over mqtarget's own pipelined remoting connection per broker (rocketmq.client
+// native). It shares discovery, topic creation, Ping and the versions with the library path's
+// Publisher, which it embeds without its producers.
+type Native struct {
+	*Publisher
+	native *rmqNative
+}
+
+// NewNative discovers the brokers from the name servers and creates topics (when configured); its
+// connections are made by the first publishes.
+func NewNative(c Config, topics []string, log *slog.Logger) (*Native, error) {
+	p, err := newShared(c, topics, log)
+	if err != nil {
+		return nil, err
+	}
+	return &Native{Publisher: p, native: newRMQNative(p)}, nil
+}
+
+// Publish implements publishers.Publisher.
+func (p *Native) Publish(ctx context.Context, host int, topic string, body []byte) error {
+	return p.native.publish(ctx, host, topic, [][]byte{body})
+}
+
+// PublishBatch implements publishers.Publisher with one batch command (a RocketMQ batch).
+func (p *Native) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
+	return p.native.publish(ctx, host, topic, bodies)
+}
+
+// PublishAsync implements publishers.Publisher.
+func (p *Native) PublishAsync(host int, topic string, body []byte, done func(error)) error {
+	return p.native.publishAsync(host, topic, body, done)
+}
+
+// Ping is the library path's, reusing a result until the host's connections show news.
+func (p *Native) Ping(ctx context.Context, host int) error {
+	return p.pingWith(ctx, host, func(h int) uint64 { return p.native.conns[h].counts.Events() })
+}
+
+// Close ends the native connections, then what the paths share; it is idempotent.
+func (p *Native) Close() error { return p.closeWith(p.native.close) }

@@ -31,13 +31,13 @@ func rmqServe(answerOne bool) func(net.Conn) {
 
 // newRMQNativeTo is a native RocketMQ publisher for one broker at addr and the name server ns, with
 // publishertest.ShortBackoff and the logger New would make of log.
-func newRMQNativeTo(ns, addr string, log *slog.Logger) *Publisher {
+func newRMQNativeTo(ns, addr string, log *slog.Logger) *Native {
 	c := DefaultConfig()
 	c.NameServers = []string{ns}
 	c.SendTimeout = 200 * time.Millisecond
-	p := &Publisher{cfg: c, log: publishers.LimitLog(log), closing: make(chan struct{}), admin: &admin.Client{},
-		brokers: []admin.Broker{{Name: "broker-a", Addr: addr}}, queues: make([]atomic.Uint32, 1)}
-	p.native = newRMQNative(p)
+	p := &Native{Publisher: &Publisher{cfg: c, log: publishers.LimitLog(log), closing: make(chan struct{}), admin: &admin.Client{},
+		brokers: []admin.Broker{{Name: "broker-a", Addr: addr}}, queues: make([]atomic.Uint32, 1)}}
+	p.native = newRMQNative(p.Publisher)
 	p.native.backoff = publishertest.ShortBackoff
 	return p
 }
