@@ -2,8 +2,8 @@
 // a YAML file, MQTARGET_* environment variables and command-line flags to it
 // (precedence: flags > environment > file > defaults).
 //
-// Every setting has one key, its YAML path: "nsq.hosts" is the YAML key hosts under nsq, the flag
-// -nsq.hosts and the environment variable MQTARGET_NSQ_HOSTS.
+// Every setting has one key, its YAML path: "http.addr" is the YAML key addr under http, the flag
+// -http.addr and the environment variable MQTARGET_HTTP_ADDR.
 package config
 
 import (
@@ -17,12 +17,13 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 // Config is the whole configuration. The help tags are the flag usage texts.
 type Config struct {
 	HTTP             HTTP          `yaml:"http"`
-	Broker           string        `yaml:"broker" help:"default broker for requests without ?broker= (nsq)"`
+	Broker           string        `yaml:"broker" help:"default broker for requests without ?broker= (the first of the broker list)"`
 	Topic            string        `yaml:"topic" help:"default topic"`
 	Topic2           string        `yaml:"topic2" help:"default second topic, for /send2Topic"`
 	Message          Message       `yaml:"message"`
@@ -36,11 +37,11 @@ type Config struct {
 	Readyz           Readyz        `yaml:"readyz"`
 	GCPercent        int           `yaml:"gc_percent" help:"Go's GC target (as GOGC): the heap grows this many percent over the live heap before a collection; a GOGC environment variable wins (0: Go's default, 100)"`
 	GCMemoryLimit    int64         `yaml:"gc_memory_limit" help:"Go's soft memory limit in bytes (as GOMEMLIMIT): near it the GC collects more often, whatever gc_percent says; a GOMEMLIMIT environment variable wins (0: none)"`
-	EmbeddedBrokers  []string      `yaml:"embedded_brokers" help:"brokers besides the default broker that run embedded when their hosts are empty, comma-separated (e.g. stomp); others without hosts are not enabled"`
+	EmbeddedBrokers  []string      `yaml:"embedded_brokers" help:"brokers besides the default broker that run embedded when their hosts are empty, comma-separated; others without hosts are not enabled"`
 	Echo             Echo          `yaml:"echo"`
 
-	// The brokers' sections (nsq, stomp, rocketmq, …), one per entry of publishers.Brokers.
-	publishers.Sections `yaml:",inline"`
+	// The brokers' sections, one per entry of the broker list (publishers/brokers), under its name.
+	brokers.Sections `yaml:",inline"`
 }
 
 // HTTP configures the server and its limits.
@@ -116,7 +117,7 @@ func Default() Config {
 			// Bounds the request bodies held at once: 1024 × message.max_size (1 MiB) = 1 GiB.
 			MaxRequests: 1024,
 		},
-		Broker:         publishers.Brokers[0].Name,
+		Broker:         brokers.List[0].Name,
 		Topic:          "mqtarget",
 		Topic2:         "mqtarget2",
 		Message:        Message{Size: 100, MaxSize: 1 << 20},
@@ -141,7 +142,7 @@ func Default() Config {
 		// Under the 1 s timeout probes usually have, so a hanging broker gives 503, not a probe timeout.
 		Readyz:   Readyz{Timeout: 900 * time.Millisecond},
 		Echo:     defaultEcho(),
-		Sections: publishers.DefaultSections(),
+		Sections: brokers.Default(),
 	}
 }
 
@@ -296,7 +297,7 @@ func (c Config) Common() publishers.Common {
 // names a broker this configuration enables.
 func (c Config) validateBrokers() error {
 	var errs []error
-	for _, b := range publishers.Brokers {
+	for _, b := range brokers.List {
 		err := b.Validate(&c.Sections, c.Common())
 		errs = append(errs, err)
 		if b.Name == c.Broker && err == nil && !b.Enabled(&c.Sections) {
@@ -304,25 +305,25 @@ func (c Config) validateBrokers() error {
 				b.AddrsSetting(), b.Name))
 		}
 	}
-	if publishers.LookupBroker(c.Broker) == nil {
-		errs = append(errs, fmt.Errorf("broker: unknown broker %q (known: %s)", c.Broker, strings.Join(publishers.BrokerNames(), ", ")))
+	if brokers.Lookup(c.Broker) == nil {
+		errs = append(errs, fmt.Errorf("broker: unknown broker %q (known: %s)", c.Broker, strings.Join(brokers.Names(), ", ")))
 	}
 	seen := map[string]int{}
 	for i, name := range c.EmbeddedBrokers {
 		key := fmt.Sprintf("embedded_brokers[%d]", i)
 		j, dup := seen[name]
 		seen[name] = i
-		switch b := publishers.LookupBroker(name); {
+		switch b := brokers.Lookup(name); {
 		case dup:
 			errs = append(errs, fmt.Errorf("%s: %q repeats embedded_brokers[%d]", key, name, j))
 		case b == nil:
-			errs = append(errs, fmt.Errorf("%s: unknown broker %q (known: %s)", key, name, strings.Join(publishers.BrokerNames(), ", ")))
+			errs = append(errs, fmt.Errorf("%s: unknown broker %q (known: %s)", key, name, strings.Join(brokers.Names(), ", ")))
 		case len(b.Addrs(&c.Sections)) == 0 && b.Embedded(&c.Sections) == 0:
 			errs = append(errs, fmt.Errorf("%s: broker %q has no embedded mode, or its embedded count is 0, and %s is empty", key, name, b.AddrsSetting()))
 		}
 	}
 	for i, name := range c.Readyz.Brokers {
-		if b := publishers.LookupBroker(name); b == nil || !c.InUse(b) {
+		if b := brokers.Lookup(name); b == nil || !c.InUse(b) {
 			errs = append(errs, fmt.Errorf("readyz.brokers[%d]: broker %q is not enabled by this configuration", i, name))
 		}
 	}
@@ -340,7 +341,7 @@ func (c Config) validateTopics() error {
 			return false
 		}
 		ok := true
-		for _, b := range publishers.Brokers {
+		for _, b := range brokers.List {
 			if !c.InUse(b) {
 				continue
 			}

@@ -16,7 +16,7 @@ type Echo struct {
 }
 
 // defaultEcho: on, so /sendRoundTrip answers out of the box, on a topic of its own, so the load on
-// topic is never echoed; "_ack" is valid on every broker (RocketMQ topics have no '.').
+// topic is never echoed; "_ack" is valid on every broker ('.' is not: some brokers' topics refuse it).
 func defaultEcho() Echo {
 	return Echo{Enabled: true, RoundTrip: true, Topics: []string{"mqtarget_roundtrip"}, AckSuffix: "_ack", Handoff: "queue", Workers: 4}
 }

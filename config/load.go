@@ -13,7 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 // EnvPrefix starts every environment variable mqtarget reads.
@@ -66,7 +66,7 @@ func Load(src Sources) (Config, Options, error) {
 		def := formatValue(s.value)
 		var v flag.Value = recorder{raw, s.key, def}
 		if s.value.Kind() == reflect.Bool {
-			v = boolRecorder{v.(recorder)} // -stomp.persistent alone means true
+			v = boolRecorder{v.(recorder)} // -echo.enabled alone means true
 		}
 		fs.Var(v, s.key, fmt.Sprintf("%s (env %s)", s.help, Env(s.key)))
 	}
@@ -139,7 +139,7 @@ func (c Config) checkFiles(readFile func(string) ([]byte, error)) error {
 	}
 	_, err := c.HTTP.ServerTLS()
 	errs = append(errs, err)
-	for _, b := range publishers.Brokers {
+	for _, b := range brokers.List {
 		if c.InUse(b) {
 			errs = append(errs, b.CheckFiles(&c.Sections))
 		}
@@ -150,14 +150,19 @@ func (c Config) checkFiles(readFile func(string) ([]byte, error)) error {
 // ReservedEnv are MQTARGET_* variables that are not settings but that the repository's scripts and tests
 // read (names ending in _ are prefixes); mqtarget ignores them, so a shell prepared for scripts/test.sh
 // can still start it.
-var ReservedEnv = []string{
-	EnvPrefix + "CACHE", EnvPrefix + "DATA", EnvPrefix + "KEEP_RUN", EnvPrefix + "INTEGRATION",
-	EnvPrefix + "NSQD_BIN", EnvPrefix + "TEST_MAIN", EnvPrefix + "ROCKETMQ_NAMESRV", EnvPrefix + "ROCKETMQ_TLS_CA",
-	EnvPrefix + "ARTEMIS_", EnvPrefix + "ACTIVEMQ_", EnvPrefix + "RABBITMQ_",
+// The brokers' own (publishers.Broker.Env) come from the broker list.
+var ReservedEnv = reservedEnv()
+
+func reservedEnv() []string {
+	out := []string{EnvPrefix + "CACHE", EnvPrefix + "DATA", EnvPrefix + "KEEP_RUN", EnvPrefix + "INTEGRATION", EnvPrefix + "TEST_MAIN"}
+	for _, name := range brokers.Env() {
+		out = append(out, EnvPrefix+name)
+	}
+	return out
 }
 
 // unknownEnv returns an error for each MQTARGET_* variable that names no setting, so a typo such as
-// MQTARGET_NSQ_HOST fails loudly instead of leaving the default in place.
+// MQTARGET_HTTP_ADR fails loudly instead of leaving the default in place.
 func unknownEnv(environ func() []string, settings []setting) []error {
 	if environ == nil {
 		return nil
@@ -309,7 +314,7 @@ type recorder struct {
 func (r recorder) String() string     { return r.def }
 func (r recorder) Set(s string) error { r.raw[r.key] = s; return nil }
 
-// boolRecorder is a recorder for bool settings, so the flag works without a value (-stomp.persistent).
+// boolRecorder is a recorder for bool settings, so the flag works without a value (-echo.enabled).
 type boolRecorder struct{ recorder }
 
 func (boolRecorder) IsBoolFlag() bool { return true }

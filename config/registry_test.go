@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 // TestBrokerValidation checks the validation config derives from the broker registry: the broker
@@ -27,7 +27,7 @@ func TestBrokerValidation(t *testing.T) {
 			c.RocketMQ.NameServers = []string{"ns:9876"}
 		}, nil, nil},
 		{"unknown broker lists the registry", func(c *config.Config) { c.Broker = "kafka" },
-			[]string{"broker: "}, []string{`"kafka"`, strings.Join(publishers.BrokerNames(), ", ")}},
+			[]string{"broker: "}, []string{`"kafka"`, strings.Join(brokers.Names(), ", ")}},
 		{"empty broker", func(c *config.Config) { c.Broker = "" }, []string{"broker: "}, nil},
 		{"broker names are case-sensitive", func(c *config.Config) { c.Broker = "NSQ" }, []string{"broker: "}, nil},
 		{"rocketmq without name servers", func(c *config.Config) { c.Broker = "rocketmq" },
@@ -109,7 +109,7 @@ func TestEveryRegistryBroker(t *testing.T) {
 	for _, k := range config.Keys() {
 		keys[k[0]] = true
 	}
-	for _, b := range publishers.Brokers {
+	for _, b := range brokers.List {
 		t.Run(b.Name, func(t *testing.T) {
 			if !keys[b.AddrsSetting()] {
 				t.Errorf("%s is not a configuration key", b.AddrsSetting())

@@ -22,7 +22,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/handlers"
-	"github.com/mqtarget/mqtarget/internal/app"
+	"github.com/mqtarget/mqtarget/internal/serve"
 )
 
 // yamlDocs decodes every document of a YAML file into values of T.
@@ -629,9 +629,9 @@ func scrape(t *testing.T) map[string]map[string]bool {
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.ShutdownLameDuck = 0
 	cfg.Log.Level = "error"
-	a, err := app.Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a, err := serve.Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
-		t.Fatalf("app.Start: %v", err)
+		t.Fatalf("serve.Start: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

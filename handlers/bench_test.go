@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mqtarget/mqtarget/handlers"
-	"github.com/mqtarget/mqtarget/internal/embedded"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/nsq"
 )
 
 // nopPub acknowledges everything at once, so the benchmarks measure mqtarget's own per-request cost.
@@ -66,7 +66,7 @@ func BenchmarkEndpoints(b *testing.B) {
 }
 
 // BenchmarkNSQ measures the /send1 and /send2 hot path against a real nsqd running in this process
-// (internal/embedded): handler, metrics decorator, NSQ publisher, TCP round trip to nsqd and nsqd's
+// (publishers/nsq/embedded.go): handler, metrics decorator, NSQ publisher, TCP round trip to nsqd and nsqd's
 // own PUB/MPUB handling, until the acknowledgement. "serial" is one request at a time (latency bound);
 // "c50" runs 50 goroutines at once, like wrk -c50, and shows what the connection code overlaps.
 //
@@ -75,14 +75,14 @@ func BenchmarkEndpoints(b *testing.B) {
 // every run, so a benchmark that lost messages fails instead of reporting a number.
 func BenchmarkNSQ(b *testing.B) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	nsqd, err := embedded.StartNSQD(1, 1<<20, log)
+	nsqd, err := nsq.StartNSQD(1, 1<<20, log)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = nsqd.Close() })
-	cfg := publishers.DefaultNSQConfig()
+	cfg := nsq.DefaultConfig()
 	cfg.Hosts = nsqd.TCPAddrs()
-	nsq, err := publishers.NewNSQ(cfg, log)
+	nsq, err := nsq.New(cfg, log)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func contentLength(n int) []string {
 
 // writeReply writes the small JSON reply of a send endpoint, built by hand because it is on the hot path:
 //
-//	{"broker":"nsq","topic":"t","published":1,"messages":[{"id":"…","topic":"t","host":"…","size":100}]}
+//	{"broker":"b","topic":"t","published":1,"messages":[{"id":"…","topic":"t","host":"…","size":100}]}
 //
 // countKey is "published" (acknowledged by the broker) or "accepted" (handed to the async publisher).
 func writeReply(w http.ResponseWriter, status int, broker, topic, countKey string, msgs []sent) {

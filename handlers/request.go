@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 // MaxTopics bounds ?topics=N.
@@ -157,7 +158,7 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 	}
 	req.pub = s.pubs[req.broker]
 	if req.pub == nil {
-		if publishers.LookupBroker(req.broker) != nil {
+		if brokers.Lookup(req.broker) != nil {
 			return sendRequest{}, badField("broker", "broker %q is not enabled by this configuration (enabled: %s)",
 				req.broker, strings.Join(s.brokerNames, ", "))
 		}
@@ -250,7 +251,7 @@ func errTooLarge(maxSize int) *Error {
 }
 
 // topicName returns the k-th topic of a ?topics=N spread: "<base>-<k>", keeping a "#ephemeral"-style
-// suffix at the end where NSQ requires it.
+// suffix at the end where a broker requires it.
 func topicName(base string, k int) string {
 	name, suffix, found := strings.Cut(base, "#")
 	if found {

@@ -12,6 +12,7 @@ import (
 	"github.com/mqtarget/mqtarget/internal/roundtrip"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/nsq"
 )
 
 // TestSendRoundTrip drives /sendRoundTrip against embedded nsqd, with a real echo on one topic and none
@@ -20,7 +21,7 @@ func TestSendRoundTrip(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
 	cfg, pub := itest.EmbeddedNSQ(t, 1)
 	consumer := func(group string) publishers.Consumer {
-		c, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{Group: group}, quiet)
+		c, err := nsq.NewConsumer(cfg, publishers.ConsumerOptions{Group: group}, quiet)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/mqtarget/mqtarget/internal/lograte"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 // Options configure a Server.
@@ -144,7 +145,7 @@ func send(path, summary string, h func(s *Server) handlerFunc) route {
 var routeTable = []route{
 	send("/send1", "1 message to topic; 200 after the broker acknowledged it",
 		func(s *Server) handlerFunc { return s.send1 }),
-	send("/send2", "2 messages to topic as one batch (NSQ MPUB, RocketMQ batch, STOMP transaction); ?mode=sequential for two publishes in a row",
+	send("/send2", "2 messages to topic as one batch ("+brokers.Batches()+"); ?mode=sequential for two publishes in a row",
 		func(s *Server) handlerFunc { return s.send2 }),
 	send("/send2Topic", "1 message to topic and 1 to topic2, both in flight at once",
 		func(s *Server) handlerFunc { return s.send2Topic }),

@@ -15,15 +15,15 @@ const (
 	// MaxHosts bounds each broker's address list: every address gets connections, goroutines and
 	// metric series (10 000 made /metrics 138 MB).
 	MaxHosts         = 64
-	maxDialTimeout   = time.Minute
-	maxEmbeddedBytes = 1 << 40
+	MaxDialTimeout   = time.Minute
+	MaxEmbeddedBytes = 1 << 40
 	// MaxPublishTimeout bounds publish_timeout and the broker send timeouts: a request waits that long.
 	MaxPublishTimeout = 5 * time.Minute
 )
 
-// validateAddrs checks a broker's address list, key being its setting (e.g. "nsq.hosts"): at most
+// validateAddrs checks a broker's address list, key being its setting (e.g. "b.hosts"): at most
 // MaxHosts strict host:port addresses, none twice.
-func validateAddrs(key string, addrs []string) error {
+func ValidateAddrs(key string, addrs []string) error {
 	if len(addrs) > MaxHosts {
 		return fmt.Errorf("%s: %d addresses, at most %d are allowed", key, len(addrs), MaxHosts)
 	}
@@ -72,7 +72,7 @@ func ValidateHostPort(a string) error {
 	return nil
 }
 
-var dnsLabel = newNameChars("-_")
+var dnsLabel = NewNameChars("-_")
 
 func validateDNSName(host string) error {
 	name := strings.TrimSuffix(host, ".") // a fully qualified name
@@ -80,7 +80,7 @@ func validateDNSName(host string) error {
 		return fmt.Errorf("host name of %d characters, at most 253", len(name))
 	}
 	for _, label := range strings.Split(name, ".") {
-		if len(label) > 63 || !dnsLabel.all(label) || label[0] == '-' || label[len(label)-1] == '-' {
+		if len(label) > 63 || !dnsLabel.All(label) || label[0] == '-' || label[len(label)-1] == '-' {
 			return fmt.Errorf("%q is not a host name (labels of 1-63 letters, digits, '-' and '_', not starting or ending with '-'), nor an IP address", host)
 		}
 	}

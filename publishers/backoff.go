@@ -17,21 +17,21 @@ import (
 // limitLog is log with every line rate-limited per host and cause (lograte): the first of each, then
 // at most one per lograte.Interval with the number suppressed. Each publisher and consumer limits its
 // own lines, the connection core's and its client library's among them.
-func limitLog(log *slog.Logger) *slog.Logger {
+func LimitLog(log *slog.Logger) *slog.Logger {
 	return lograte.Logger(log, lograte.New(lograte.Interval))
 }
 
-// Backoff is the redial policy every broker connection follows (the NSQ and STOMP pools, the native
-// RocketMQ send path, the STOMP and RocketMQ consumers): after the n-th consecutive failure the next
+// Backoff is the redial policy every broker connection follows (the pools, the brokers' own send
+// paths, the consumers): after the n-th consecutive failure the next
 // dial waits b/2 plus a random part of b/2 (equal jitter), b = min(Max, Base·2^(n-1)), so hosts that
 // fail together do not redial in step, and a wait is never shorter than b/2.
 //
 // A failure is a dial or handshake that failed, and also a connection lost before it proved itself: a
 // broker that accepts, handshakes and closes would otherwise be redialled at once, over and over. A
 // connection that lived Healthy proved itself: its loss is redialled at once and starts the count
-// afresh. One lost younger that answered a command (a STOMP broker closes after an ERROR for a SEND,
-// nsqd after an E_* answer) is redialled at once too, but at most once per Churn: more often (a broker
-// that answers one command per connection, nsqd failing every PUB on a full disk) it is a failure.
+// afresh. One lost younger that answered a command (a broker that closes the
+// connection after an error answer to a send) is redialled at once too, but at most once per Churn: more often (a broker
+// that answers one command per connection, or fails every send on a full disk) it is a failure.
 type Backoff struct {
 	Base, Max, Healthy, Churn time.Duration
 }
@@ -43,7 +43,7 @@ func DefaultBackoff() Backoff {
 }
 
 // wait is the pause after the n-th consecutive failure (n ≥ 1).
-func (b Backoff) wait(n int) time.Duration {
+func (b Backoff) Wait(n int) time.Duration {
 	d := b.Max
 	if n <= 30 && b.Base<<(n-1) < b.Max {
 		d = b.Base << (n - 1)
@@ -53,7 +53,7 @@ func (b Backoff) wait(n int) time.Duration {
 }
 
 // redial is one host's (or consumer session's) backoff state.
-type redial struct {
+type Redial struct {
 	failures int
 	err      error     // the last failure: what callers get until retryAt
 	retryAt  time.Time // no dial before it
@@ -61,7 +61,7 @@ type redial struct {
 }
 
 // check returns the error to fail with instead of dialling, nil when a dial may start.
-func (r *redial) check(now time.Time) error {
+func (r *Redial) Check(now time.Time) error {
 	if r.err != nil && now.Before(r.retryAt) {
 		return r.err
 	}
@@ -69,16 +69,16 @@ func (r *redial) check(now time.Time) error {
 }
 
 // failed records a failure: no dial for the wait it returns.
-func (r *redial) failed(b Backoff, now time.Time, err error) time.Duration {
+func (r *Redial) Failed(b Backoff, now time.Time, err error) time.Duration {
 	r.failures++
-	w := b.wait(r.failures)
+	w := b.Wait(r.failures)
 	r.err, r.retryAt = err, now.Add(w)
 	return w
 }
 
 // lost records the loss of a connection that lived lived and answered a command or not: a failure
 // unless it proved itself (see Backoff). It returns the wait (0: redial at once).
-func (r *redial) lost(b Backoff, now time.Time, lived time.Duration, answered bool, err error) time.Duration {
+func (r *Redial) Lost(b Backoff, now time.Time, lived time.Duration, answered bool, err error) time.Duration {
 	switch {
 	case lived >= b.Healthy:
 		r.failures, r.err = 0, nil
@@ -87,17 +87,17 @@ func (r *redial) lost(b Backoff, now time.Time, lived time.Duration, answered bo
 		r.churnAt = now
 		return 0
 	}
-	return r.failed(b, now, err)
+	return r.Failed(b, now, err)
 }
 
-// answerMark notes whether a connection answered a command: proof that the broker works, whatever the
+// AnswerMark notes whether a connection answered a command: proof that the broker works, whatever the
 // connection's age. The read loop sets it; the pool reads it when the connection is found dead.
-type answerMark struct{ seen atomic.Bool }
+type AnswerMark struct{ seen atomic.Bool }
 
-func (m *answerMark) answered() bool { return m.seen.Load() }
+func (m *AnswerMark) Answered() bool { return m.seen.Load() }
 
 // marking wraps a connection's answer reader so that every answer to a command marks m.
-func (m *answerMark) marking(read func(*bufio.Reader) (wire.Answer, error)) func(*bufio.Reader) (wire.Answer, error) {
+func (m *AnswerMark) Marking(read func(*bufio.Reader) (wire.Answer, error)) func(*bufio.Reader) (wire.Answer, error) {
 	return func(r *bufio.Reader) (wire.Answer, error) {
 		a, err := read(r)
 		if err == nil && a.Kind != wire.None && !m.seen.Load() {
@@ -107,13 +107,13 @@ func (m *answerMark) marking(read func(*bufio.Reader) (wire.Answer, error)) func
 	}
 }
 
-// answeredLink is implemented by the pool's links that note their answers (answerMark).
-type answeredLink interface{ answered() bool }
+// answeredLink is implemented by the pool's links that note their answers (AnswerMark).
+type answeredLink interface{ Answered() bool }
 
 // linkAnswered reports whether l noted an answer; false for a link that does not tell.
 // lostErr is the error of a connection to what lost lived after it was made; cause, when known, is
 // why it ended, so a publish refused during the backoff still says (a protocol violation, say).
-func lostErr(what string, lived time.Duration, cause error) error {
+func LostErr(what string, lived time.Duration, cause error) error {
 	if cause == nil {
 		return fmt.Errorf("%s: connection lost %v after it was made; redialling with backoff", what, lived.Round(time.Millisecond))
 	}
@@ -121,27 +121,27 @@ func lostErr(what string, lived time.Duration, cause error) error {
 }
 
 // linkCause is why l ended, when it says (wire.Conn.Err); nil otherwise.
-func linkCause(l any) error {
+func LinkCause(l any) error {
 	if e, ok := l.(interface{ Err() error }); ok {
 		return e.Err()
 	}
 	return nil
 }
 
-func linkAnswered(l any) bool {
+func LinkAnswered(l any) bool {
 	a, ok := l.(answeredLink)
-	return ok && a.answered()
+	return ok && a.Answered()
 }
 
-// pingReuse is how long a health check's result (Ping) may answer for its host: /readyz pings every
+// PingReuse is how long a health check's result (Ping) may answer for its host: /readyz pings every
 // host per request, and without it each request would make a broker connection of its own.
-const pingReuse = time.Second
+const PingReuse = time.Second
 
-// pingLimit runs at most one health check per host at a time and reuses its result for pingReuse
+// PingLimit runs at most one health check per host at a time and reuses its result for PingReuse
 // unless the host's connections showed news since (a dial or a loss: events), so the connections Ping
 // makes are bounded whatever the rate of /readyz requests, and a broker that went down is seen by the
 // next check once a publish met it. The zero value is ready.
-type pingLimit struct {
+type PingLimit struct {
 	mu    sync.Mutex
 	hosts map[int]*pingState
 }
@@ -155,7 +155,7 @@ type pingState struct {
 
 // do returns host's last result if it is recent and nothing happened to the host's connections since
 // (events: nil, results are never reused), waits for a check in progress, or runs check.
-func (l *pingLimit) do(ctx context.Context, host int, events func(int) uint64, check func(context.Context, int) error) error {
+func (l *PingLimit) Do(ctx context.Context, host int, events func(int) uint64, check func(context.Context, int) error) error {
 	for {
 		l.mu.Lock()
 		if l.hosts == nil {
@@ -166,7 +166,7 @@ func (l *pingLimit) do(ctx context.Context, host int, events func(int) uint64, c
 			st = &pingState{}
 			l.hosts[host] = st
 		}
-		if st.running == nil && !st.at.IsZero() && time.Since(st.at) < pingReuse && events != nil && events(host) == st.events {
+		if st.running == nil && !st.at.IsZero() && time.Since(st.at) < PingReuse && events != nil && events(host) == st.events {
 			err := st.err
 			l.mu.Unlock()
 			return err
@@ -176,7 +176,7 @@ func (l *pingLimit) do(ctx context.Context, host int, events func(int) uint64, c
 			select {
 			case <-running: // its result, or a turn of our own when its caller left
 			case <-ctx.Done():
-				return ctxErr(ctx)
+				return CtxErr(ctx)
 			}
 			continue
 		}

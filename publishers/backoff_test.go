@@ -20,7 +20,7 @@ func TestBackoffWait(t *testing.T) {
 		t.Run(fmt.Sprint(tc.n), func(t *testing.T) {
 			lo, hi := tc.nominal, time.Duration(0)
 			for range 1000 {
-				w := b.wait(tc.n)
+				w := b.Wait(tc.n)
 				lo, hi = min(lo, w), max(hi, w)
 			}
 			if lo < tc.nominal/2 || hi > tc.nominal || hi-lo < tc.nominal/4 {
@@ -36,7 +36,7 @@ func TestRedialLost(t *testing.T) {
 	b := Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second, Healthy: 2 * time.Second, Churn: 100 * time.Millisecond}
 	t0 := time.Unix(1000, 0)
 	errLost := errors.New("lost")
-	var r redial
+	var r Redial
 	steps := []struct {
 		name     string
 		at       time.Duration
@@ -55,24 +55,24 @@ func TestRedialLost(t *testing.T) {
 	}
 	for _, s := range steps {
 		now := t0.Add(s.at)
-		w := r.lost(b, now, s.lived, s.answered, errLost)
+		w := r.Lost(b, now, s.lived, s.answered, errLost)
 		if (w > 0) != s.wait || r.failures != s.failures {
 			t.Fatalf("%s: wait %v, failures %d; want wait %v, failures %d", s.name, w, r.failures, s.wait, s.failures)
 		}
-		if err := r.check(now); (err != nil) != s.wait {
+		if err := r.Check(now); (err != nil) != s.wait {
 			t.Fatalf("%s: check %v", s.name, err)
 		}
-		if err := r.check(now.Add(w)); err != nil {
+		if err := r.Check(now.Add(w)); err != nil {
 			t.Fatalf("%s: check after the wait: %v", s.name, err)
 		}
 	}
 }
 
-// TestPingLimit: concurrent checks of a host share one run and its result is reused for pingReuse;
+// TestPingLimit: concurrent checks of a host share one run and its result is reused for PingReuse;
 // news of the host (events) or none to tell (nil) makes a run of its own; a result of a caller that
 // left is not kept; hosts are apart.
 func TestPingLimit(t *testing.T) {
-	var l pingLimit
+	var l PingLimit
 	var runs atomic.Int64
 	release := make(chan struct{})
 	errDown := errors.New("down")
@@ -93,7 +93,7 @@ func TestPingLimit(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 5)
 	for i := range errs {
-		wg.Go(func() { errs[i] = l.do(context.Background(), 0, events, check) })
+		wg.Go(func() { errs[i] = l.Do(context.Background(), 0, events, check) })
 	}
 	for runs.Load() == 0 {
 		time.Sleep(time.Millisecond) // polling: until the first check runs
@@ -105,22 +105,22 @@ func TestPingLimit(t *testing.T) {
 			t.Errorf("caller %d: %v, want the shared result", i, err)
 		}
 	}
-	if err := l.do(context.Background(), 0, events, check); err != errDown || runs.Load() != 1 {
-		t.Errorf("within pingReuse: %v after %d runs, want the kept result after 1", err, runs.Load())
+	if err := l.Do(context.Background(), 0, events, check); err != errDown || runs.Load() != 1 {
+		t.Errorf("within PingReuse: %v after %d runs, want the kept result after 1", err, runs.Load())
 	}
 	news.Add(1)
-	if err := l.do(context.Background(), 0, events, check); err != errDown || runs.Load() != 2 {
+	if err := l.Do(context.Background(), 0, events, check); err != errDown || runs.Load() != 2 {
 		t.Errorf("after news of the host: %v after %d runs, want a run of its own (2)", err, runs.Load())
 	}
-	if err := l.do(context.Background(), 0, nil, check); err != errDown || runs.Load() != 3 {
+	if err := l.Do(context.Background(), 0, nil, check); err != errDown || runs.Load() != 3 {
 		t.Errorf("without news: %v after %d runs, want a run of its own (3)", err, runs.Load())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := l.do(ctx, 1, events, check); !errors.Is(err, context.Canceled) {
+	if err := l.Do(ctx, 1, events, check); !errors.Is(err, context.Canceled) {
 		t.Errorf("host 1, caller gone: %v", err)
 	}
-	if err := l.do(context.Background(), 1, events, check); err != errDown || runs.Load() != 5 {
+	if err := l.Do(context.Background(), 1, events, check); err != errDown || runs.Load() != 5 {
 		t.Errorf("host 1 after a caller that left: %v after %d runs, want a run of its own (5)", err, runs.Load())
 	}
 }

@@ -13,32 +13,11 @@ type ConnCounts struct {
 	DialFailures uint64 // dials or handshakes that failed
 }
 
-// ConnCounter is implemented by the publishers that make their own broker connections: NSQ and STOMP
-// through the pool, RocketMQ with rocketmq.client native. rocketmq-client-go (rocketmq.client library)
-// keeps its connections to itself, so that publisher has no counts.
+// ConnCounter is implemented by the publishers that make their own broker connections (through the
+// pool or their own); a client library that keeps its connections to itself has no counts.
 type ConnCounter interface {
 	ConnCounts(host int) ConnCounts
 }
-
-// connCounting is implemented by a ConnCounter whose counting depends on its configuration.
-type connCounting interface{ countsConnections() bool }
-
-// ConnCounts implements ConnCounter: the native send path's connections per broker; none with the
-// client library.
-func (p *RocketMQ) ConnCounts(host int) ConnCounts {
-	if p.native == nil || host < 0 || host >= len(p.native.conns) {
-		return ConnCounts{}
-	}
-	return p.native.conns[host].counts.get()
-}
-
-func (p *RocketMQ) countsConnections() bool { return p.native != nil }
-
-// ConnCounts implements ConnCounter.
-func (p *NSQ) ConnCounts(host int) ConnCounts { return p.pool.ConnCounts(host) }
-
-// ConnCounts implements ConnCounter.
-func (p *STOMP) ConnCounts(host int) ConnCounts { return p.pool.ConnCounts(host) }
 
 // connCollector exports, per broker host, the ConnCounts and the protocol errors
 // (ProtocolErrorCounter) of the instrumented publishers that have them. The publishers count anyway
@@ -73,11 +52,8 @@ func newConnCollector() *connCollector {
 	}
 }
 
-// add exports p's counts when it has them (RocketMQ only with rocketmq.client native).
+// add exports p's counts when it has them.
 func (c *connCollector) add(broker string, hosts []string, p Publisher) {
-	if cc, ok := p.(connCounting); ok && !cc.countsConnections() {
-		return
-	}
 	s := connSource{broker: broker, hosts: hosts}
 	s.conns, _ = p.(ConnCounter)
 	s.proto, _ = p.(ProtocolErrorCounter)

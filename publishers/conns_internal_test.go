@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 type deadLink struct{ dead bool }
@@ -24,7 +21,7 @@ func TestPoolConnCounts(t *testing.T) {
 	var logs bytes.Buffer
 	var links []*deadLink
 	var refuse error
-	p := newPool("test", []string{"a:1", "b:2"}, 2, func(context.Context, string) (*deadLink, error) {
+	p := NewPool("test", []string{"a:1", "b:2"}, 2, func(context.Context, string) (*deadLink, error) {
 		if refuse != nil {
 			return nil, refuse
 		}
@@ -32,10 +29,10 @@ func TestPoolConnCounts(t *testing.T) {
 		links = append(links, l)
 		return l, nil
 	})
-	p.log = slog.New(slog.NewTextHandler(&logs, nil))
-	p.backoff.Healthy = 0 // connections breaking young are redial_test.go's
+	p.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	p.Backoff.Healthy = 0 // connections breaking young are redial_test.go's
 	ctx := context.Background()
-	get := func() error { _, err := p.get(ctx, 0); return err }
+	get := func() error { _, err := p.Get(ctx, 0); return err }
 	want := func(step string, c ConnCounts) {
 		t.Helper()
 		if got := p.ConnCounts(0); got != c {
@@ -77,39 +74,5 @@ func TestPoolConnCounts(t *testing.T) {
 	if strings.Count(out, "broker host unreachable: cannot connect") != 1 || strings.Count(out, "broker host reachable again: connected") != 1 ||
 		!strings.Contains(out, "host=a:1") {
 		t.Errorf("want one line when host a:1 went down and one when it came back:\n%s", out)
-	}
-}
-
-// TestConnMetrics: the counts are exported per broker and host for publishers that keep them.
-func TestConnMetrics(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg, nil)
-	pub, err := NewNSQ(NSQConfig{Hosts: []string{"127.0.0.1:1"}, ProducersPerHost: 1, DialTimeout: time.Second}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
-	ip := m.Instrument("nsq", pub)
-	if ip.Publish(context.Background(), 0, "t", []byte("x")) == nil { // port 1: refused
-		t.Fatal("publish to 127.0.0.1:1 succeeded")
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, mf := range mfs {
-		if !strings.HasPrefix(mf.GetName(), "mqtarget_broker_") {
-			continue
-		}
-		for _, mt := range mf.GetMetric() {
-			got[mf.GetName()] += fmt.Sprintf("%v %v", mt.GetLabel(), mt.GetCounter().GetValue())
-		}
-	}
-	labels := `[name:"broker" value:"nsq" name:"host" value:"127.0.0.1:1"]`
-	for name, v := range map[string]int{"mqtarget_broker_connections_total": 0, "mqtarget_broker_reconnects_total": 0, "mqtarget_broker_dial_failures_total": 1} {
-		if w := fmt.Sprintf("%s %d", labels, v); strings.Join(strings.Fields(got[name]), " ") != w {
-			t.Errorf("%s: %q, want %q", name, got[name], w)
-		}
 	}
 }

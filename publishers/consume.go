@@ -18,11 +18,11 @@ type Consumer interface {
 	// consumer is closed, then returns nil once nothing of the subscription runs any more. It returns an
 	// error when a host cannot be subscribed to at the start; a connection that breaks later is
 	// re-established. handle may run on several goroutines at once (one per host) and owns the Delivery.
-	// NSQ messages are FINished when handle returns; STOMP ones count as consumed once sent (ack:auto);
-	// RocketMQ commits nothing (every Consume reads the topic from its first retained message).
+	// What counts as consumed is the broker's (its package's consumer says: acknowledged when handle
+	// returns, once sent, or nothing committed).
 	Consume(ctx context.Context, topic string, handle func(Delivery)) error
-	// Hosts lists where messages come from (NSQ, STOMP: the configured hosts; RocketMQ: the brokers as
-	// the publisher's Hosts names them); Delivery.Host indexes it.
+	// Hosts lists where messages come from (the configured hosts, or the cluster's brokers as the
+	// publisher's Hosts names them); Delivery.Host indexes it.
 	Hosts() []string
 	// Close ends every running Consume and waits for them; it is idempotent.
 	Close() error
@@ -30,7 +30,7 @@ type Consumer interface {
 
 // Delivery is one received message.
 type Delivery struct {
-	Host     int       // index into Hosts of where it came from (RocketMQ: the broker, in Hosts order)
+	Host     int       // index into Hosts of where it came from (a cluster: the broker, in Hosts order)
 	Topic    string    // the topic consumed
 	Body     []byte    // the payload; the handler owns it
 	Received time.Time // when the consumer read it
@@ -39,8 +39,8 @@ type Delivery struct {
 // ConsumerOptions are the consumer settings that are not a broker section's: what a consumer calls itself
 // towards the broker.
 type ConsumerOptions struct {
-	// Group is the NSQ channel (consumers sharing one share its messages, and nsqd keeps what it has not
-	// delivered yet) or the RocketMQ consumer group named in pull requests; STOMP does not use it.
+	// Group is the consumer group (consumers sharing one share its messages) on the brokers that have
+	// one (publishers.Broker.Group says what it is there); the others do not use it.
 	Group string
 }
 
@@ -48,16 +48,16 @@ type ConsumerOptions struct {
 var (
 	// ErrBadTopic: the topic is not valid for the broker.
 	ErrBadTopic = errors.New("invalid topic")
-	// ErrBadGroup: the consumer group (NSQ channel) is not valid for the broker.
+	// ErrBadGroup: the consumer group is not valid for the broker.
 	ErrBadGroup = errors.New("invalid consumer group")
 )
 
-// DefaultConsumerGroup is the NSQ channel and RocketMQ consumer group of mqtarget's consumers.
+// DefaultConsumerGroup is the consumer group of mqtarget's consumers.
 const DefaultConsumerGroup = "mqtarget-consume"
 
 // OpenConsumer creates broker b's consumer for addrs: the configured addresses, or the embedded servers'.
-func (b *Broker) OpenConsumer(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) {
-	if b.consume == nil {
+func (b *Broker) OpenConsumer(s SectionSet, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) {
+	if b.Hooks.Consume == nil {
 		return nil, fmt.Errorf("%s: no consumer", b.Name)
 	}
 	if len(addrs) == 0 {
@@ -66,11 +66,11 @@ func (b *Broker) OpenConsumer(s *Sections, addrs []string, o ConsumerOptions, lo
 	if o.Group == "" {
 		o.Group = DefaultConsumerGroup
 	}
-	return b.consume(s, addrs, o, log)
+	return b.Hooks.Consume(b.section(s), addrs, o, log)
 }
 
-// consumeScope tracks a consumer's running Consume calls so Close can end them and wait for them.
-type consumeScope struct {
+// ConsumeScope tracks a consumer's running Consume calls so Close can end them and wait for them.
+type ConsumeScope struct {
 	mu     sync.Mutex
 	closed bool
 	root   context.Context // ends at close
@@ -78,15 +78,15 @@ type consumeScope struct {
 	wg     sync.WaitGroup
 }
 
-func newConsumeScope() *consumeScope {
-	s := &consumeScope{}
+func NewConsumeScope() *ConsumeScope {
+	s := &ConsumeScope{}
 	s.root, s.cancel = context.WithCancel(context.Background())
 	return s
 }
 
-// enter registers a Consume call: the context it returns ends with ctx or with close; done must be called
+// Enter registers a Consume call: the context it returns ends with ctx or with close; done must be called
 // when the call returns. It fails with ErrClosed after close.
-func (s *consumeScope) enter(ctx context.Context) (context.Context, func(), error) {
+func (s *ConsumeScope) Enter(ctx context.Context) (context.Context, func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -98,8 +98,8 @@ func (s *consumeScope) enter(ctx context.Context) (context.Context, func(), erro
 	return ctx, func() { unhook(); cancel(); s.wg.Done() }, nil
 }
 
-// close ends every registered call and waits for them; later calls only wait.
-func (s *consumeScope) close() {
+// Close ends every registered call and waits for them; later calls only wait.
+func (s *ConsumeScope) Close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()

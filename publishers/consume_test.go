@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mqtarget/mqtarget/internal/embedded"
 	"github.com/mqtarget/mqtarget/internal/itest"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/nsq"
+	"github.com/mqtarget/mqtarget/publishers/stomp"
 )
 
 // embeddedBroker is a broker family with in-process servers, for the consumer tests that need no
@@ -31,7 +32,7 @@ var embeddedBrokers = []embeddedBroker{
 	{
 		name: "nsq",
 		start: func(t *testing.T, n int) []string {
-			e, err := embedded.StartNSQD(n, 1<<20, slog.New(slog.DiscardHandler))
+			e, err := nsq.StartNSQD(n, 1<<20, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,20 +40,20 @@ var embeddedBrokers = []embeddedBroker{
 			return e.TCPAddrs()
 		},
 		pair: func(t *testing.T, hosts []string) (publishers.Publisher, publishers.Consumer) {
-			cfg := publishers.DefaultNSQConfig()
+			cfg := nsq.DefaultConfig()
 			cfg.Hosts = hosts
-			pub, err := publishers.NewNSQ(cfg, slog.New(slog.DiscardHandler))
+			pub, err := nsq.New(cfg, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
-			cons, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{}, nil)
+			cons, err := nsq.NewConsumer(cfg, publishers.ConsumerOptions{}, nil)
 			return closeAtCleanup(t, pub, cons, err)
 		},
 	},
 	{
 		name: "stomp",
 		start: func(t *testing.T, n int) []string {
-			e, err := embedded.StartSTOMP(n, 64<<20, slog.New(slog.DiscardHandler))
+			e, err := stomp.StartServer(n, 64<<20, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,13 +61,13 @@ var embeddedBrokers = []embeddedBroker{
 			return e.Addrs()
 		},
 		pair: func(t *testing.T, hosts []string) (publishers.Publisher, publishers.Consumer) {
-			cfg := publishers.DefaultSTOMPConfig()
+			cfg := stomp.DefaultConfig()
 			cfg.Hosts = hosts
-			pub, err := publishers.NewSTOMP(cfg, slog.New(slog.DiscardHandler))
+			pub, err := stomp.New(cfg, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
-			cons, err := publishers.NewSTOMPConsumer(cfg, nil)
+			cons, err := stomp.NewConsumer(cfg, nil)
 			return closeAtCleanup(t, pub, cons, err)
 		},
 	},

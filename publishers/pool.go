@@ -9,42 +9,44 @@ import (
 	"time"
 )
 
-// link is one broker connection managed by a pool. It owns its goroutines: Close says goodbye if the
+// Link is one broker connection managed by a pool. It owns its goroutines: Close says goodbye if the
 // protocol has a way, fails what is pending with ErrClosed and waits for them.
-type link interface {
+type Link interface {
 	Dead() bool
 	Close()
 }
 
-// pool holds a broker's connections: a fixed number of slots per host, used round-robin, each redialed
-// when its connection breaks. It is what the connection-oriented publishers (NSQ, STOMP) share.
-type pool[L link] struct {
+// Pool holds a broker's connections: a fixed number of slots per host, used round-robin, each redialed
+// when its connection breaks. It is what the connection-oriented publishers share.
+type Pool[L Link] struct {
 	name  string // broker, for errors
-	hosts []string
+	Addrs []string
 	slots [][]*slot[L] // [host][connection]
 	next  []atomic.Uint32
-	dial  func(ctx context.Context, addr string) (L, error)
-	conns []hostConns // [host]: connection counts, for ConnCounts
+	Dial  func(ctx context.Context, addr string) (L, error)
+	conns []HostConns // [host]: connection counts, for ConnCounts
 	// log gets one line per host and change of reachability as the slots see it when dialing, and a
 	// line when connections die young; nil: none. The publisher's logger names the broker already and
 	// is rate-limited (lograte).
-	log *slog.Logger
+	Log *slog.Logger
 	// backoff is the redial policy of every host (DefaultBackoff; tests shorten it).
-	backoff Backoff
+	Backoff Backoff
 
 	closed    atomic.Bool
 	closeOnce sync.Once
 }
 
-func newPool[L link](name string, hosts []string, perHost int, dial func(context.Context, string) (L, error)) *pool[L] {
-	p := &pool[L]{
+// NewPool makes a pool of perHost connections to each of hosts, dialled by dial; name is the broker,
+// for errors.
+func NewPool[L Link](name string, hosts []string, perHost int, dial func(context.Context, string) (L, error)) *Pool[L] {
+	p := &Pool[L]{
 		name:    name,
-		hosts:   append([]string(nil), hosts...),
+		Addrs:   append([]string(nil), hosts...),
 		slots:   make([][]*slot[L], len(hosts)),
 		next:    make([]atomic.Uint32, len(hosts)),
-		dial:    dial,
-		conns:   make([]hostConns, len(hosts)),
-		backoff: DefaultBackoff(),
+		Dial:    dial,
+		conns:   make([]HostConns, len(hosts)),
+		Backoff: DefaultBackoff(),
 	}
 	for h, addr := range hosts {
 		for range perHost {
@@ -54,37 +56,37 @@ func newPool[L link](name string, hosts []string, perHost int, dial func(context
 	return p
 }
 
-// hostConns counts one host's connection set-ups, over all its slots, and holds the host's redial
+// HostConns counts one host's connection set-ups, over all its slots, and holds the host's redial
 // backoff: while it runs, every slot of the host fails fast with the last failure instead of queueing
 // requests behind another dial.
-type hostConns struct {
+type HostConns struct {
 	opened, reopened, failed atomic.Uint64
 	mu                       sync.Mutex
 	down                     bool // the last dial of any of the host's slots failed
-	redial                   redial
+	redial                   Redial
 	// events counts dial outcomes and connections found lost: news about the host, which a Ping
-	// result learned before does not know (pingLimit).
+	// result learned before does not know (PingLimit).
 	events atomic.Uint64
 }
 
-// mayDial returns the error to fail with while the host's backoff runs; nil: a dial may start.
-func (h *hostConns) mayDial() error {
+// MayDial returns the error to fail with while the host's backoff runs; nil: a dial may start.
+func (h *HostConns) MayDial() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.redial.check(time.Now())
+	return h.redial.Check(time.Now())
 }
 
-// dialed records a slot's dial outcome (a failure starts or extends the backoff) and logs when it
+// Dialed records a slot's dial outcome (a failure starts or extends the backoff) and logs when it
 // changes the host's reachability: an outage shows as one warning and one recovery line per host,
 // however many requests fail in between.
-func (h *hostConns) dialed(log *slog.Logger, b Backoff, addr string, err error) {
+func (h *HostConns) Dialed(log *slog.Logger, b Backoff, addr string, err error) {
 	if err != nil {
 		h.failed.Add(1)
 	}
 	h.events.Add(1)
 	h.mu.Lock()
 	if err != nil {
-		h.redial.failed(b, time.Now(), err)
+		h.redial.Failed(b, time.Now(), err)
 	} // a success leaves the count alone: only a connection that proved itself resets it
 	changed := h.down != (err != nil)
 	h.down = err != nil
@@ -99,12 +101,12 @@ func (h *hostConns) dialed(log *slog.Logger, b Backoff, addr string, err error) 
 	}
 }
 
-// lost records that a connection made lived ago was found dead. One that had not proved itself (see
+// Lost records that a connection made lived ago was found dead. One that had not proved itself (see
 // Backoff) holds the host's next dial back like a failed dial, failing requests with err meanwhile.
-func (h *hostConns) lost(log *slog.Logger, b Backoff, addr string, lived time.Duration, answered bool, err error) {
+func (h *HostConns) Lost(log *slog.Logger, b Backoff, addr string, lived time.Duration, answered bool, err error) {
 	h.events.Add(1)
 	h.mu.Lock()
-	wait := h.redial.lost(b, time.Now(), lived, answered, err)
+	wait := h.redial.Lost(b, time.Now(), lived, answered, err)
 	h.mu.Unlock()
 	if wait > 0 && log != nil {
 		log.Warn("broker host connections lost soon after they were made: redialling with backoff",
@@ -112,54 +114,74 @@ func (h *hostConns) lost(log *slog.Logger, b Backoff, addr string, lived time.Du
 	}
 }
 
-// connected counts a connection made; replacing says it replaces an earlier one (a reconnect).
-func (h *hostConns) connected(replacing bool) {
+// Connected counts a connection made; replacing says it replaces an earlier one (a reconnect).
+func (h *HostConns) Connected(replacing bool) {
 	h.opened.Add(1)
 	if replacing {
 		h.reopened.Add(1)
 	}
 }
 
-// events is host's hostConns.events, for pingLimit.
-func (p *pool[L]) events(host int) uint64 { return p.conns[host].events.Load() }
+// Events is host's HostConns.Events, for PingLimit.
+func (p *Pool[L]) Events(host int) uint64 { return p.conns[host].Events() }
 
-// ConnCounts implements ConnCounter.
-func (p *pool[L]) ConnCounts(host int) ConnCounts {
-	if p.checkHost(host) != nil {
-		return ConnCounts{}
+// Events counts dial outcomes and connections found lost: news about the host (PingLimit).
+func (h *HostConns) Events() uint64 { return h.events.Load() }
+
+// Closed reports whether Close was called.
+func (p *Pool[L]) Closed() bool { return p.closed.Load() }
+
+// EachLive calls f with each slot's current connection, under the slot's lock (for tests' counts).
+func (p *Pool[L]) EachLive(f func(L)) {
+	for _, slots := range p.slots {
+		for _, s := range slots {
+			s.mu.Lock()
+			if s.live {
+				f(s.cur)
+			}
+			s.mu.Unlock()
+		}
 	}
-	return p.conns[host].get()
 }
 
-func (h *hostConns) get() ConnCounts {
+// ConnCounts implements ConnCounter.
+func (p *Pool[L]) ConnCounts(host int) ConnCounts {
+	if p.CheckHost(host) != nil {
+		return ConnCounts{}
+	}
+	return p.conns[host].Get()
+}
+
+// Get returns the host's counts.
+func (h *HostConns) Get() ConnCounts {
 	return ConnCounts{Opened: h.opened.Load(), Reopened: h.reopened.Load(), DialFailures: h.failed.Load()}
 }
 
-// checkHost reports an out-of-range host index.
-func (p *pool[L]) checkHost(host int) error {
-	if host < 0 || host >= len(p.hosts) {
-		return fmt.Errorf("%s: host %d out of range (%d hosts)", p.name, host, len(p.hosts))
+// CheckHost reports an out-of-range host index.
+func (p *Pool[L]) CheckHost(host int) error {
+	if host < 0 || host >= len(p.Addrs) {
+		return fmt.Errorf("%s: host %d out of range (%d hosts)", p.name, host, len(p.Addrs))
 	}
 	return nil
 }
 
-// get returns a live connection to host, the next slot in turn, dialing if needed; nothing once ctx
+// Get returns a live connection to host, the next slot in turn, dialing if needed; nothing once ctx
 // ended, so no command is sent for a caller that left.
-func (p *pool[L]) get(ctx context.Context, host int) (L, error) {
+func (p *Pool[L]) Get(ctx context.Context, host int) (L, error) {
 	var zero L
-	if err := p.checkHost(host); err != nil {
+	if err := p.CheckHost(host); err != nil {
 		return zero, err
 	}
 	if ctx.Err() != nil {
-		return zero, ctxErr(ctx)
+		return zero, CtxErr(ctx)
 	}
 	slots := p.slots[host]
 	return slots[int(p.next[host].Add(1))%len(slots)].get(ctx, p)
 }
 
-// close closes every connection, dead ones included, so every connection goroutine has ended when it
+// Close closes every connection, dead ones included, so every connection goroutine has ended when it
 // returns, for every caller: a concurrent second call waits for the first. It is idempotent.
-func (p *pool[L]) close() {
+func (p *Pool[L]) Close() {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
 		var wg sync.WaitGroup
@@ -176,10 +198,10 @@ func (p *pool[L]) close() {
 	})
 }
 
-// live returns a live connection to host without dialing or waiting for a slot being dialed, or nil.
-func (p *pool[L]) live(host int) L {
+// Live returns a live connection to host without dialing or waiting for a slot being dialed, or nil.
+func (p *Pool[L]) Live(host int) L {
 	var zero L
-	if p.checkHost(host) != nil || p.closed.Load() {
+	if p.CheckHost(host) != nil || p.closed.Load() {
 		return zero
 	}
 	slots := p.slots[host]
@@ -199,9 +221,9 @@ func (p *pool[L]) live(host int) L {
 }
 
 // slot holds one of a host's connections.
-type slot[L link] struct {
+type slot[L Link] struct {
 	addr   string
-	counts *hostConns // the host's, shared by its slots
+	counts *HostConns // the host's, shared by its slots
 	// ready is cur while it is live, read without mu: every request takes a connection, so with one
 	// connection per host a mutex here would be contended by every handler.
 	ready atomic.Pointer[liveConn[L]]
@@ -214,10 +236,10 @@ type slot[L link] struct {
 }
 
 // liveConn boxes a slot's live connection for the lock-free path.
-type liveConn[L link] struct{ c L }
+type liveConn[L Link] struct{ c L }
 
 // get returns the slot's connection, dialing if there is none or it died. Dials are serialised per slot.
-func (s *slot[L]) get(ctx context.Context, p *pool[L]) (L, error) {
+func (s *slot[L]) get(ctx context.Context, p *Pool[L]) (L, error) {
 	if r := s.ready.Load(); r != nil && !r.c.Dead() && !p.closed.Load() {
 		return r.c, nil
 	}
@@ -234,32 +256,32 @@ func (s *slot[L]) get(ctx context.Context, p *pool[L]) (L, error) {
 	if s.live {
 		s.cur.Close() // dead already: this only waits for its goroutines, which are ending
 		lived := time.Since(s.since)
-		s.counts.lost(p.log, p.backoff, s.addr, lived, linkAnswered(s.cur), wrap(ErrUnavailable,
-			lostErr(fmt.Sprintf("%s %s", p.name, s.addr), lived, linkCause(s.cur))))
+		s.counts.Lost(p.Log, p.Backoff, s.addr, lived, LinkAnswered(s.cur), Wrap(ErrUnavailable,
+			LostErr(fmt.Sprintf("%s %s", p.name, s.addr), lived, LinkCause(s.cur))))
 	}
 	s.cur, s.live = zero, false
-	if err := s.counts.mayDial(); err != nil {
+	if err := s.counts.MayDial(); err != nil {
 		return zero, err
 	}
 	if ctx.Err() != nil {
-		return zero, ctxErr(ctx)
+		return zero, CtxErr(ctx)
 	}
-	c, err := p.dial(ctx, s.addr)
+	c, err := p.Dial(ctx, s.addr)
 	if ctx.Err() == nil || err == nil { // a caller that left says nothing about the host
-		s.counts.dialed(p.log, p.backoff, s.addr, err)
+		s.counts.Dialed(p.Log, p.Backoff, s.addr, err)
 	}
 	if err != nil {
 		return zero, err
 	}
 	s.cur, s.live, s.since = c, true, time.Now()
-	s.counts.connected(s.opened)
+	s.counts.Connected(s.opened)
 	s.opened = true
 	s.ready.Store(&liveConn[L]{c})
 	return c, nil
 }
 
-// await starts a request with a one-shot callback and waits for the callback or the end of ctx.
-func await(ctx context.Context, start func(done func(error)) error) error {
+// Await starts a request with a one-shot callback and waits for the callback or the end of ctx.
+func Await(ctx context.Context, start func(done func(error)) error) error {
 	w := waiters.Get().(*waiter)
 	if err := start(w.done); err != nil {
 		waiters.Put(w) // the callback is never called when start fails
@@ -271,7 +293,7 @@ func await(ctx context.Context, start func(done func(error)) error) error {
 		return err
 	case <-ctx.Done():
 		// Not put back: the callback may still run and must find the channel to itself.
-		return ctxErr(ctx)
+		return CtxErr(ctx)
 	}
 }
 

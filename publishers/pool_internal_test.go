@@ -24,15 +24,15 @@ func (l *blockingLink) Close() {
 // (the suite, an app shutting down) rely on everything being closed when their Close returns.
 func TestPoolConcurrentClose(t *testing.T) {
 	l := &blockingLink{started: make(chan struct{}), release: make(chan struct{})}
-	p := newPool("test", []string{"a:1"}, 1, func(context.Context, string) (*blockingLink, error) { return l, nil })
-	if _, err := p.get(context.Background(), 0); err != nil {
+	p := NewPool("test", []string{"a:1"}, 1, func(context.Context, string) (*blockingLink, error) { return l, nil })
+	if _, err := p.Get(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
 	first := make(chan struct{})
-	go func() { p.close(); close(first) }()
+	go func() { p.Close(); close(first) }()
 	<-l.started
 	second := make(chan bool, 1)
-	go func() { p.close(); second <- l.closed.Load() }()
+	go func() { p.Close(); second <- l.closed.Load() }()
 	select {
 	case closed := <-second:
 		if !closed {
@@ -45,7 +45,7 @@ func TestPoolConcurrentClose(t *testing.T) {
 		t.Error("second Close returned before the connection was closed")
 	}
 	<-first
-	if _, err := p.get(context.Background(), 0); err != ErrClosed {
+	if _, err := p.Get(context.Background(), 0); err != ErrClosed {
 		t.Errorf("get after close: %v, want ErrClosed", err)
 	}
 }

@@ -1,30 +1,15 @@
 package publishers
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 )
 
-// The broker registry: the one place that names the brokers. Config validation (config.Validate) and
-// start-up (internal/app) loop over Brokers. Adding a broker touches its own file (config section with
-// Validate(prefix), defaults, constructor, consumer), a field in Sections and a line in DefaultSections,
-// its entry below; an embedded mode also needs its server in internal/app's embedders.
-
-// Sections are the brokers' sections of the configuration, one field per registry entry. config.Config
-// inlines it, so each section stays owned by its broker's file while config and the registry reach all
-// of them through one type.
-type Sections struct {
-	NSQ      NSQConfig      `yaml:"nsq"`
-	STOMP    STOMPConfig    `yaml:"stomp"`
-	RocketMQ RocketMQConfig `yaml:"rocketmq"`
-}
-
-// DefaultSections returns every broker's defaults.
-func DefaultSections() Sections {
-	return Sections{NSQ: DefaultNSQConfig(), STOMP: DefaultSTOMPConfig(), RocketMQ: DefaultRocketMQConfig()}
-}
+// The broker registry's entry type. A broker package (publishers/<broker>) exports one Broker value; the
+// broker list (publishers/brokers) names each broker package once, and config, start-up, GET /, the
+// help texts and the tests loop over that list. Nothing outside a broker's package names the broker.
 
 // Common are the settings outside the broker sections that brokers use.
 type Common struct {
@@ -33,190 +18,155 @@ type Common struct {
 	PublishTimeout time.Duration // publish_timeout
 }
 
-// Broker is one registry entry: everything config validation and start-up need to know about a broker
-// family. Entries are values of this package, so the hooks can reach the broker's unexported parts.
+// SectionSet gives each broker's configuration section by the broker's name: a pointer to the broker's
+// own section type (e.g. *<broker>.Config), nil for a name it does not hold. config's sections
+// (publishers/brokers.Sections) implement it.
+type SectionSet interface {
+	Section(name string) any
+}
+
+// Hooks are what a broker package supplies. Every sec argument is the broker's own section, as
+// SectionSet.Section returns it; the hooks assert it to their type.
+type Hooks struct {
+	Default  func() any                                   // the section's defaults, a value of its type
+	Addrs    func(sec any) []string                       // the configured addresses; empty: embedded or disabled
+	Embedded func(sec any) int                            // in-process servers to start without addresses; nil: no embedded mode
+	Validate func(sec any, prefix string, c Common) error // errors name their key under prefix
+	Topic    func(name string) error                      // the topic rules, as the publisher's ValidateTopic
+	TLS      func(sec any) TLSConfig                      // the section's TLS settings
+	Setup    func(sec any) map[string]any                 // what GET / shows beside hosts; nil: nothing
+	Open     func(sec any, addrs []string, c Common, log *slog.Logger) (Publisher, error)
+	Consume  func(sec any, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) // nil: no consumer
+	Embed    func(sec any, n int, c Common, log *slog.Logger) (*Embedded, error)                  // nil: no embedded mode
+}
+
+// Embedded are a broker's running in-process servers.
+type Embedded struct {
+	Addrs []string       // what the publisher connects to
+	Setup map[string]any // what GET / shows of them (their version, other listeners)
+	Close func() error   // stops them; idempotent
+}
+
+// Broker is one registry entry: everything config, start-up, the help texts and the tests need to know
+// about a broker family.
 type Broker struct {
 	// Name is the broker's name in ?broker=, the broker setting, metrics labels and its section's key.
 	Name string
 	// AddrsKey is the setting, under Name, listing the addresses mqtarget connects to. When it is empty
-	// the broker runs embedded (Embedded in-process servers) or, without an embedded mode, is disabled.
+	// the broker runs embedded (Hooks.Embed) or, without an embedded mode, is disabled.
 	AddrsKey string
-
-	addrs    func(*Sections) []string
-	embedded func(*Sections) int // nil: no embedded mode
-	validate func(s *Sections, prefix string, c Common) error
-	topic    func(name string) error // the broker's topic rules, as its publisher's ValidateTopic
-	tls      func(*Sections) TLSConfig
-	setup    func(*Sections) map[string]any // what / shows of the section, beside hosts
-	open     func(s *Sections, addrs []string, c Common, log *slog.Logger) (Publisher, error)
-	consume  func(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) // nil: no consumer
+	// Batch says how /send2 sends its two messages as one unit on this broker (for the endpoint list).
+	Batch string
+	// Group says what ConsumerOptions.Group names on this broker ("": the broker does not use it).
+	Group string
+	// AckGroup is the consumer group a round-trip process reads its acks with, from its own group; nil:
+	// the group itself.
+	AckGroup func(group string) string
+	// Env are the MQTARGET_* variables (without the prefix; a trailing _ is a prefix) that the broker's
+	// scripts and tests read, which mqtarget must not take for unknown settings.
+	Env []string
+	// Hooks are the broker's functions.
+	Hooks Hooks
 }
 
-// Brokers is the registry, in start order; the first is the default of the broker setting.
-var Brokers = []*Broker{NSQBroker, STOMPBroker, RocketMQBroker}
-
-// NSQBroker publishes to nsq.hosts, or to embedded nsqd instances when there are none.
-var NSQBroker = &Broker{
-	Name:     "nsq",
-	AddrsKey: "hosts",
-	addrs:    func(s *Sections) []string { return s.NSQ.Hosts },
-	embedded: func(s *Sections) int { return s.NSQ.Embedded },
-	topic:    validateNSQTopic,
-	tls:      func(s *Sections) TLSConfig { return s.NSQ.TLSConfig },
-	validate: func(s *Sections, prefix string, c Common) error {
-		n := s.NSQ
-		n.Embedded = embeddedCount(len(n.Hosts), n.Embedded)
-		err := n.Validate(prefix)
-		if c.PublishTimeout > 0 && s.NSQ.DialTimeout > c.PublishTimeout {
-			err = errors.Join(err, fmt.Errorf("%s.dial_timeout: %v exceeds publish_timeout %v", prefix, s.NSQ.DialTimeout, c.PublishTimeout))
-		}
-		return err
-	},
-	open: func(s *Sections, addrs []string, _ Common, log *slog.Logger) (Publisher, error) {
-		c := s.NSQ
-		c.Hosts = addrs
-		return NewNSQ(c, log)
-	},
-	consume: func(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) {
-		c := s.NSQ
-		c.Hosts = addrs
-		return NewNSQConsumer(c, o, log)
-	},
-}
-
-// STOMPBroker publishes to stomp.hosts, or to embedded go-stomp servers when there are none.
-var STOMPBroker = &Broker{
-	Name:     "stomp",
-	AddrsKey: "hosts",
-	addrs:    func(s *Sections) []string { return s.STOMP.Hosts },
-	embedded: func(s *Sections) int { return s.STOMP.Embedded },
-	topic:    validateSTOMPTopic,
-	tls:      func(s *Sections) TLSConfig { return s.STOMP.TLSConfig },
-	validate: func(s *Sections, prefix string, _ Common) error {
-		st := s.STOMP
-		st.Embedded = embeddedCount(len(st.Hosts), st.Embedded)
-		return st.Validate(prefix)
-	},
-	setup: func(s *Sections) map[string]any {
-		return map[string]any{"prefix": s.STOMP.Prefix, "persistent": s.STOMP.Persistent}
-	},
-	open: func(s *Sections, addrs []string, _ Common, log *slog.Logger) (Publisher, error) {
-		c := s.STOMP
-		c.Hosts = addrs
-		return NewSTOMP(c, log)
-	},
-	consume: func(s *Sections, addrs []string, _ ConsumerOptions, log *slog.Logger) (Consumer, error) {
-		c := s.STOMP
-		c.Hosts = addrs
-		return NewSTOMPConsumer(c, log)
-	},
-}
-
-// RocketMQBroker publishes to the cluster behind rocketmq.name_servers; there is no embedded RocketMQ,
-// so it is enabled only by them. With rocketmq.create_topics the default topics are created at start.
-var RocketMQBroker = &Broker{
-	Name:     "rocketmq",
-	AddrsKey: "name_servers",
-	addrs:    func(s *Sections) []string { return s.RocketMQ.NameServers },
-	topic:    ValidateRocketMQTopic,
-	tls:      func(s *Sections) TLSConfig { return s.RocketMQ.TLSConfig },
-	validate: func(s *Sections, prefix string, _ Common) error { return s.RocketMQ.Validate(prefix) },
-	setup: func(s *Sections) map[string]any {
-		return map[string]any{"name_servers": s.RocketMQ.NameServers, "group": s.RocketMQ.Group, "create_topics": s.RocketMQ.CreateTopics}
-	},
-	open: func(s *Sections, addrs []string, c Common, log *slog.Logger) (Publisher, error) {
-		rc := s.RocketMQ
-		rc.NameServers = addrs
-		var topics []string
-		if rc.CreateTopics {
-			for _, t := range c.Topics {
-				if ValidateRocketMQTopic(t) == nil { // otherwise requests name their topic
-					topics = append(topics, t)
-				}
-			}
-		}
-		return NewRocketMQ(rc, topics, log)
-	},
-	consume: func(s *Sections, addrs []string, o ConsumerOptions, log *slog.Logger) (Consumer, error) {
-		c := s.RocketMQ
-		c.NameServers = addrs
-		return NewRocketMQConsumer(c, o, log)
-	},
-}
-
-// embeddedCount is the count a section's Validate should check: "embedded: 0" disables the embedded mode
-// (the broker is then enabled only by its addresses), while the sections' own checks want 1..16 servers
-// whenever the addresses are empty, so 0 is checked as 1.
-func embeddedCount(hosts, embedded int) int {
+// EmbeddedCount is the count a section's Validate should check: "embedded: 0" disables the embedded
+// mode (the broker is then enabled only by its addresses), while the sections' own checks want 1..16
+// servers whenever the addresses are empty, so 0 is checked as 1.
+func EmbeddedCount(hosts, embedded int) int {
 	if hosts == 0 && embedded == 0 {
 		return 1
 	}
 	return embedded
 }
 
-// LookupBroker returns the registry entry named name, or nil.
-func LookupBroker(name string) *Broker {
-	for _, b := range Brokers {
-		if b.Name == name {
-			return b
-		}
-	}
-	return nil
-}
-
-// BrokerNames lists the registry's names, in order.
-func BrokerNames() []string {
-	names := make([]string, len(Brokers))
-	for i, b := range Brokers {
-		names[i] = b.Name
-	}
-	return names
-}
-
-// AddrsSetting is the full key of the addresses setting, e.g. "rocketmq.name_servers".
+// AddrsSetting is the full key of the addresses setting, e.g. "b.name_servers".
 func (b *Broker) AddrsSetting() string { return b.Name + "." + b.AddrsKey }
 
+func (b *Broker) section(s SectionSet) any {
+	sec := s.Section(b.Name)
+	if sec == nil {
+		panic(fmt.Sprintf("publishers: the sections hold no %q section", b.Name)) // a wiring mistake
+	}
+	return sec
+}
+
 // Addrs returns the configured addresses; empty means embedded or disabled.
-func (b *Broker) Addrs(s *Sections) []string { return b.addrs(s) }
+func (b *Broker) Addrs(s SectionSet) []string { return b.Hooks.Addrs(b.section(s)) }
 
 // Embedded returns how many in-process servers to start: non-zero only when no addresses are configured
 // and the broker has an embedded mode.
-func (b *Broker) Embedded(s *Sections) int {
-	if b.embedded == nil || len(b.addrs(s)) > 0 {
+func (b *Broker) Embedded(s SectionSet) int {
+	if b.Hooks.Embedded == nil || b.Hooks.Embed == nil || len(b.Addrs(s)) > 0 {
 		return 0
 	}
-	return b.embedded(s)
+	return b.Hooks.Embedded(b.section(s))
 }
 
 // Enabled reports whether s enables the broker: addresses configured, or an embedded mode to fall back on.
-func (b *Broker) Enabled(s *Sections) bool { return len(b.addrs(s)) > 0 || b.Embedded(s) > 0 }
+func (b *Broker) Enabled(s SectionSet) bool { return len(b.Addrs(s)) > 0 || b.Embedded(s) > 0 }
 
 // Validate checks the broker's section; errors name their field under the broker's name.
-func (b *Broker) Validate(s *Sections, c Common) error { return b.validate(s, b.Name, c) }
+func (b *Broker) Validate(s SectionSet, c Common) error {
+	return b.Hooks.Validate(b.section(s), b.Name, c)
+}
 
 // CheckFiles reads the files the broker's section names (its TLS CA and key pair), as opening the
 // publisher will, so a missing or malformed one is refused with its key when the configuration loads.
-func (b *Broker) CheckFiles(s *Sections) error {
-	_, err := b.tls(s).Client(b.Name)
+func (b *Broker) CheckFiles(s SectionSet) error {
+	_, err := b.Hooks.TLS(b.section(s)).Client(b.Name)
 	return err
 }
 
 // ValidateTopic applies the broker's topic rules without a publisher, for names in the configuration.
-func (b *Broker) ValidateTopic(name string) error { return b.topic(name) }
+func (b *Broker) ValidateTopic(name string) error { return b.Hooks.Topic(name) }
 
 // Setup returns what GET / shows of the broker's configuration beside its hosts (nil when nothing).
-func (b *Broker) Setup(s *Sections) map[string]any {
-	if b.setup == nil {
+func (b *Broker) Setup(s SectionSet) map[string]any {
+	if b.Hooks.Setup == nil {
 		return nil
 	}
-	return b.setup(s)
+	return b.Hooks.Setup(b.section(s))
 }
 
 // Open creates the broker's publisher for addrs: the configured addresses, or the embedded servers' when
 // the broker runs embedded.
-func (b *Broker) Open(s *Sections, addrs []string, c Common, log *slog.Logger) (Publisher, error) {
+func (b *Broker) Open(s SectionSet, addrs []string, c Common, log *slog.Logger) (Publisher, error) {
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("%s: no addresses to publish to", b.AddrsSetting())
 	}
-	return b.open(s, addrs, c, log)
+	return b.Hooks.Open(b.section(s), addrs, c, log)
+}
+
+// StartEmbedded starts n in-process servers of the broker.
+func (b *Broker) StartEmbedded(s SectionSet, n int, c Common, log *slog.Logger) (*Embedded, error) {
+	if b.Hooks.Embed == nil {
+		return nil, fmt.Errorf("%s: empty, and mqtarget has no embedded %s server", b.AddrsSetting(), b.Name)
+	}
+	return b.Hooks.Embed(b.section(s), n, c, log)
+}
+
+// AckGroupOf is the round-trip ack group for group on this broker.
+func (b *Broker) AckGroupOf(group string) string {
+	if b.AckGroup == nil {
+		return group
+	}
+	return b.AckGroup(group)
+}
+
+// ModuleVersion is the version of module path linked into this binary ("" when unknown): the version
+// of an embedded broker, which GET / shows so that load results can say which broker they measured.
+func ModuleVersion(path string) string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, m := range bi.Deps {
+		if m.Path == path {
+			if m.Replace != nil {
+				return m.Replace.Version
+			}
+			return m.Version
+		}
+	}
+	return ""
 }

@@ -10,8 +10,8 @@ import (
 	"os"
 )
 
-// TLSConfig is a broker section's TLS client settings. Each section (nsq, stomp, rocketmq) inlines it,
-// so its keys are nsq.tls, stomp.tls_ca_file and so on.
+// TLSConfig is a broker section's TLS client settings. Each section inlines it, so its keys are
+// <broker>.tls, <broker>.tls_ca_file and so on.
 type TLSConfig struct {
 	Enabled bool `yaml:"tls" help:"connect to the broker over TLS (see README, TLS)"`
 	// CAFile holds the PEM certificates the broker's certificate must chain to; empty: the system's roots.
@@ -25,8 +25,8 @@ type TLSConfig struct {
 	KeyFile  string `yaml:"tls_key_file" help:"PEM private key of tls_cert_file"`
 }
 
-// validate checks the settings' combination; the files are read by Client, at start.
-func (c TLSConfig) validate(prefix string) error {
+// Validate checks the settings' combination; the files are read by Client, at start.
+func (c TLSConfig) Validate(prefix string) error {
 	var errs []error
 	if !c.Enabled {
 		for _, f := range []struct {
@@ -89,7 +89,7 @@ func forAddr(tc *tls.Config, addr string) *tls.Config {
 
 // startTLS runs the client side of a TLS handshake on conn within ctx. A failure (an unknown CA, a name
 // mismatch, a plain-text peer) is ErrUnavailable: the broker cannot be reached as configured.
-func startTLS(ctx context.Context, conn net.Conn, tc *tls.Config, addr string) (net.Conn, error) {
+func StartTLS(ctx context.Context, conn net.Conn, tc *tls.Config, addr string) (net.Conn, error) {
 	tlsConn := tls.Client(conn, forAddr(tc, addr))
 	if err := tlsConn.HandshakeContext(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -97,14 +97,14 @@ func startTLS(ctx context.Context, conn net.Conn, tc *tls.Config, addr string) (
 			// (a plain-text port waits for a request and never answers the handshake)
 			err = errors.New("no answer in time (a plain-text port?)")
 		}
-		return nil, wrap(ErrUnavailable, fmt.Errorf("TLS handshake with %s: %w", addr, err))
+		return nil, Wrap(ErrUnavailable, fmt.Errorf("TLS handshake with %s: %w", addr, err))
 	}
 	return tlsConn, nil
 }
 
-// verifyAsConfigured returns tc for clients that set ServerName themselves (go-nsq sets each address's
+// verifyAsConfigured returns tc for clients that set ServerName themselves (some set each address's
 // host): with tls_server_name configured, the library's check is replaced by ours against that name.
-func verifyAsConfigured(tc *tls.Config) *tls.Config {
+func VerifyAsConfigured(tc *tls.Config) *tls.Config {
 	if tc.ServerName == "" || tc.InsecureSkipVerify {
 		return tc
 	}

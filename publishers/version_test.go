@@ -9,35 +9,36 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mqtarget/mqtarget/internal/embedded"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/nsq"
+	"github.com/mqtarget/mqtarget/publishers/stomp"
 )
 
 // TestBrokerVersion: a handshake tells what the broker runs (nsqd's IDENTIFY answer, the STOMP
 // CONNECTED server header), per host, and the metrics decorator passes it on; nothing before.
 func TestBrokerVersion(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	nsqd, err := embedded.StartNSQD(1, 1<<20, log)
+	nsqd, err := nsq.StartNSQD(1, 1<<20, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = nsqd.Close() })
-	stompd, err := embedded.StartSTOMP(1, 1<<20, log)
+	stompd, err := stomp.StartServer(1, 1<<20, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stompd.Close() })
 
-	nc := publishers.DefaultNSQConfig()
+	nc := nsq.DefaultConfig()
 	nc.Hosts = nsqd.TCPAddrs()
-	nsq, err := publishers.NewNSQ(nc, log)
+	nsq, err := nsq.New(nc, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = nsq.Close() })
-	sc := publishers.DefaultSTOMPConfig()
+	sc := stomp.DefaultConfig()
 	sc.Hosts = stompd.Addrs()
-	stomp, err := publishers.NewSTOMP(sc, log)
+	stomp, err := stomp.New(sc, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@
 #   1. RocketMQ's own Java benchmark Producer (org.apache.rocketmq.example.benchmark.Producer, sync sends
 #      from -w N threads), the anchor;
 #   2. mqtarget's RocketMQ publisher driven from Go by N goroutines without HTTP
-#      (internal/bench/rmqdirect), which splits the gap into rocketmq-client-go and the HTTP side;
+#      (cmd/bench-rmqdirect), which splits the gap into rocketmq-client-go and the HTTP side;
 #   3. wrk -cN on mqtarget's /send1?broker=rocketmq.
 # Prints a markdown table with the ratios to the Java Producer on stdout (logs on stderr) and exits 0.
 # All traffic stays on 127.0.0.1; every run is bounded by BENCH_WARMUP + BENCH_DURATION.
@@ -56,8 +56,8 @@ log "topic $TOPIC on broker-a only ($BROKER_ADDR), so every producer writes to t
 scripts/rocketmq.sh mqadmin updateTopic -b "$BROKER_ADDR" -t "$TOPIC" -r 8 -w 8 -n "$NAMESRV" >"$TMP/topic.out" 2>&1 ||
     { cat "$TMP/topic.out" >&2; die "creating topic $TOPIC failed"; }
 
-log "building the Go sender (internal/bench/rmqdirect)"
-go build -o "$TMP/rmqdirect" ./internal/bench/rmqdirect
+log "building the Go sender (cmd/bench-rmqdirect)"
+go build -o "$TMP/rmqdirect" ./cmd/bench-rmqdirect
 URL="http://127.0.0.1:$PORT/send1?broker=rocketmq&topic=$TOPIC&size=$SIZE"
 CLIENTS="${BENCH_RMQ_CLIENTS:-native library}"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # STOMP anchor benchmark (docs/benchmarks.md, issue #8 item 5): a direct Go client
-# (internal/bench/stompanchor: go-stomp's stomp.Dial + Send with a receipt, one connection per sender)
+# (cmd/bench-stompanchor: go-stomp's stomp.Dial + Send with a receipt, one connection per sender)
 # against wrk -cN on mqtarget's /send1?broker=stomp, both publishing 100-byte messages to the same
 # Artemis, for each N one after the other. Prints a markdown table with the ratio mqtarget / direct
 # client on stdout (logs on stderr) and exits 0. All traffic stays on 127.0.0.1.
@@ -33,8 +33,8 @@ if ! scripts/artemis.sh status >/dev/null 2>&1; then
     scripts/artemis.sh start >&2
 fi
 
-log "building the anchor (internal/bench/stompanchor)"
-go build -o "$TMP/stompanchor" ./internal/bench/stompanchor
+log "building the anchor (cmd/bench-stompanchor)"
+go build -o "$TMP/stompanchor" ./cmd/bench-stompanchor
 URL="http://127.0.0.1:$PORT/send1?broker=stomp&topic=$TOPIC&size=$SIZE"
 start_mqtarget "$URL" -broker stomp -stomp.hosts "$STOMP_ADDR" \
     -stomp.login "$ARTEMIS_LOGIN" -stomp.passcode "$ARTEMIS_PASSCODE"

@@ -4,7 +4,7 @@
 #
 # It builds nsqd (scripts/nsqd.sh build) and mqtarget from this tree, starts N nsqd processes on
 # 127.0.0.1 ephemeral ports (data in a temporary directory removed on exit) and mqtarget with -nsq.hosts
-# pointing at them, its /metrics on a separate admin listener. Then internal/bench/fixedrate sends
+# pointing at them, its /metrics on a separate admin listener. Then cmd/bench-fixedrate sends
 # RATE requests per second, round-robin over the endpoints, for DURATION (open loop, at most 512
 # outstanding), samples every 10 s mqtarget's VmRSS, go_goroutines (from /metrics) and the entries of
 # /proc/PID/fd, prints the table and judges each series after the warm-up:
@@ -77,10 +77,10 @@ logged_addr() { grep -m1 -oE 'msg="mqtarget listening" addr=[0-9.:]+' "$1" | sed
 admin_addr() { grep -m1 -oE 'msg="admin routes listening" addr=[0-9.:]+' "$1" | sed 's/.*addr=//'; }
 ready() { curl -fsS -o /dev/null "http://$1/readyz"; }
 
-log "building nsqd (scripts/nsqd.sh build), mqtarget and internal/bench/fixedrate"
+log "building nsqd (scripts/nsqd.sh build), mqtarget and cmd/bench-fixedrate"
 NSQD_BIN="$(scripts/nsqd.sh build)"
 go build -o "$TMP/mqtarget" ./cmd/mqtarget
-go build -o "$TMP/fixedrate" ./internal/bench/fixedrate
+go build -o "$TMP/fixedrate" ./cmd/bench-fixedrate
 
 HOSTS=()
 for ((i = 0; i < NSQDS; i++)); do

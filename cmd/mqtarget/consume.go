@@ -11,11 +11,12 @@ import (
 	"strings"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/consume"
+	"github.com/mqtarget/mqtarget/internal/drive/consume"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
-const consumeUsage = `usage: mqtarget consume [-broker B] [-topic T] [-count N] [-duration D] [-o table|json] [-group G] [settings]
+var consumeUsage = `usage: mqtarget consume [-broker B] [-topic T] [-count N] [-duration D] [-o table|json] [-group G] [settings]
 
 Reads topic T of broker B (the broker and topic settings) and reports how many messages arrived, the
 rate, end-to-end latency percentiles from the payloads' send times, ids lost (gaps per producer run) and
@@ -23,19 +24,28 @@ duplicates. It stops after -count messages, after -duration, or on SIGINT/SIGTER
 nothing was lost or duplicated and -count was reached, 1 otherwise, 2 for bad input.
 
 The broker's addresses come from the same settings, environment and config file as the service
-(-nsq.hosts, -stomp.hosts, -rocketmq.name_servers, ...; see mqtarget -h); they must name running
+(` + addrsFlags() + `, ...; see mqtarget -h); they must name running
 brokers, since embedded ones live inside mqtarget serve.
 
 `
 
-// runConsume is `mqtarget consume`: a thin adapter over internal/consume.
+// addrsFlags lists the brokers' address flags: "-a.hosts, -b.name_servers".
+func addrsFlags() string {
+	var flags []string
+	for _, b := range brokers.List {
+		flags = append(flags, "-"+b.AddrsSetting())
+	}
+	return strings.Join(flags, ", ")
+}
+
+// runConsume is `mqtarget consume`: a thin adapter over internal/drive/consume.
 func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mqtarget consume", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	count := fs.Int("count", 0, "stop after this many messages (0: no limit)")
 	duration := fs.Duration("duration", 0, "stop after this long (0: no limit)")
 	format := fs.String("o", "table", "output format: "+strings.Join(consume.Formats, " or "))
-	group := fs.String("group", publishers.DefaultConsumerGroup, "NSQ channel or RocketMQ consumer group (STOMP: unused)")
+	group := fs.String("group", publishers.DefaultConsumerGroup, brokers.Groups())
 	rest, code, done := parseSubcommand(fs, consumeUsage, args, stderr)
 	if done {
 		return code
@@ -53,7 +63,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return bad("%v", err)
 	}
-	b := publishers.LookupBroker(cfg.Broker) // config.Load validated the name
+	b := brokers.Lookup(cfg.Broker) // config.Load validated the name
 	addrs := b.Addrs(&cfg.Sections)
 	if len(addrs) == 0 {
 		return bad("-%s: must name running %s brokers (embedded ones live inside mqtarget serve)", b.AddrsSetting(), b.Name)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mqtarget/mqtarget/internal/consume"
+	"github.com/mqtarget/mqtarget/internal/drive/consume"
 	"github.com/mqtarget/mqtarget/internal/itest"
 	"github.com/mqtarget/mqtarget/message"
 )

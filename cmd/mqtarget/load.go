@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mqtarget/mqtarget/internal/chart"
-	"github.com/mqtarget/mqtarget/internal/load"
+	"github.com/mqtarget/mqtarget/internal/drive/chart"
+	"github.com/mqtarget/mqtarget/internal/drive/load"
 	"github.com/mqtarget/mqtarget/internal/version"
 )
 
@@ -52,7 +52,7 @@ printed all the same); 2 for bad input.
 
 `
 
-// runLoad is `mqtarget load`: a thin adapter over internal/load.
+// runLoad is `mqtarget load`: a thin adapter over internal/drive/load.
 func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mqtarget load", flag.ContinueOnError)
 	fs.SetOutput(stderr)

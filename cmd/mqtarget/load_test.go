@@ -16,19 +16,19 @@ import (
 	"testing"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/app"
-	"github.com/mqtarget/mqtarget/internal/load"
+	"github.com/mqtarget/mqtarget/internal/drive/load"
+	"github.com/mqtarget/mqtarget/internal/serve"
 	"github.com/mqtarget/mqtarget/internal/version"
 )
 
 // startEmbedded starts mqtarget in this process on 127.0.0.1 with embedded nsqd, as `mqtarget` alone does.
-func startEmbedded(t *testing.T) *app.App {
+func startEmbedded(t *testing.T) *serve.App {
 	t.Helper()
 	cfg, _, err := config.Load(config.Sources{Args: []string{"-http.addr", "127.0.0.1:0"}, LookupEnv: func(string) (string, bool) { return "", false }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := app.Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a, err := serve.Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestLoadCommand(t *testing.T) {
 		m.Target.Version != version.Get().Version || m.Target.DefaultBroker != "nsq" || m.Target.Config["topic"] != "mqtarget" {
 		t.Errorf("meta %+v", m)
 	}
-	_, nsqHTTP := a.EmbeddedNSQ()
+	nsqHTTP, _ := a.Embedded("nsq").Setup["http"].([]string)
 	resp, err := http.Get("http://" + nsqHTTP[0] + "/stats?format=json&topic=loadtest")
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +251,7 @@ func TestLoadCommandFailure(t *testing.T) {
 
 // TestLoadCommandSendsOnlyToTheURL: a target that redirects everything (its index and /config too) to a
 // second listener: in neither model does anything arrive there, the 302s are counted as answers, and
-// the run failed. (TestNoProxyFromEnvironment in internal/load: no proxy either.)
+// the run failed. (TestNoProxyFromEnvironment in internal/drive/load: no proxy either.)
 func TestLoadCommandSendsOnlyToTheURL(t *testing.T) {
 	var landed atomic.Int64
 	elsewhere := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { landed.Add(1) }))

@@ -1,5 +1,5 @@
 // Command mqtarget serves HTTP endpoints that publish to message brokers, for load-testing them with
-// wrk, wrk2 or hey. With no broker configured it starts embedded nsqd instances.
+// wrk, wrk2 or hey. With no broker configured it starts the default broker's embedded servers.
 //
 // Subcommands: serve (the default, when the first argument is not a subcommand's name), consume,
 // roundtrip, load, sweep, healthcheck and version.
@@ -19,7 +19,7 @@ import (
 	"syscall"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/app"
+	"github.com/mqtarget/mqtarget/internal/serve"
 )
 
 func main() {
@@ -84,7 +84,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	a, err := app.Start(cfg, log)
+	a, err := serve.Start(cfg, log)
 	if err != nil {
 		log.Error("start failed", "err", err)
 		return 1

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mqtarget/mqtarget/internal/load"
+	"github.com/mqtarget/mqtarget/internal/drive/load"
 )
 
 const reportUsage = `usage: mqtarget report [-o table|json|csv] [-max-error-rate F] RESULT.json...

@@ -93,7 +93,7 @@ func TestShardedLoadMerged(t *testing.T) {
 	if m.Requests != sumReq || m.OK != sumOK || m.Requests != 300 || m.Meta.Rate != 300 || strings.Join(m.Meta.Shards, " ") != "0/3 1/3 2/3" {
 		t.Errorf("merged %d requests %d ok (sums %d, %d), rate %d, shards %v; want 300 requests at 300/s", m.Requests, m.OK, sumReq, sumOK, m.Meta.Rate, m.Meta.Shards)
 	}
-	_, nsqHTTP := a.EmbeddedNSQ()
+	nsqHTTP, _ := a.Embedded("nsq").Setup["http"].([]string)
 	resp, err := http.Get("http://" + nsqHTTP[0] + "/stats?format=json&topic=shards")
 	if err != nil {
 		t.Fatal(err)

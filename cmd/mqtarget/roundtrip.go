@@ -12,10 +12,11 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/app"
 	"github.com/mqtarget/mqtarget/internal/roundtrip"
+	"github.com/mqtarget/mqtarget/internal/serve"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 const roundtripUsage = `usage: mqtarget roundtrip [-broker B] [-count N] [-size BYTES] [-producers P] [-handoff queue|direct] [-workers W] [-echo=false] [-o table|json|csv] [settings]
@@ -29,7 +30,7 @@ is echo_max_latency_ms and rtt_max_ms). Exit status: 0 when lost = duplicates = 
 is a terminal, a batch running over a second shows its progress there, erased before the row.
 
 The broker's addresses come from the same settings, environment and config file as the service; with
-none, embedded servers are started (NSQ, STOMP).
+none, embedded servers are started (for the brokers that have them).
 
 `
 
@@ -89,11 +90,11 @@ func runRoundTrip(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "mqtarget roundtrip: %v\n", err)
 		return 1
 	}
-	b := publishers.LookupBroker(cfg.Broker) // config.Load validated the name
+	b := brokers.Lookup(cfg.Broker) // config.Load validated the name
 	addrs := b.Addrs(&cfg.Sections)
 	if len(addrs) == 0 {
 		var stop func()
-		if addrs, stop, err = app.StartEmbedded(b, cfg, 1, log); err != nil {
+		if addrs, stop, err = serve.StartEmbedded(b, cfg, 1, log); err != nil {
 			return fail(err)
 		}
 		defer stop()

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/app"
-	"github.com/mqtarget/mqtarget/internal/load"
-	"github.com/mqtarget/mqtarget/internal/sweep"
+	"github.com/mqtarget/mqtarget/internal/drive/load"
+	"github.com/mqtarget/mqtarget/internal/drive/sweep"
+	"github.com/mqtarget/mqtarget/internal/serve"
 	"github.com/mqtarget/mqtarget/internal/version"
-	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 const sweepUsage = `usage: mqtarget sweep -o DIR [-url BASE] SPEC.yaml [settings]
@@ -32,7 +32,7 @@ at all (the files are written all the same), 2 for bad input.
 
 `
 
-// runSweep is `mqtarget sweep`: a thin adapter over internal/sweep.
+// runSweep is `mqtarget sweep`: a thin adapter over internal/drive/sweep.
 func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mqtarget sweep", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -47,7 +47,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *dir == "" {
 		return bad("-o: the output directory is required")
 	}
-	known := func(name string) bool { return publishers.LookupBroker(name) != nil }
+	known := func(name string) bool { return brokers.Lookup(name) != nil }
 	if *replot {
 		if len(rest) > 0 {
 			return bad("-replot: takes no spec or settings, got %q", rest)
@@ -125,7 +125,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // startForSweep starts a mqtarget on 127.0.0.1 with embedded servers for the spec's brokers (nil and the
 // exit code when it cannot).
-func startForSweep(spec sweep.Spec, settings []string, stderr io.Writer) (*app.App, int) {
+func startForSweep(spec sweep.Spec, settings []string, stderr io.Writer) (*serve.App, int) {
 	bad := badInput(stderr, "mqtarget sweep")
 	loadConfig := func(args []string) (config.Config, error) {
 		base := []string{"-http.addr", "127.0.0.1:0", "-log.level", "warn"}
@@ -142,7 +142,7 @@ func startForSweep(spec sweep.Spec, settings []string, stderr io.Writer) (*app.A
 		return nil, bad("settings: %v", err)
 	}
 	for i, name := range spec.Axes.Brokers {
-		b := publishers.LookupBroker(name)
+		b := brokers.Lookup(name)
 		if len(b.Addrs(&cfg.Sections)) == 0 && b.Embedded(&cfg.Sections) == 0 {
 			return nil, bad("axes.brokers[%d]: %s has no embedded server; give the spec a url (a mqtarget serving it) or -%s",
 				i, name, b.AddrsSetting())
@@ -153,7 +153,7 @@ func startForSweep(spec sweep.Spec, settings []string, stderr io.Writer) (*app.A
 		args := []string{"-broker", b[0]}
 		var embedded []string
 		for _, name := range b[1:] {
-			if len(publishers.LookupBroker(name).Addrs(&cfg.Sections)) == 0 {
+			if len(brokers.Lookup(name).Addrs(&cfg.Sections)) == 0 {
 				embedded = append(embedded, name)
 			}
 		}
@@ -164,7 +164,7 @@ func startForSweep(spec sweep.Spec, settings []string, stderr io.Writer) (*app.A
 			return nil, bad("settings: %v", err)
 		}
 	}
-	a, err := app.Start(cfg, newLogger(cfg.Log, stderr))
+	a, err := serve.Start(cfg, newLogger(cfg.Log, stderr))
 	if err != nil {
 		fmt.Fprintf(stderr, "mqtarget sweep: in-process mqtarget: %v\n", err)
 		return nil, 1

@@ -10,7 +10,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/nsq"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
+	"github.com/mqtarget/mqtarget/publishers/rocketmq"
+	"github.com/mqtarget/mqtarget/publishers/stomp"
 )
 
 // The publisher conformance suite (publishers/publishertest) against real brokers: nsqd processes started
@@ -40,9 +43,9 @@ func TestConformanceNSQ(t *testing.T) {
 		},
 	}
 	publishertest.Run(t, f, nsqCounted{h}, func(t testing.TB) publishers.Publisher {
-		c := publishers.DefaultNSQConfig()
+		c := nsq.DefaultConfig()
 		c.Hosts = h.TCP
-		p, err := publishers.NewNSQ(c, publishertest.Logger(t))
+		p, err := nsq.New(c, publishertest.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,12 +77,12 @@ func TestConformanceArtemis(t *testing.T) {
 		},
 	}
 	publishertest.Run(t, f, h, func(t testing.TB) publishers.Publisher {
-		c := publishers.DefaultSTOMPConfig()
+		c := stomp.DefaultConfig()
 		c.Hosts = h.Addrs
 		c.Login = h.Login
 		c.Passcode = publishers.Secret(h.Passcode)
 		c.Persistent = h.Persistent
-		p, err := publishers.NewSTOMP(c, publishertest.Logger(t))
+		p, err := stomp.New(c, publishertest.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,16 +113,16 @@ func TestConformanceRocketMQ(t *testing.T) {
 		},
 	}
 	// Both send paths (rocketmq.client) keep the same guarantees.
-	for _, client := range []string{publishers.RocketMQClientNative, publishers.RocketMQClientLibrary} {
+	for _, client := range []string{rocketmq.ClientNative, rocketmq.ClientLibrary} {
 		t.Run(client, func(t *testing.T) {
 			publishertest.Run(t, f, h, func(t testing.TB) publishers.Publisher {
-				c := publishers.DefaultRocketMQConfig()
+				c := rocketmq.DefaultConfig()
 				c.NameServers = []string{ns}
 				c.SendTimeout = sendTimeout
 				c.CreateTopics = true // the suite's fresh topics then exist on every broker
 				c.Queues = rocketmqQueues
 				c.Client = client
-				p, err := publishers.NewRocketMQ(c, nil, publishertest.Logger(t))
+				p, err := rocketmq.New(c, nil, publishertest.Logger(t))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/app"
+	"github.com/mqtarget/mqtarget/internal/serve"
 )
 
 // lockedBuffer collects log output written from many goroutines.
@@ -68,9 +68,9 @@ func TestConnectionCounts(t *testing.T) {
 	cfg.ShutdownLameDuck = 0
 	cfg.NSQ.Hosts = []string{proc.TCPAddr}
 	var logs lockedBuffer
-	a, err := app.Start(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	a, err := serve.Start(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if err != nil {
-		t.Fatalf("app.Start: %v", err)
+		t.Fatalf("serve.Start: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mqtarget/mqtarget/internal/embedded"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/nsq"
 )
 
 // collect consumes topic with cons, keeping the bodies that came from host, until want of them arrived
@@ -204,17 +204,17 @@ func FreshTopic(prefix string) string {
 
 // EmbeddedNSQ starts n in-process nsqd instances and an NSQ publisher to them, both closed at cleanup,
 // and returns the publisher's configuration (its Hosts are the instances) and the publisher.
-func EmbeddedNSQ(t testing.TB, n int) (publishers.NSQConfig, publishers.Publisher) {
+func EmbeddedNSQ(t testing.TB, n int) (nsq.Config, publishers.Publisher) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	e, err := embedded.StartNSQD(n, 1<<20, log)
+	e, err := nsq.StartNSQD(n, 1<<20, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	cfg := publishers.DefaultNSQConfig()
+	cfg := nsq.DefaultConfig()
 	cfg.Hosts = e.TCPAddrs()
-	pub, err := publishers.NewNSQ(cfg, log)
+	pub, err := nsq.New(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/nsq"
+	"github.com/mqtarget/mqtarget/publishers/rocketmq"
+	"github.com/mqtarget/mqtarget/publishers/stomp"
 )
 
 // The consumers against real brokers. They live in this package, not beside the consumers, because its
@@ -15,14 +18,14 @@ import (
 func TestNSQConsumer(t *testing.T) {
 	bin := nsqdBin(t)
 	a, b := StartNSQDProc(t, bin), StartNSQDProc(t, bin)
-	cfg := publishers.DefaultNSQConfig()
+	cfg := nsq.DefaultConfig()
 	cfg.Hosts = []string{a.TCPAddr, b.TCPAddr}
-	pub, err := publishers.NewNSQ(cfg, testLogger(t))
+	pub, err := nsq.New(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pub.Close() })
-	cons, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{}, testLogger(t))
+	cons, err := nsq.NewConsumer(cfg, publishers.ConsumerOptions{}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,16 +36,16 @@ func TestNSQConsumer(t *testing.T) {
 // TestArtemisConsumer: persistent messages through Artemis.
 func TestArtemisConsumer(t *testing.T) {
 	addr, login, pass, _ := realBroker(t, "artemis", "ARTEMIS")
-	cfg := publishers.DefaultSTOMPConfig()
+	cfg := stomp.DefaultConfig()
 	cfg.Hosts = []string{addr}
 	cfg.Login, cfg.Passcode, cfg.Persistent = login, publishers.Secret(pass), true
 	cfg.DialTimeout = 5 * time.Second
-	pub, err := publishers.NewSTOMP(cfg, testLogger(t))
+	pub, err := stomp.New(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pub.Close() })
-	cons, err := publishers.NewSTOMPConsumer(cfg, testLogger(t))
+	cons, err := stomp.NewConsumer(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,17 +55,17 @@ func TestArtemisConsumer(t *testing.T) {
 
 // TestRocketMQConsumer: the two-broker cluster of scripts/rocketmq.sh, on a topic created on both.
 func TestRocketMQConsumer(t *testing.T) {
-	cfg := publishers.DefaultRocketMQConfig()
+	cfg := rocketmq.DefaultConfig()
 	cfg.NameServers = []string{rocketmqNamesrv(t)}
 	cfg.CreateTopics = true
 	cfg.Queues = rocketmqQueues
 	topic := strings.ReplaceAll(FreshTopic("consume"), ".", "_")
-	pub, err := publishers.NewRocketMQ(cfg, []string{topic}, testLogger(t))
+	pub, err := rocketmq.New(cfg, []string{topic}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pub.Close() })
-	cons, err := publishers.NewRocketMQConsumer(cfg, publishers.ConsumerOptions{Group: "mqtarget-test"}, testLogger(t))
+	cons, err := rocketmq.NewConsumer(cfg, publishers.ConsumerOptions{Group: "mqtarget-test"}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -320,8 +320,8 @@ func RunFault(t *testing.T, h FaultHarness, f Fault) FaultTimes {
 	if f.Hold > 0 {
 		waitFor(t, f.Hold+answerBound, "requests held by the fault", func() bool { return time.Since(first.end) >= f.Hold })
 	}
-	// A broker can take messages again well before its script says it is ready (RocketMQ's start-broker
-	// probes with admin JVMs for tens of seconds): a watcher stops the load once every endpoint has
+	// A broker can take messages again well before its script says it is ready (a start script may
+	// probe with admin JVMs for tens of seconds): a watcher stops the load once every endpoint has
 	// succeeded again after the first failure, so the rest of the restart does not compete with it.
 	recovered := make(chan struct{})
 	var watch sync.WaitGroup
@@ -356,7 +356,7 @@ func RunFault(t *testing.T, h FaultHarness, f Fault) FaultTimes {
 		times.Outage = a.end.Sub(faultAt)
 	}
 	// And after the mend every endpoint succeeds, mqtarget never having been restarted (a broker just
-	// restarted may still refuse some sends for a moment: RocketMQ's "broker busy" flow control).
+	// restarted may still refuse some sends for a moment: a "broker busy" flow control).
 	for _, ep := range faultLoad {
 		Eventually(t, 30*time.Second, "after the "+f.Name+": "+ep.path, func() error {
 			if a := load.one(ep); a.err != nil || (a.status != ep.ok && !a.hungUp) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/nsq"
 )
 
 // NSQDProc is a real nsqd process on loopback ports, restartable on the same ports and data.
@@ -163,10 +164,10 @@ func (h *NSQ) Consume(t testing.TB, host int, topic string, want int, deadline t
 // consume is collect with the product's NSQ consumer on channel "itest" of host.
 func (h *NSQ) consume(t testing.TB, host int, topic string, want int, grace, deadline time.Duration) [][]byte {
 	t.Helper()
-	cfg := publishers.DefaultNSQConfig()
+	cfg := nsq.DefaultConfig()
 	cfg.Hosts = []string{h.TCP[host]}
 	cfg.TLSConfig = h.TLS
-	cons, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{Group: "itest"}, testLogger(t))
+	cons, err := nsq.NewConsumer(cfg, publishers.ConsumerOptions{Group: "itest"}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

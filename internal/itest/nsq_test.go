@@ -28,7 +28,7 @@ func TestNSQ(t *testing.T) {
 // TestEmbeddedNSQ runs the suite against the embedded default: mqtarget with no nsq.hosts.
 func TestEmbeddedNSQ(t *testing.T) {
 	tg := StartTarget(t, nil, nil)
-	tcp, http := tg.App.EmbeddedNSQ()
+	tcp, http := embeddedNSQ(tg)
 	if len(tcp) != 3 {
 		t.Fatalf("embedded nsqd instances: %d, want 3", len(tcp))
 	}
@@ -58,4 +58,14 @@ func TestNSQRejects(t *testing.T) {
 	if n := h.Stored(t, 0, topic); n != 3 {
 		t.Errorf("nsqd holds %d messages, want the 3 accepted ones", n)
 	}
+}
+
+// embeddedNSQ is the embedded nsqd instances' TCP and HTTP addresses (nils when nsqd is external).
+func embeddedNSQ(tg *Target) (tcp, http []string) {
+	e := tg.App.Embedded("nsq")
+	if e == nil {
+		return nil, nil
+	}
+	http, _ = e.Setup["http"].([]string)
+	return e.Addrs, http
 }

@@ -14,16 +14,17 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/rmqadmin"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/rocketmq"
+	"github.com/mqtarget/mqtarget/publishers/rocketmq/admin"
 )
 
 // RocketMQ is the Harness for the local RocketMQ cluster of scripts/rocketmq.sh: one name server and
 // brokers broker-a and broker-b. Hosts are the brokers as mqtarget names them (name@address, sorted).
 type RocketMQ struct {
 	NameSrv string
-	Brokers []rmqadmin.Broker
-	admin   rmqadmin.Client
+	Brokers []admin.Broker
+	admin   admin.Client
 }
 
 // rocketmqQueues is the queue count of the topics the tests create (fewer queues: faster read-back).
@@ -101,9 +102,9 @@ func (h *RocketMQ) Stored(t testing.TB, host int, topic string) int {
 // repeated.
 func (h *RocketMQ) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
 	t.Helper()
-	cfg := publishers.DefaultRocketMQConfig()
+	cfg := rocketmq.DefaultConfig()
 	cfg.NameServers = []string{h.NameSrv}
-	cons, err := publishers.NewRocketMQConsumer(cfg, publishers.ConsumerOptions{Group: "mqtarget-itest"}, testLogger(t))
+	cons, err := rocketmq.NewConsumer(cfg, publishers.ConsumerOptions{Group: "mqtarget-itest"}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/consume"
+	"github.com/mqtarget/mqtarget/internal/drive/consume"
 	"github.com/mqtarget/mqtarget/internal/roundtrip"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 // The way back on every broker: the batch experiment (`mqtarget roundtrip`'s roundtrip.Run),
@@ -24,13 +25,13 @@ func TestRoundTripNSQ(t *testing.T) {
 
 func TestRoundTripEmbeddedNSQ(t *testing.T) {
 	tg := StartTarget(t, nil, nil)
-	tcp, http := tg.App.EmbeddedNSQ()
+	tcp, http := embeddedNSQ(tg)
 	RunRoundTrip(t, &NSQ{TCP: tcp, HTTP: http})
 }
 
 func TestRoundTripEmbeddedSTOMP(t *testing.T) {
 	tg := StartTarget(t, nil, func(c *config.Config) { c.Broker = "stomp" })
-	RunRoundTrip(t, &STOMP{Addrs: tg.App.EmbeddedSTOMP()})
+	RunRoundTrip(t, &STOMP{Addrs: embeddedSTOMP(tg)})
 }
 
 func TestRoundTripArtemis(t *testing.T) {
@@ -60,7 +61,7 @@ func harnessConfig(h Harness) (config.Config, []string) {
 	cfg.Broker = h.Broker()
 	cfg.PublishTimeout = PublishTimeout
 	h.Configure(&cfg)
-	return cfg, publishers.LookupBroker(cfg.Broker).Addrs(&cfg.Sections)
+	return cfg, brokers.Lookup(cfg.Broker).Addrs(&cfg.Sections)
 }
 
 // batchCount keeps a batch to a second or two on the slowest broker here.
@@ -145,7 +146,7 @@ func runConsume(t *testing.T, h Harness) {
 		}
 	}
 	cfg, addrs := harnessConfig(h)
-	cons, err := publishers.LookupBroker(cfg.Broker).OpenConsumer(&cfg.Sections, addrs, publishers.ConsumerOptions{}, testLogger(t))
+	cons, err := brokers.Lookup(cfg.Broker).OpenConsumer(&cfg.Sections, addrs, publishers.ConsumerOptions{}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

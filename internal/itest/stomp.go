@@ -22,6 +22,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/stomp"
 )
 
 // STOMP is the Harness for a set of STOMP brokers sharing one login: embedded go-stomp servers, ActiveMQ
@@ -87,12 +88,12 @@ func (h *STOMP) Stored(t testing.TB, host int, topic string) int {
 // While fewer than want messages came (async publishes may still be on their way), it sends another
 // sentinel and goes on, until the deadline; a deadline passing with no sentinel back fails the test.
 // Leaving, the consumer UNSUBSCRIBEs and handles what the broker still dispatched until its DISCONNECT
-// receipt, so nothing is dropped with the connection (see publishers.STOMPConsumer).
+// receipt, so nothing is dropped with the connection (see stomp.Consumer).
 func (h *STOMP) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
 	t.Helper()
 	dest := stompPrefix + topic
 	end := time.Now().Add(deadline)
-	cfg := publishers.DefaultSTOMPConfig()
+	cfg := stomp.DefaultConfig()
 	cfg.Hosts = []string{h.Addrs[host]}
 	cfg.Login, cfg.Passcode, cfg.VHost, cfg.Prefix = h.Login, publishers.Secret(h.Passcode), h.VHost, stompPrefix
 	if cfg.VHost == "" {
@@ -100,7 +101,7 @@ func (h *STOMP) Consume(t testing.TB, host int, topic string, want int, deadline
 	}
 	cfg.DialTimeout = 10 * time.Second
 	cfg.TLSConfig = h.TLS
-	cons, err := publishers.NewSTOMPConsumer(cfg, testLogger(t))
+	cons, err := stomp.NewConsumer(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,14 +8,15 @@ import (
 	"testing"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/embedded"
+
+	"github.com/mqtarget/mqtarget/publishers/stomp"
 )
 
 // TestEmbeddedSTOMP runs the suite against the embedded default: mqtarget with no stomp.hosts starts
 // three go-stomp servers, distinct brokers, so /send2Host and /send3Host are checked per host.
 func TestEmbeddedSTOMP(t *testing.T) {
 	tg := StartTarget(t, nil, func(c *config.Config) { c.Broker = "stomp" })
-	addrs := tg.App.EmbeddedSTOMP()
+	addrs := embeddedSTOMP(tg)
 	if len(addrs) != 3 {
 		t.Fatalf("embedded STOMP servers: %d, want 3", len(addrs))
 	}
@@ -85,11 +86,19 @@ func TestSTOMPMixed(t *testing.T) {
 	if login != login2 || pass != pass2 {
 		t.Skip("Artemis and ActiveMQ have different logins; scripts/test.sh starts them with one")
 	}
-	srv, err := embedded.StartSTOMP(1, 64<<20, slog.New(slog.DiscardHandler))
+	srv, err := stomp.StartServer(1, 64<<20, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
 	h := &STOMP{Addrs: []string{art, amq, srv.Addrs()[0]}, Login: login, Passcode: pass}
 	RunDelivery(t, h)
+}
+
+// embeddedSTOMP is the embedded go-stomp servers' addresses (nil when the STOMP brokers are external).
+func embeddedSTOMP(tg *Target) []string {
+	if e := tg.App.Embedded("stomp"); e != nil {
+		return e.Addrs
+	}
+	return nil
 }

@@ -23,8 +23,10 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
-	"github.com/mqtarget/mqtarget/internal/app"
+	"github.com/mqtarget/mqtarget/internal/serve"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/nsq"
+	"github.com/mqtarget/mqtarget/publishers/rocketmq"
 )
 
 // testPKI is a throwaway CA and a server certificate it signed for 127.0.0.1 and localhost, as PEM files.
@@ -95,7 +97,7 @@ func TestHTTPS(t *testing.T) {
 		c.HTTP.AdminAddr = "127.0.0.1:0"
 		noEcho(c)
 	})
-	tcp, httpAddrs := tg.App.EmbeddedNSQ()
+	tcp, httpAddrs := embeddedNSQ(tg)
 	nsqd := &NSQ{TCP: tcp, HTTP: httpAddrs}
 	roots := x509.NewCertPool()
 	pem, err := os.ReadFile(pki.CA)
@@ -127,11 +129,11 @@ func TestHTTPS(t *testing.T) {
 	cfg := config.Default()
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.HTTP.TLSCertFile, cfg.HTTP.TLSKeyFile = pki.CA, pki.Key // the CA's certificate does not match the key
-	if a, err := app.Start(cfg, slog.New(slog.DiscardHandler)); err == nil {
+	if a, err := serve.Start(cfg, slog.New(slog.DiscardHandler)); err == nil {
 		_ = a.Shutdown(context.Background())
-		t.Error("app.Start with a certificate that does not match its key succeeded")
+		t.Error("serve.Start with a certificate that does not match its key succeeded")
 	} else if !strings.Contains(err.Error(), "http.tls_cert_file") {
-		t.Errorf("app.Start with a bad certificate: %v, want an error naming http.tls_cert_file", err)
+		t.Errorf("serve.Start with a bad certificate: %v, want an error naming http.tls_cert_file", err)
 	}
 }
 
@@ -199,9 +201,9 @@ func TestNSQTLS(t *testing.T) {
 	})
 
 	t.Run("consumer with other CA", func(t *testing.T) {
-		cfg := publishers.DefaultNSQConfig()
+		cfg := nsq.DefaultConfig()
 		cfg.Hosts, cfg.TLSConfig = h.TCP, other.verifying()
-		cons, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{}, testLogger(t))
+		cons, err := nsq.NewConsumer(cfg, publishers.ConsumerOptions{}, testLogger(t))
 		must(t, err)
 		defer cons.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -354,7 +356,7 @@ func TestRocketMQTLS(t *testing.T) {
 	// Both send paths: the native one dials the brokers through the admin client's TLS transport and
 	// keeps no name server connection open; rocketmq-client-go keeps its own and has one TLS switch
 	// per process, so a plain target cannot start beside a TLS one.
-	for _, client := range []string{publishers.RocketMQClientNative, publishers.RocketMQClientLibrary} {
+	for _, client := range []string{rocketmq.ClientNative, rocketmq.ClientLibrary} {
 		t.Run(client+"/delivery", func(t *testing.T) { rmqTLSDelivery(t, base, relay, verifying, client) })
 	}
 
@@ -364,11 +366,11 @@ func TestRocketMQTLS(t *testing.T) {
 		bad := &rmqTLSHarness{RocketMQ: base, nameServer: ns, tls: newTestPKI(t).verifying()}
 		bad.Configure(&cfg)
 		noEcho(&cfg)
-		if a, err := app.Start(cfg, slog.New(slog.DiscardHandler)); err == nil {
+		if a, err := serve.Start(cfg, slog.New(slog.DiscardHandler)); err == nil {
 			_ = a.Shutdown(context.Background())
-			t.Error("app.Start with a CA that did not sign the name server's certificate succeeded")
+			t.Error("serve.Start with a CA that did not sign the name server's certificate succeeded")
 		} else if !strings.Contains(err.Error(), "certificate signed by unknown authority") || !strings.Contains(err.Error(), "rocketmq.name_servers") {
-			t.Errorf("app.Start: %v, want the verification error under rocketmq.name_servers", err)
+			t.Errorf("serve.Start: %v, want the verification error under rocketmq.name_servers", err)
 		}
 	})
 }
@@ -390,9 +392,9 @@ func rmqTLSDelivery(t *testing.T, base *RocketMQ, relay *tlsRelay, verifying pub
 			acked += r.Published
 		}
 	}
-	cfg := publishers.DefaultRocketMQConfig()
+	cfg := rocketmq.DefaultConfig()
 	cfg.NameServers, cfg.TLSConfig = []string{h.nameServer}, verifying
-	cons, err := publishers.NewRocketMQConsumer(cfg, publishers.ConsumerOptions{Group: "mqtarget-itest-tls"}, testLogger(t))
+	cons, err := rocketmq.NewConsumer(cfg, publishers.ConsumerOptions{Group: "mqtarget-itest-tls"}, testLogger(t))
 	must(t, err)
 	defer cons.Close()
 	got := 0
@@ -405,7 +407,7 @@ func rmqTLSDelivery(t *testing.T, base *RocketMQ, relay *tlsRelay, verifying pub
 	conns, plain, open := relay.counts()
 	conns, plain = conns-before, plain-beforePlain
 	t.Logf("name server connections through the relay: %d, %d plain, %d open; %d messages consumed over TLS", conns, plain, open, got)
-	library := client == publishers.RocketMQClientLibrary
+	library := client == rocketmq.ClientLibrary
 	if conns == 0 || plain != 0 || (library && open == 0) {
 		t.Errorf("name server connections through the relay: %d, %d of them plain, %d open; want all TLS (and, for the library, its own still open)", conns, plain, open)
 	}
@@ -415,7 +417,7 @@ func rmqTLSDelivery(t *testing.T, base *RocketMQ, relay *tlsRelay, verifying pub
 	base.Configure(&mixed) // plain, while the TLS target's producers live
 	noEcho(&mixed)
 	mixed.RocketMQ.Client = client
-	a, err := app.Start(mixed, slog.New(slog.DiscardHandler))
+	a, err := serve.Start(mixed, slog.New(slog.DiscardHandler))
 	switch {
 	case err == nil && library:
 		_ = a.Shutdown(context.Background())

@@ -1,6 +1,6 @@
 // Package lograte bounds the log lines a failing broker can cause: the first line of each host and
 // cause is logged, then at most one per interval, carrying the number of lines suppressed since the
-// last one. Every broker path (connections, answers, dials, the embedded nsqd, the client libraries)
+// last one. Every broker path (connections, answers, dials, the embedded brokers, the client libraries)
 // logs through it, so an outage or a flapping broker logs a few lines however many requests it fails.
 package lograte
 
@@ -17,7 +17,7 @@ import (
 const Interval = 10 * time.Second
 
 // MaxKeys bounds the causes a limiter tells apart: past it every new cause shares one key, so free
-// text (topic names in an nsqd line) cannot grow the limiter or turn into one line each.
+// text (topic names in a broker's line) cannot grow the limiter or turn into one line each.
 const MaxKeys = 512
 
 // maxKeyLen bounds a key's bytes, so that MaxKeys bounds the limiter's memory whatever the lines say.
@@ -80,14 +80,14 @@ func (l *Limiter) Allow(key string) (bool, int) {
 // hostAttr reports whether attribute key names a line's host, which is part of the line's key.
 func hostAttr(key string) bool {
 	switch key {
-	case "host", "addr", "broker", "rocketmq_broker", "node":
+	case "host", "addr", "broker", "node":
 		return true
 	}
-	return false
+	return strings.HasSuffix(key, "_broker") // a broker of a cluster, beside the host the line is about
 }
 
 // Logger returns log with every line limited by l, keyed by its level, Cause(message) and the values
-// of its host attributes (host, addr, broker, rocketmq_broker, node). A nil log stays nil.
+// of its host attributes (host, addr, broker, node, *_broker). A nil log stays nil.
 func Logger(log *slog.Logger, l *Limiter) *slog.Logger {
 	if log == nil {
 		return nil
@@ -147,10 +147,11 @@ func (h *handler) WithGroup(name string) slog.Handler {
 	return &handler{next: h.next.WithGroup(name), lim: h.lim, key: h.key}
 }
 
-// Cause reduces a free-text line (nsqd's, go-nsq's) to what tells its causes apart: what is in
-// parentheses or brackets (topic, channel and client names) and digits (counts, ports, file numbers)
-// are dropped, and so is what follows " - " (nsqd's detail: the error, with file names) once a word
-// came before it ("[127.0.0.1:5] - E_BAD_BODY ..." keeps E_BAD_BODY). A fixed message is mostly itself.
+// Cause reduces a free-text line (an embedded broker's, a client library's) to what tells its causes
+// apart: what is in parentheses or brackets (topic, channel and client names) and digits (counts,
+// ports, file numbers) are dropped, and so is what follows " - " (a broker's detail: the error, with
+// file names) once a word came before it ("[127.0.0.1:5] - E_BAD_BODY ..." keeps E_BAD_BODY). A
+// fixed message is mostly itself.
 func Cause(s string) string {
 	var out string
 	for {

@@ -105,18 +105,14 @@ func consumeRetrying(ctx context.Context, cons publishers.Consumer, topic string
 	}
 }
 
-// AckGroup names a process's ack consumer (NSQ channel, RocketMQ group): its own, since consumers
-// sharing one split the acks; on NSQ ephemeral, so nsqd drops it with its last consumer instead of
-// keeping acks for it forever.
-func AckGroup(broker string) string {
+// AckGroup names a process's ack consumer (the consumer group, on brokers that have one): its own,
+// since consumers sharing one split the acks, made what broker's entry says (a broker may need it to
+// end with its last consumer instead of keeping acks for it forever: publishers.Broker.AckGroup).
+func AckGroup(broker *publishers.Broker) string {
 	var r [4]byte
 	_, _ = rand.Read(r[:])
-	g := "mqtarget-roundtrip-" + hex.EncodeToString(r[:])
-	if broker == publishers.NSQBroker.Name {
-		g += "#ephemeral"
-	}
-	return g
+	return broker.AckGroupOf("mqtarget-roundtrip-" + hex.EncodeToString(r[:]))
 }
 
-// EchoGroup is the echoes' NSQ channel and RocketMQ group: shared, so echoes split the work.
+// EchoGroup is the echoes' consumer group: shared, so echoes split the work.
 const EchoGroup = "mqtarget-echo"

@@ -12,11 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
-	"github.com/mqtarget/mqtarget/internal/embedded"
 	"github.com/mqtarget/mqtarget/internal/itest"
 	"github.com/mqtarget/mqtarget/internal/roundtrip"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/nsq"
+	"github.com/mqtarget/mqtarget/publishers/stomp"
 )
 
 // TestMain fails on any goroutine of ours left running. The ignored ones are libraries': go-stomp's
@@ -43,9 +44,9 @@ func embeddedNSQ(t *testing.T) broker {
 }
 
 // nsqBroker opens NSQ consumers of cfg's hosts beside pub.
-func nsqBroker(cfg publishers.NSQConfig, pub publishers.Publisher) broker {
+func nsqBroker(cfg nsq.Config, pub publishers.Publisher) broker {
 	return broker{name: "nsq", pub: pub, consumer: func(t *testing.T, group string) publishers.Consumer {
-		c, err := publishers.NewNSQConsumer(cfg, publishers.ConsumerOptions{Group: group}, quiet)
+		c, err := nsq.NewConsumer(cfg, publishers.ConsumerOptions{Group: group}, quiet)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,20 +56,20 @@ func nsqBroker(cfg publishers.NSQConfig, pub publishers.Publisher) broker {
 }
 
 func embeddedSTOMP(t *testing.T) broker {
-	srv, err := embedded.StartSTOMP(2, 1<<20, quiet)
+	srv, err := stomp.StartServer(2, 1<<20, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	cfg := publishers.DefaultSTOMPConfig()
+	cfg := stomp.DefaultConfig()
 	cfg.Hosts = srv.Addrs()
-	pub, err := publishers.NewSTOMP(cfg, quiet)
+	pub, err := stomp.New(cfg, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pub.Close() })
 	return broker{name: "stomp", pub: pub, consumer: func(t *testing.T, _ string) publishers.Consumer {
-		c, err := publishers.NewSTOMPConsumer(cfg, quiet)
+		c, err := stomp.NewConsumer(cfg, quiet)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,9 +86,9 @@ func realNSQ(t *testing.T) broker {
 		t.Skip("MQTARGET_NSQD_BIN not set (scripts/nsqd.sh build prints it)")
 	}
 	h := itest.NewNSQProcs(t, bin, 2)
-	cfg := publishers.DefaultNSQConfig()
+	cfg := nsq.DefaultConfig()
 	cfg.Hosts = h.TCP
-	pub, err := publishers.NewNSQ(cfg, quiet)
+	pub, err := nsq.New(cfg, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 // RunOptions are the batch's own settings, beside the service's configuration.
@@ -25,7 +26,7 @@ type RunOptions struct {
 // and the integration suite run batches through it, so both use the same wiring. A topic or ack topic
 // the broker refuses is an error wrapping publishers.ErrBadTopic that names its setting.
 func Run(ctx context.Context, cfg config.Config, addrs []string, o RunOptions, log *slog.Logger) (Result, error) {
-	b := publishers.LookupBroker(cfg.Broker) // config.Load validated the name
+	b := brokers.Lookup(cfg.Broker) // config.Load validated the name
 	pub, err := b.Open(&cfg.Sections, addrs, cfg.Common(), log)
 	if err != nil {
 		return Result{}, err
@@ -42,7 +43,7 @@ func Run(ctx context.Context, cfg config.Config, addrs []string, o RunOptions, l
 	open := func(group string) (publishers.Consumer, error) {
 		return b.OpenConsumer(&cfg.Sections, addrs, publishers.ConsumerOptions{Group: group}, log)
 	}
-	acks, err := open(AckGroup(b.Name))
+	acks, err := open(AckGroup(b))
 	if err != nil {
 		return Result{}, err
 	}

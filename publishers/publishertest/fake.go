@@ -25,8 +25,8 @@ type Misbehaviour string
 const (
 	// Honest stores every message and answers as the protocol says: the check of the fake itself.
 	Honest Misbehaviour = "honest"
-	// Garbage answers every command with a frame that answers nothing (NSQ: a response other than OK;
-	// STOMP: a receipt id nobody sent; RocketMQ: bytes that are no frame) and stores nothing.
+	// Garbage answers every command with a frame that answers nothing (a response other than OK,
+	// a receipt id nobody sent, bytes that are no frame) and stores nothing.
 	Garbage Misbehaviour = "garbage answers"
 	// CloseAfterHandshake completes the handshake, then closes the connection.
 	CloseAfterHandshake Misbehaviour = "close after the handshake"
@@ -57,8 +57,8 @@ func (m Misbehaviour) violates() bool {
 
 // Fake is a misbehaving broker in the test process.
 type Fake interface {
-	// Addrs are what the publisher connects to: the broker addresses (NSQ, STOMP), the name server
-	// (RocketMQ).
+	// Addrs are what the publisher connects to: the broker addresses, or a cluster's name
+	// server.
 	Addrs() []string
 	// Stored returns how many times each body was stored.
 	Stored() map[string]int
@@ -267,18 +267,18 @@ func covers(stored, want map[string]int) bool {
 
 // ---------------------------------------------------------------- the fakes' server
 
-// answerer decides, per connection, what a fake misbehaving as m writes back to a command it got.
-type answerer struct {
-	m        Misbehaviour
+// Answerer decides, per connection, what a fake misbehaving as m writes back to a command it got.
+type Answerer struct {
+	M        Misbehaviour
 	dropNext bool // StrayThenDrop: the command after a stray answer is dropped
 }
 
 // answer returns the bytes to write for a command (nil: none): ok is its answer, guess(k) the answer a
 // broker would expect for the k-th command after it, garbage no answer at all; store stores the
 // command's messages and is called when the fake keeps them.
-func (a *answerer) answer(store func(), ok []byte, guess func(k int) []byte, garbage []byte) []byte {
+func (a *Answerer) Answer(store func(), ok []byte, guess func(k int) []byte, garbage []byte) []byte {
 	var out []byte
-	switch a.m {
+	switch a.M {
 	case Garbage:
 		return garbage
 	case Flood:
@@ -304,57 +304,57 @@ func (a *answerer) answer(store func(), ok []byte, guess func(k int) []byte, gar
 	return out
 }
 
-// fakeOne is a Fake of one server (NSQ, STOMP) misbehaving as m.
-type fakeOne struct {
-	m Misbehaviour
-	s *fakeServer
+// FakeOne is a Fake of one server misbehaving as M.
+type FakeOne struct {
+	M Misbehaviour
+	S *FakeServer
 }
 
-func (f *fakeOne) Addrs() []string        { return []string{f.s.addr()} }
-func (f *fakeOne) Stored() map[string]int { return f.s.storedCopy() }
-func (f *fakeOne) Close()                 { f.s.close() }
+func (f *FakeOne) Addrs() []string        { return []string{f.S.Addr()} }
+func (f *FakeOne) Stored() map[string]int { return f.S.StoredCopy() }
+func (f *FakeOne) Close()                 { f.S.Close() }
 
-// fakeServer accepts connections and runs handle on each; it records what was stored.
-type fakeServer struct {
+// FakeServer accepts connections and runs handle on each; it records what was stored.
+type FakeServer struct {
 	ln     net.Listener
-	handle func(c *fakeConn)
+	handle func(c *FakeConn)
 	wg     sync.WaitGroup
 	once   sync.Once
 
 	mu     sync.Mutex
-	conns  map[*fakeConn]struct{}
+	conns  map[*FakeConn]struct{}
 	stored map[string]int
 }
 
-// fakeConn is one accepted connection: writes are serialised (a flood writes beside the handler).
-type fakeConn struct {
+// FakeConn is one accepted connection: writes are serialised (a flood writes beside the handler).
+type FakeConn struct {
 	net.Conn
-	s    *fakeServer
+	s    *FakeServer
 	wmu  sync.Mutex
 	done chan struct{} // closed when the handler returned
 }
 
-func startFakeServer(t testing.TB, handle func(c *fakeConn)) *fakeServer {
+func StartFakeServer(t testing.TB, handle func(c *FakeConn)) *FakeServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &fakeServer{ln: ln, handle: handle, conns: map[*fakeConn]struct{}{}, stored: map[string]int{}}
+	s := &FakeServer{ln: ln, handle: handle, conns: map[*FakeConn]struct{}{}, stored: map[string]int{}}
 	s.wg.Go(s.accept)
-	t.Cleanup(s.close)
+	t.Cleanup(s.Close)
 	return s
 }
 
-func (s *fakeServer) addr() string { return s.ln.Addr().String() }
+func (s *FakeServer) Addr() string { return s.ln.Addr().String() }
 
-func (s *fakeServer) accept() {
+func (s *FakeServer) accept() {
 	for {
 		nc, err := s.ln.Accept()
 		if err != nil {
 			return
 		}
-		c := &fakeConn{Conn: nc, s: s, done: make(chan struct{})}
+		c := &FakeConn{Conn: nc, s: s, done: make(chan struct{})}
 		s.mu.Lock()
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
@@ -371,7 +371,7 @@ func (s *fakeServer) accept() {
 	}
 }
 
-func (s *fakeServer) store(bodies ...[]byte) {
+func (s *FakeServer) Store(bodies ...[]byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, b := range bodies {
@@ -379,7 +379,7 @@ func (s *fakeServer) store(bodies ...[]byte) {
 	}
 }
 
-func (s *fakeServer) storedCopy() map[string]int {
+func (s *FakeServer) StoredCopy() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[string]int, len(s.stored))
@@ -389,7 +389,7 @@ func (s *fakeServer) storedCopy() map[string]int {
 	return out
 }
 
-func (s *fakeServer) close() {
+func (s *FakeServer) Close() {
 	s.once.Do(func() {
 		_ = s.ln.Close()
 		s.mu.Lock()
@@ -401,7 +401,7 @@ func (s *fakeServer) close() {
 	})
 }
 
-func (c *fakeConn) write(b []byte) error {
+func (c *FakeConn) Send(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
@@ -410,7 +410,7 @@ func (c *fakeConn) write(b []byte) error {
 }
 
 // flood writes frame(i) for i = 1, 2, ... every millisecond until the connection ends.
-func (c *fakeConn) flood(frame func(i int) []byte) {
+func (c *FakeConn) Flood(frame func(i int) []byte) {
 	c.s.wg.Go(func() {
 		t := time.NewTicker(time.Millisecond)
 		defer t.Stop()
@@ -420,7 +420,7 @@ func (c *fakeConn) flood(frame func(i int) []byte) {
 				return
 			case <-t.C:
 			}
-			if c.write(frame(i)) != nil {
+			if c.Send(frame(i)) != nil {
 				return
 			}
 		}

@@ -72,19 +72,6 @@ type Features struct {
 	IgnoreGoroutines []goleak.Option
 }
 
-// GoSTOMPServer returns options ignoring the goroutines of go-stomp servers running in the test process (the embedded
-// broker): their listeners start asynchronously, their per-connection goroutines end some time after
-// the client left, and in v3.1.3 a read loop can stay blocked for good on a channel its process loop
-// stopped reading.
-func GoSTOMPServer() []goleak.Option {
-	return []goleak.Option{
-		goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server.(*requestProcessor).Listen"),
-		goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server.(*requestProcessor).Serve"),
-		goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server/client.(*Conn).readLoop"),
-		goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3/server/client.(*Conn).processLoop"),
-	}
-}
-
 // Rejection is a publish the broker answers with an error.
 type Rejection struct {
 	Name  string // subtest name

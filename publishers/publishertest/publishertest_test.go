@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mqtarget/mqtarget/internal/embedded"
 	"github.com/mqtarget/mqtarget/internal/itest"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
+	"github.com/mqtarget/mqtarget/publishers/stomp"
 )
 
 // The suite must fail a publisher whose Close leaves a pending callback unrun. The check runs in a child
@@ -56,7 +56,7 @@ func TestHelperSuite(t *testing.T) {
 	if mode == "" {
 		t.Skip("helper of TestSuiteFailsWhenCloseLeavesACallbackUnrun")
 	}
-	srv, err := embedded.StartSTOMP(1, 64<<20, slog.New(slog.DiscardHandler))
+	srv, err := stomp.StartServer(1, 64<<20, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,12 +66,12 @@ func TestHelperSuite(t *testing.T) {
 	f := publishertest.Features{
 		NoReject:         "go-stomp accepts every SEND",
 		AsyncTimeout:     30 * time.Second, // stompReceiptTimeout
-		IgnoreGoroutines: publishertest.GoSTOMPServer(),
+		IgnoreGoroutines: stomp.EmbeddedGoroutines(),
 	}
 	publishertest.Run(t, f, b, func(t testing.TB) publishers.Publisher {
-		c := publishers.DefaultSTOMPConfig()
+		c := stomp.DefaultConfig()
 		c.Hosts = []string{px.Addr()}
-		p, err := publishers.NewSTOMP(c, slog.New(slog.DiscardHandler))
+		p, err := stomp.New(c, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}

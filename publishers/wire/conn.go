@@ -1,4 +1,4 @@
-// Package wire is the connection core the pipelining publishers (NSQ, STOMP) share: commands queue in
+// Package wire is the connection core the pipelining publishers share: commands queue in
 // order, one writer goroutine per connection sends everything queued in one write, a read loop matches
 // the broker's answers to the waiting callbacks (in order, or by id), and any failure fails every
 // outstanding command at once. The protocols supply framing and answer classification only.
@@ -42,7 +42,7 @@ type Config struct {
 	// writes an answer to a socket we closed (Artemis 2.40 then stalls a thread for 10 s, and with it
 	// the connections that thread serves).
 	CloseWait time.Duration
-	// Goodbye is written by Close, best effort within a second (STOMP DISCONNECT); nil writes nothing.
+	// Goodbye is written by Close, best effort within a second (a protocol's DISCONNECT); nil writes nothing.
 	Goodbye []byte
 	// Unavailable and Closed are the error kinds callbacks get when the connection breaks or is closed.
 	Unavailable, Closed error
@@ -59,9 +59,9 @@ type AnswerKind uint8
 const (
 	// None: the frame answers no command (a heart-beat, an informational frame).
 	None AnswerKind = iota
-	// Next: the frame answers the oldest outstanding command (NSQ answers in order).
+	// Next: the frame answers the oldest outstanding command (a protocol that answers in order).
 	Next
-	// ByID: the frame answers the command with sequence number ID (STOMP receipt ids).
+	// ByID: the frame answers the command with sequence number ID (receipt ids).
 	ByID
 )
 
@@ -71,7 +71,7 @@ type Answer struct {
 	ID   uint64
 	// Err is the answered command's outcome; nil means acknowledged.
 	Err error
-	// Reply is queued for writing, as is (NSQ answers heart-beats with NOP).
+	// Reply is queued for writing, as is (a protocol that answers heart-beats).
 	Reply []byte
 	// Close, when set, ends the connection after this frame: every other outstanding command fails
 	// with Close as is (the protocol chooses its kind).
@@ -306,7 +306,7 @@ func (c *Conn) writeLoop() {
 
 // breakWrites stops the connection taking commands after a failed write, but leaves it to the read
 // loop to fail what is outstanding: a broker that refuses a command and closes the connection while it
-// is being written (nsqd with an oversize message) has answered the commands before it, and those
+// is being written (a broker refusing an oversize message) has answered the commands before it, and those
 // answers are still to be read. The read loop gets at most the grace to read them.
 func (c *Conn) breakWrites(err error) {
 	c.mu.Lock()

@@ -1,0 +1,193 @@
+// Command rmqdirect measures RocketMQ sync sends from Go without HTTP, to split mqtarget's gap to the
+// Java benchmark Producer (scripts/bench-rocketmq.sh, docs/benchmarks.md) into what rocketmq-client-go
+// costs and what the HTTP side adds. -c senders each send 100-byte messages one after the other to the
+// topic's queues on one broker, either through mqtarget's publisher (-mode publisher) or through a bare
+// rocketmq-client-go producer (-mode client). With -cpuprofile it writes a CPU profile of the measured part.
+//
+// It prints one line: "RPS P50_MS P99_MS ERRORS SENT CPU_US" (CPU_US: the process's CPU time per answered
+// send in the measured window, in microseconds).
+//
+//	go run ./cmd/bench-rmqdirect -namesrv 127.0.0.1:9876 -topic mqtarget-bench -c 16
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+
+	"github.com/mqtarget/mqtarget/cmd/internal/closedloop"
+	mqrocketmq "github.com/mqtarget/mqtarget/publishers/rocketmq"
+)
+
+type options struct {
+	namesrv, topic, broker, mode, cpuprofile, client string
+	senders, size, producers                         int
+	duration, warmup                                 time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.namesrv, "namesrv", "127.0.0.1:9876", "name server host:port")
+	flag.StringVar(&o.topic, "topic", "mqtarget-bench", "topic (it must exist on -broker)")
+	flag.StringVar(&o.broker, "broker", "broker-a", "broker name whose queues get the messages")
+	flag.StringVar(&o.mode, "mode", "publisher", "publisher (mqtarget's RocketMQ publisher) or client (bare rocketmq-client-go)")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured part here")
+	flag.StringVar(&o.client, "client", mqrocketmq.DefaultConfig().Client, "the publisher's send path (rocketmq.client): native or library")
+	flag.IntVar(&o.senders, "c", 1, "concurrent senders")
+	flag.IntVar(&o.size, "size", 100, "message size in bytes")
+	flag.IntVar(&o.producers, "producers", mqrocketmq.DefaultConfig().Producers, "producer instances")
+	flag.DurationVar(&o.duration, "d", 10*time.Second, "measured duration")
+	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "unmeasured warm-up before it")
+	flag.Parse()
+	if o.senders < 1 || o.producers < 1 || o.duration <= 0 || o.warmup < 0 || (o.mode != "publisher" && o.mode != "client") {
+		fmt.Fprintln(os.Stderr, "rmqdirect: -c and -producers at least 1, -d positive, -mode publisher or client")
+		os.Exit(2)
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "rmqdirect:", err)
+		os.Exit(1)
+	}
+}
+
+// sendFunc sends one message and waits for the broker's answer.
+type sendFunc func(ctx context.Context, body []byte) error
+
+func run(o options) error {
+	send, closeFn, err := sender(o)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	body := bytes.Repeat([]byte{'x'}, o.size)
+	var prof *os.File
+	var profErr error
+	var cpu time.Duration // process CPU time in the measured window
+	r := closedloop.Run(closedloop.Options{
+		Senders: o.senders, Warmup: o.warmup, Duration: o.duration,
+		Send: func(int) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			return send(ctx, body)
+		},
+		Window: func(start bool) {
+			if start {
+				cpu = -cpuTime()
+			} else {
+				cpu += cpuTime()
+			}
+			switch {
+			case o.cpuprofile == "":
+			case start:
+				if prof, profErr = os.Create(o.cpuprofile); profErr == nil {
+					profErr = pprof.StartCPUProfile(prof)
+				}
+			case profErr == nil:
+				pprof.StopCPUProfile()
+				profErr = prof.Close()
+			}
+		},
+	})
+	if profErr != nil {
+		return profErr
+	}
+	if r.FirstErr != nil {
+		fmt.Fprintf(os.Stderr, "rmqdirect: %d sends failed, the first: %v\n", r.Failed, r.FirstErr)
+	}
+	if r.Sent == 0 {
+		return errors.New("no send completed in the measured window")
+	}
+	fmt.Printf("%v %.0f\n", r, float64(cpu)/float64(time.Microsecond)/float64(r.Sent))
+	return nil
+}
+
+// cpuTime is the CPU time this process used so far, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func sender(o options) (sendFunc, func(), error) {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if o.mode == "publisher" {
+		c := mqrocketmq.DefaultConfig()
+		c.NameServers = []string{o.namesrv}
+		c.Producers = o.producers
+		c.Client = o.client
+		p, err := mqrocketmq.New(c, nil, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		host := slices.IndexFunc(p.Hosts(), func(h string) bool { return len(h) > len(o.broker) && h[:len(o.broker)+1] == o.broker+"@" })
+		if host < 0 {
+			_ = p.Close()
+			return nil, nil, fmt.Errorf("broker %s not among %v", o.broker, p.Hosts())
+		}
+		return func(ctx context.Context, body []byte) error { return p.Publish(ctx, host, o.topic, body) },
+			func() { _ = p.Close() }, nil
+	}
+	rlog.SetLogLevel("error")
+	var prods []rocketmq.Producer
+	closeAll := func() {
+		for _, p := range prods {
+			_ = p.Shutdown()
+		}
+	}
+	for i := range o.producers {
+		p, err := rocketmq.NewProducer(
+			producer.WithNsResolver(primitive.NewPassthroughResolver([]string{o.namesrv})),
+			producer.WithGroupName("rmqdirect"),
+			producer.WithInstanceName(fmt.Sprintf("rmqdirect-%d-%d", os.Getpid(), i)),
+			producer.WithRetry(0),
+			producer.WithQueueSelector(brokerQueues{o.broker}),
+		)
+		if err == nil {
+			err = p.Start()
+		}
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		prods = append(prods, p)
+	}
+	var next atomic.Uint32
+	return func(ctx context.Context, body []byte) error {
+		res, err := prods[int(next.Add(1))%len(prods)].SendSync(ctx, primitive.NewMessage(o.topic, body))
+		if err == nil && res.Status != primitive.SendOK {
+			err = fmt.Errorf("send status %d", res.Status)
+		}
+		return err
+	}, closeAll, nil
+}
+
+// brokerQueues picks the queues of one broker, round-robin.
+type brokerQueues struct{ name string }
+
+var rr atomic.Uint32
+
+func (b brokerQueues) Select(_ *primitive.Message, mqs []*primitive.MessageQueue, _ string) *primitive.MessageQueue {
+	var mine []*primitive.MessageQueue
+	for _, mq := range mqs {
+		if mq.BrokerName == b.name {
+			mine = append(mine, mq)
+		}
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	return mine[int(rr.Add(1))%len(mine)]
+}

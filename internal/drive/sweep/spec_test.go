@@ -1,0 +1,180 @@
+package sweep
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func known(name string) bool { return slices.Contains([]string{"nsq", "stomp", "rocketmq"}, name) }
+
+const validSpec = `
+title: t
+method: post
+timeout: 2s
+axes:
+  endpoints: [/send1, /send2]
+  brokers: [nsq, stomp]
+  connections: [1, 8]
+  rates: [100]
+  sizes: [1, 100]
+  topics: [5]
+  durations: [1s]
+`
+
+func TestParse(t *testing.T) {
+	s, err := Parse([]byte(validSpec), known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Method != "POST" || s.Timeout != 2*time.Second || s.Title != "t" {
+		t.Errorf("spec %+v", s)
+	}
+	runs := s.Runs()
+	if len(runs) != 2*2*2*1*1*3 {
+		t.Fatalf("%d runs", len(runs))
+	}
+	// The load varies fastest, then size; endpoints slowest.
+	want := []Run{
+		{Endpoint: "/send1", Broker: "nsq", Connections: 1, Size: 1, Topics: 5, Duration: time.Second},
+		{Endpoint: "/send1", Broker: "nsq", Connections: 8, Size: 1, Topics: 5, Duration: time.Second},
+		{Endpoint: "/send1", Broker: "nsq", Rate: 100, Size: 1, Topics: 5, Duration: time.Second},
+		{Endpoint: "/send1", Broker: "nsq", Connections: 1, Size: 100, Topics: 5, Duration: time.Second},
+	}
+	if !slices.Equal(runs[:4], want) || runs[len(runs)-1].Endpoint != "/send2" || runs[len(runs)-1].Broker != "stomp" {
+		t.Errorf("runs %+v", runs)
+	}
+	if s.TotalDuration() != 24*time.Second {
+		t.Errorf("total %v", s.TotalDuration())
+	}
+}
+
+func TestParseErrorsNameTheField(t *testing.T) {
+	base := "axes:\n  endpoints: [/send1]\n  connections: [1, 2, 4]\n  durations: [1s]\n"
+	cases := []struct {
+		name, spec, want string
+	}{
+		{"empty", "", "spec: empty"},
+		{"not a mapping", "[1, 2]", "spec: must be a mapping"},
+		{"unknown top key", base + "urls: x\n", "urls: unknown field"},
+		{"unknown axis", "axes:\n  endpoints: [/send1]\n  threads: [1]\n", "axes.threads: unknown field"},
+		{"connections 0", "axes:\n  endpoints: [/send1]\n  connections: [1, 2, 0]\n  durations: [1s]\n", "axes.connections[2]: must be > 0"},
+		{"connections too many", "axes:\n  endpoints: [/send1]\n  connections: [100000]\n  durations: [1s]\n", "axes.connections[0]: must be <= 10000"},
+		{"connections not a number", "axes:\n  endpoints: [/send1]\n  connections: [1, many]\n  durations: [1s]\n", "axes.connections[1]: cannot unmarshal"},
+		{"connections not a list", "axes:\n  endpoints: [/send1]\n  connections: 4\n  durations: [1s]\n", "axes.connections: must be a list"},
+		{"rate negative", "axes:\n  endpoints: [/send1]\n  rates: [-5]\n  durations: [1s]\n", "axes.rates[0]: must be > 0"},
+		{"no load point", "axes:\n  endpoints: [/send1]\n  durations: [1s]\n", "axes.connections or axes.rates"},
+		{"size 0", base + "  sizes: [0]\n", "axes.sizes[0]: must be > 0"},
+		{"topics 0", base + "  topics: [1, 0]\n", "axes.topics[1]: must be > 0"},
+		{"no durations", "axes:\n  endpoints: [/send1]\n  connections: [1]\n", "axes.durations: at least one"},
+		{"duration not a duration", "axes:\n  endpoints: [/send1]\n  connections: [1]\n  durations: [soon]\n", "axes.durations[0]: cannot unmarshal"},
+		{"duration 0", "axes:\n  endpoints: [/send1]\n  connections: [1]\n  durations: [0s]\n", "axes.durations[0]: must be > 0"},
+		{"no endpoints", "axes:\n  connections: [1]\n  durations: [1s]\n", "axes.endpoints: at least one"},
+		{"endpoint without slash", "axes:\n  endpoints: [send1]\n  connections: [1]\n  durations: [1s]\n", "axes.endpoints[0]"},
+		{"endpoint with query", "axes:\n  endpoints: ['/send1?size=3']\n  connections: [1]\n  durations: [1s]\n", "axes.endpoints[0]"},
+		{"unknown broker", base + "  brokers: [nsq, kafka]\n", `axes.brokers[1]: unknown broker "kafka"`},
+		{"duplicate", base + "  sizes: [10, 10]\n", "axes.sizes: a value is listed twice"},
+		{"key twice", base + "axes: {}\n", "axes: given twice"},
+		{"url scheme", base + "url: ftp://127.0.0.1:1\n", "url:"},
+		{"url with path", base + "url: http://127.0.0.1:1/send1\n", "url:"},
+		{"method", base + "method: DELETE\n", "method: must be GET or POST"},
+		{"timeout negative", base + "timeout: -1s\n", "timeout: must be > 0"},
+		{"title a list", base + "title: [a]\n", "title: must be a single value"},
+		{"max_workers", base + "max_workers: -1\n", "max_workers: must be 0..100000"},
+		{"timeout too long", base + "timeout: 1000h\n", "timeout: must be > 0 and <= 10m0s"},
+		{"max_workers too many", base + "max_workers: 9223372036854775807\n", "max_workers: must be 0..100000"},
+		{"warmup negative", base + "warmup: -1s\n", "warmup: must be 0..1h0m0s"},
+		{"warmup too long", base + "warmup: 2h\n", "warmup: must be 0..1h0m0s"},
+		{"warm-ups count", "warmup: 1h\naxes:\n  endpoints: [/a]\n  connections: [1,2,3,4,5,6,7,8,9,10,11,12,13]\n  durations: [1h]\n", "axes.durations: the runs send for 26h0m0s in all"},
+		{"size too large", base + "  sizes: [1073741824]\n", "axes.sizes[0]: must be <= 67108864"},
+		{"sends for days", "axes:\n  endpoints: [/a, /b]\n  connections: [1,2,3,4,5,6,7,8,9,10,11,12,13]\n  durations: [1h]\n", "axes.durations: the runs send for 26h0m0s in all, at most 24h0m0s"},
+		{"too many runs", "axes:\n  endpoints: [/a, /b, /c, /d, /e, /f, /g, /h, /i, /j]\n  sizes: [1,2,3,4,5,6,7,8,9,10]\n  topics: [1,2,3,4,5,6,7,8,9,10]\n  connections: [1,2,3,4,5,6,7,8,9,10,11]\n  durations: [1s]\n", "axes: more than 10000 runs"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.spec), known)
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) && !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want %q", err, c.want)
+			}
+			if err != nil && !strings.HasPrefix(err.Error(), strings.SplitN(c.want, ":", 2)[0]) {
+				t.Errorf("error %q does not start with the field %q", err, strings.SplitN(c.want, ":", 2)[0])
+			}
+		})
+	}
+}
+
+func TestRunURL(t *testing.T) {
+	cases := []struct {
+		run  Run
+		want string
+	}{
+		{Run{Endpoint: "/send1"}, "http://h:1/send1"},
+		{Run{Endpoint: "/send2", Broker: "stomp", Size: 100, Topics: 7}, "http://h:1/send2?broker=stomp&size=100&topics=7"},
+	}
+	for _, c := range cases {
+		if got := RunURL("http://h:1", c.run); got != c.want {
+			t.Errorf("%+v: %s, want %s", c.run, got, c.want)
+		}
+	}
+}
+
+// TestExampleSpecs keeps scripts/sweeps/ valid, and the smoke sweep under a minute of load.
+func TestExampleSpecs(t *testing.T) {
+	paths, err := filepath.Glob("../../../scripts/sweeps/*.yaml")
+	if err != nil || len(paths) < 4 {
+		t.Fatalf("example specs %v, %v", paths, err)
+	}
+	for _, p := range paths {
+		text, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Parse(text, known)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if filepath.Base(p) == "smoke.yaml" && (s.URL != "" || s.TotalDuration() > 45*time.Second) {
+			t.Errorf("smoke.yaml: url %q, %v of load; it must need nothing running and finish within a minute", s.URL, s.TotalDuration())
+		}
+	}
+}
+
+// TestParseRunCountDoesNotWrap: five axes of 2048 values and 256 load points are 2^63 runs, which wraps
+// to a negative int (and 256 more load points to 2^64, 0); the spec is refused with an error naming the
+// axes, instead of passing the bound and expanding the grid until the process runs out of memory.
+func TestParseRunCountDoesNotWrap(t *testing.T) {
+	axis := func(n int, format string) string {
+		vs := make([]string, n)
+		for i := range vs {
+			vs[i] = fmt.Sprintf(format, i+1)
+		}
+		return "[" + strings.Join(vs, ", ") + "]"
+	}
+	spec := "axes:\n" +
+		"  endpoints: " + axis(2048, "/e%d") + "\n" +
+		"  brokers: " + axis(2048, "b%d") + "\n" +
+		"  sizes: " + axis(2048, "%d") + "\n" +
+		"  topics: " + axis(2048, "%d") + "\n" +
+		"  durations: " + axis(2048, "%dms") + "\n" +
+		"  connections: " + axis(256, "%d") + "\n"
+	for name, extra := range map[string]string{"2^63": "", "2^64": "  rates: " + axis(256, "%d") + "\n"} {
+		s, err := Parse([]byte(spec+extra), func(string) bool { return true })
+		if err == nil || !strings.HasPrefix(err.Error(), "axes: more than 10000 runs") {
+			t.Errorf("%s runs: error %v, want axes: more than 10000 runs", name, err)
+		}
+		if runs := s.Runs(); runs != nil {
+			t.Errorf("%s runs: %d expanded", name, len(runs))
+		}
+	}
+	// A Spec built by hand, never validated, does not expand either.
+	big := Spec{Axes: Axes{Endpoints: make([]string, 1<<20), Connections: make([]int, 1<<20), Durations: []time.Duration{time.Second}}}
+	if runs := big.Runs(); runs != nil || big.TotalDuration() != math.MaxInt64 {
+		t.Errorf("unvalidated spec: %d runs, total %v", len(runs), big.TotalDuration())
+	}
+}

@@ -1,0 +1,221 @@
+package sweep
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mqtarget/mqtarget/internal/drive/load"
+)
+
+// TestExecute runs a small open-model sweep against a fake target that answers 503 for stomp: every file is
+// written, one row per run, the 503s are not throughput, and the charts exist.
+func TestExecute(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.URL.Path+"?"+r.URL.RawQuery]++
+		mu.Unlock()
+		if r.URL.Query().Get("broker") == "stomp" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	text := []byte(`
+title: Test sweep
+axes:
+  endpoints: [/send1]
+  brokers: [nsq, stomp]
+  rates: [50, 100]
+  sizes: [10]
+  durations: [100ms]
+`)
+	spec, err := Parse(text, known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "out")
+	var log bytes.Buffer
+	results, err := Execute(context.Background(), spec, Options{BaseURL: srv.URL, Dir: dir, Version: "test", Log: &log, SpecText: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 4 || strings.Count(log.String(), "\n") != 4 {
+		t.Fatalf("%d results, log:\n%s", len(results), log.String())
+	}
+	mu.Lock()
+	if seen["/send1?broker=nsq&size=10"] == 0 || seen["/send1?broker=stomp&size=10"] == 0 || len(seen) != 2 {
+		t.Errorf("requests %v", seen)
+	}
+	mu.Unlock()
+
+	f, err := os.Open(filepath.Join(dir, ResultsCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	if err != nil || len(rows) != 5 {
+		t.Fatalf("results.csv: %d rows, %v", len(rows), err)
+	}
+	col := map[string]int{}
+	for i, k := range rows[0] {
+		col[k] = i
+	}
+	for _, row := range rows[1:] {
+		okCount, non2xx := row[col["ok"]], row[col["non_2xx"]]
+		switch row[col["broker"]] {
+		case "nsq":
+			if okCount == "0" || non2xx != "0" {
+				t.Errorf("nsq row %v", row)
+			}
+		case "stomp":
+			if okCount != "0" || non2xx == "0" || row[col["throughput"]] != "0" {
+				t.Errorf("stomp row (all 503) %v", row)
+			}
+		default:
+			t.Errorf("row %v", row)
+		}
+	}
+	var js []load.Result
+	b, _ := os.ReadFile(filepath.Join(dir, ResultsJSON))
+	if err := json.Unmarshal(b, &js); err != nil || len(js) != 4 || js[0].Meta.Version != "test" {
+		t.Fatalf("results.json: %v, %d objects", err, len(js))
+	}
+	summary, _ := os.ReadFile(filepath.Join(dir, Summary))
+	// Drawing is slow under -race, so only the rate charts here; cmd/mqtarget's sweep test draws the
+	// connections charts.
+	charts := []string{"throughput-vs-rate", "latency-vs-rate"}
+	for _, c := range charts {
+		png, err := os.ReadFile(filepath.Join(dir, c+".png"))
+		if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+			t.Errorf("%s.png: %v", c, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, c+".svg")); err != nil {
+			t.Error(err)
+		}
+		if !strings.Contains(string(summary), "("+c+".png)") {
+			t.Errorf("summary.md does not show %s", c)
+		}
+	}
+	for _, want := range []string{"# Test sweep", "| /send1 | stomp | 100 req/s |", "not counted as throughput"} {
+		if !strings.Contains(string(summary), want) {
+			t.Errorf("summary.md lacks %q:\n%s", want, summary)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, SpecCopy)); !bytes.Equal(got, text) {
+		t.Error("spec.yaml is not the spec")
+	}
+	for _, r := range js {
+		if r.NotSent != 0 || r.Service == nil || r.Lag == nil {
+			t.Errorf("%s %d/s: not sent %d, service %v, lag %v", r.Meta.Broker, r.Meta.Rate, r.NotSent, r.Service, r.Lag)
+		}
+	}
+	if strings.Contains(string(summary), "fell behind") {
+		t.Errorf("summary.md says the generator fell behind, and every request was sent:\n%s", summary)
+	}
+}
+
+// TestSummaryGeneratorBehind: summary.md says the generator fell behind only for a run with requests
+// never sent, and that it sent late only for a run whose lag shows in the latency.
+func TestSummaryGeneratorBehind(t *testing.T) {
+	spec, err := Parse([]byte("axes:\n  endpoints: [/send1]\n  rates: [100, 200, 300]\n  durations: [1s]\n"), known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(rate int, notSent int64, lagP99 float64) *load.Result {
+		r := &load.Result{Requests: 100, OK: 100, ByStatus: map[string]int64{"200": 100}, NotSent: notSent,
+			Service: &load.Latency{P99: 0.5}, Lag: &load.Latency{P99: lagP99},
+			Meta: load.Meta{Model: load.Open, Rate: rate, Duration: "1s", Endpoint: "/send1"}}
+		return r
+	}
+	dir := t.TempDir()
+	results := []*load.Result{run(100, 0, 0.05), run(200, 7, 0.05), run(300, 0, 4.5)}
+	if err := writeSummary(dir, spec, "http://127.0.0.1:1", Options{}, results, nil); err != nil {
+		t.Fatal(err)
+	}
+	summary, _ := os.ReadFile(filepath.Join(dir, Summary))
+	lines := map[string]string{}
+	for _, l := range strings.Split(string(summary), "\n") {
+		for _, rate := range []string{"100", "200", "300"} {
+			if strings.HasPrefix(l, "- /send1  "+rate+" req/s: ") {
+				lines[rate] = l
+			}
+		}
+	}
+	if _, ok := lines["100"]; ok {
+		t.Errorf("a healthy run is listed: %q", lines["100"])
+	}
+	if !strings.Contains(lines["200"], "7 due and never sent (the generator fell behind)") || strings.Contains(lines["200"], "late") {
+		t.Errorf("run with 7 not sent: %q", lines["200"])
+	}
+	if !strings.Contains(lines["300"], "lag p99 4.50 ms") || strings.Contains(lines["300"], "fell behind") {
+		t.Errorf("run with lag: %q", lines["300"])
+	}
+}
+
+// TestReplot rewrites summary.md from results.json and spec.yaml alone (two runs at one load point
+// draw no chart, which keeps this test light: drawing is slow under -race).
+func TestReplot(t *testing.T) {
+	dir := t.TempDir()
+	text := []byte("title: Again\naxes:\n  endpoints: [/send1]\n  brokers: [nsq, stomp]\n  connections: [4]\n  durations: [1s]\n")
+	var results []*load.Result
+	for _, b := range []string{"nsq", "stomp"} {
+		r := &load.Result{Requests: 10, OK: 10, ByStatus: map[string]int64{"200": 10}, Throughput: 10,
+			Meta: load.Meta{Model: load.Closed, Connections: 4, Duration: "1s", Endpoint: "/send1", Broker: b, URL: "http://127.0.0.1:1/send1?broker=" + b}}
+		results = append(results, r)
+	}
+	js, _ := json.Marshal(results)
+	if err := os.WriteFile(filepath.Join(dir, ResultsJSON), js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, SpecCopy), text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Replot(dir, known)
+	if err != nil || len(again) != 2 {
+		t.Fatalf("Replot: %v, %d results", err, len(again))
+	}
+	summary, _ := os.ReadFile(filepath.Join(dir, Summary))
+	for _, want := range []string{"# Again", "`http://127.0.0.1:1`", "| /send1 | stomp | 4 conn |"} {
+		if !strings.Contains(string(summary), want) {
+			t.Errorf("summary.md lacks %q:\n%s", want, summary)
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, ResultsJSON)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Replot(dir, known); err == nil {
+		t.Error("no results.json: no error")
+	}
+}
+
+// TestExecuteStopsOnCancel: a cancelled sweep keeps what it measured and says it was cut short.
+func TestExecuteStopsOnCancel(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	spec, err := Parse([]byte("axes:\n  endpoints: [/send1]\n  connections: [1, 2, 3]\n  durations: [1h]\n"), known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	dir := t.TempDir()
+	results, err := Execute(ctx, spec, Options{BaseURL: srv.URL, Dir: dir})
+	if err == nil || len(results) != 1 || !results[0].Meta.Interrupted {
+		t.Fatalf("err %v, %d results", err, len(results))
+	}
+	if _, err := os.Stat(filepath.Join(dir, ResultsCSV)); err != nil {
+		t.Error(err)
+	}
+}

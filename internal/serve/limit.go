@@ -1,0 +1,184 @@
+package serve
+
+import (
+	"crypto/tls"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// minEvictIdle is how long a connection must have been idle before a new one may take its slot: a
+// client that has just connected, or just had its answer, gets this long to send its request.
+const minEvictIdle = 100 * time.Millisecond
+
+// minEvictStuck is how long a write must have been blocked (the client is not reading: its socket
+// buffers are full) before a new connection may take that connection's slot.
+const minEvictStuck = time.Second
+
+// limitListener accepts at most cap(slots) connections at once. Past the limit, a connection that has
+// arrived takes the slot of the connection idle the longest (a keep-alive connection between requests,
+// or one that has sent nothing since it connected), which is closed, as its idle timeout would; when none
+// has been idle for minEvictIdle, it waits until one has or until a connection closes. Connections beyond
+// that one wait in the kernel's listen backlog (and the client's connect timeout) instead of being
+// accepted and starved. Failing an idle one, it takes the slot of a connection whose answer has been
+// stuck in a write for minEvictStuck (a client that does not read; http.write_timeout would cut it
+// later). So clients that hold connections without using them cannot lock others out; connections busy
+// with a request otherwise are never cut (the read timeouts and http.write_timeout bound those).
+type limitListener struct {
+	net.Listener
+	slots     chan struct{}
+	closed    chan struct{} // ends an Accept waiting for a slot, so Serve returns on Close
+	closeOnce sync.Once
+
+	mu    sync.Mutex
+	idle  map[*limitConn]time.Time // since when each idle connection has been idle
+	conns map[*limitConn]struct{}  // every connection accepted and not closed
+}
+
+func newLimitListener(l net.Listener, n int) *limitListener {
+	return &limitListener{Listener: l, slots: make(chan struct{}, n), closed: make(chan struct{}),
+		idle: map[*limitConn]time.Time{}, conns: map[*limitConn]struct{}{}}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+		return l.accept()
+	case <-l.closed:
+		return nil, net.ErrClosed
+	default:
+	}
+	// Full: take the connection that is waiting, then find it a slot.
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	t := time.NewTicker(minEvictIdle)
+	defer t.Stop()
+	for {
+		l.evictIdle()
+		select {
+		case l.slots <- struct{}{}:
+			return l.wrap(c), nil
+		case <-l.closed:
+			_ = c.Close()
+			return nil, net.ErrClosed
+		case <-t.C: // look for an idle connection again
+		}
+	}
+}
+
+func (l *limitListener) accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return l.wrap(c), nil
+}
+
+func (l *limitListener) wrap(c net.Conn) net.Conn {
+	lc := &limitConn{Conn: c, l: l}
+	l.mu.Lock()
+	l.conns[lc] = struct{}{}
+	l.idle[lc] = time.Now() // until net/http reports it active
+	l.mu.Unlock()
+	return lc
+}
+
+// evictIdle closes the connection idle the longest, if it has been idle for minEvictIdle, else the one
+// stuck in a write the longest, if for minEvictStuck.
+func (l *limitListener) evictIdle() {
+	l.mu.Lock()
+	var oldest *limitConn
+	var since time.Time
+	for c, t := range l.idle {
+		if oldest == nil || t.Before(since) {
+			oldest, since = c, t
+		}
+	}
+	if oldest == nil || time.Since(since) < minEvictIdle {
+		oldest = nil
+		var stuck int64
+		for c := range l.conns {
+			if w := c.writing.Load(); w != 0 && (stuck == 0 || w < stuck) {
+				oldest, stuck = c, w
+			}
+		}
+		if oldest == nil || time.Since(time.Unix(0, stuck)) < minEvictStuck {
+			l.mu.Unlock()
+			return
+		}
+	}
+	delete(l.idle, oldest)
+	l.mu.Unlock()
+	_ = oldest.Close()
+}
+
+func (l *limitListener) setIdle(c *limitConn, idle bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if idle {
+		l.idle[c] = time.Now()
+	} else {
+		delete(l.idle, c)
+	}
+}
+
+// openConns is how many accepted connections are not closed yet.
+func (l *limitListener) openConns() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
+
+// connState is the http.Server's ConnState hook: it tells the listener which connections are idle.
+func (l *limitListener) connState(c net.Conn, st http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	lc, ok := c.(*limitConn)
+	if !ok {
+		return
+	}
+	switch st {
+	case http.StateNew, http.StateIdle:
+		l.setIdle(lc, true)
+	default: // active, hijacked, closed
+		l.setIdle(lc, false)
+	}
+}
+
+func (l *limitListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+// limitConn gives its slot back on the first Close; net/http may close a connection more than once.
+type limitConn struct {
+	net.Conn
+	l       *limitListener
+	once    sync.Once
+	writing atomic.Int64 // when the Write under way began, in Unix nanoseconds; 0: none
+}
+
+func (c *limitConn) Write(p []byte) (int, error) {
+	c.writing.Store(time.Now().UnixNano())
+	n, err := c.Conn.Write(p)
+	c.writing.Store(0)
+	return n, err
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.conns, c)
+		delete(c.l.idle, c)
+		c.l.mu.Unlock()
+		<-c.l.slots
+	})
+	return err
+}

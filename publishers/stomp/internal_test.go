@@ -1,0 +1,413 @@
+package stomp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/mqtarget/mqtarget/publishers"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-stomp/stomp/v3/frame"
+	"go.yaml.in/yaml/v3"
+)
+
+func TestSTOMPConfigValidate(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*Config)
+		want   string // substring of the error; empty means valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"hosts and login", func(c *Config) {
+			c.Hosts, c.Login, c.Passcode = []string{"127.0.0.1:61613", "amq:61613"}, "u", "p"
+		}, ""},
+		{"topic prefix, vhost, no heart-beats", func(c *Config) { c.Prefix, c.VHost, c.HeartBeat = "/topic/", "/", 0 }, ""},
+		{"second host without port", func(c *Config) { c.Hosts = []string{"a:1", "b"} }, "stomp.hosts[1]:"},
+		{"passcode without login", func(c *Config) { c.Passcode = "p" }, "stomp.passcode:"},
+		{"prefix without leading slash", func(c *Config) { c.Prefix = "queue/" }, "stomp.prefix:"},
+		{"prefix without trailing slash", func(c *Config) { c.Prefix = "/queue" }, "stomp.prefix:"},
+		{"prefix with colon", func(c *Config) { c.Prefix = "/queue:x/" }, "stomp.prefix:"},
+		{"vhost with newline", func(c *Config) { c.VHost = "a\nb" }, "stomp.vhost:"},
+		{"login with colon", func(c *Config) { c.Login = "a:b" }, "stomp.login:"},
+		{"no connections", func(c *Config) { c.ConnectionsPerHost = 0 }, "stomp.connections_per_host:"},
+		{"negative heart-beat", func(c *Config) { c.HeartBeat = -time.Second }, "stomp.heartbeat:"},
+		{"sub-millisecond heart-beat", func(c *Config) { c.HeartBeatReceive = time.Microsecond }, "stomp.heartbeat_receive:"},
+		{"zero grace", func(c *Config) { c.HeartBeatGrace = 0 }, "stomp.heartbeat_grace:"},
+		{"zero dial timeout", func(c *Config) { c.DialTimeout = 0 }, "stomp.dial_timeout:"},
+		{"no embedded without hosts", func(c *Config) { c.Embedded = 0 }, "stomp.embedded:"},
+		{"no embedded with hosts", func(c *Config) { c.Embedded, c.Hosts = 0, []string{"a:1"} }, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			c.mutate(&cfg)
+			err := cfg.Validate("stomp")
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("error %v, want one naming %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestValidateSTOMPTopic(t *testing.T) {
+	cases := []struct {
+		name  string
+		topic string
+		ok    bool
+	}{
+		{"plain", "orders", true},
+		{"dots, dashes, inner slash", "a.b-c_d/e", true},
+		{"unicode", "bestellungen-ü", true},
+		{"max length", strings.Repeat("a", MaxTopicLen), true},
+		{"empty", "", false},
+		{"too long", strings.Repeat("a", MaxTopicLen+1), false},
+		{"leading slash", "/queue/x", false},
+		{"colon", "a:b", false},
+		{"backslash", `a\b`, false},
+		{"newline", "a\nb", false},
+		{"NUL", "a\x00b", false},
+		{"trailing space", "a ", false},
+		{"invalid UTF-8", "a\xffb", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := validateSTOMPTopic(c.topic); (err == nil) != c.ok {
+				t.Fatalf("validate(%q) = %v, want ok=%v", c.topic, err, c.ok)
+			}
+		})
+	}
+}
+
+func TestNegotiateHeartBeats(t *testing.T) {
+	s := time.Second
+	cases := []struct {
+		name       string
+		send, recv time.Duration
+		header     string
+		want       heartBeats
+	}{
+		{"no header", 10 * s, 5 * s, "", heartBeats{}},
+		{"broker wants none", 10 * s, 5 * s, "0,0", heartBeats{}},
+		{"Artemis: sends none, wants ours at 30s", 10 * s, 0, "0,30000", heartBeats{send: 30 * s}},
+		{"ours slower wins", 10 * s, 0, "0,1000", heartBeats{send: 10 * s}},
+		{"both ways", 10 * s, 5 * s, "20000,1000", heartBeats{send: 10 * s, recv: 20 * s}},
+		{"we send none", 0, 5 * s, "1000,1000", heartBeats{recv: 5 * s}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := negotiate(c.send, c.recv, c.header)
+			if err != nil || got != c.want {
+				t.Fatalf("negotiate = %+v, %v; want %+v", got, err, c.want)
+			}
+		})
+	}
+	if _, err := negotiate(s, s, "x,1"); err == nil {
+		t.Error("a malformed heart-beat header was accepted")
+	}
+}
+
+func TestSecretRedacted(t *testing.T) {
+	out, err := yaml.Marshal(struct {
+		Set   publishers.Secret `yaml:"set"`
+		Unset publishers.Secret `yaml:"unset"`
+	}{Set: "hunter2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "hunter2") || !strings.Contains(string(out), "set: <redacted>") || !strings.Contains(string(out), `unset: ""`) {
+		t.Errorf("YAML:\n%s", out)
+	}
+	if s := fmt.Sprint(publishers.Secret("hunter2")); s != "<redacted>" {
+		t.Errorf("formatted as %q", s)
+	}
+}
+
+// fakeBroker is a scripted STOMP server: it answers CONNECT with CONNECTED (or what connect returns)
+// and hands every later frame to serve, which writes the answer (or nothing).
+type fakeBroker struct {
+	ln      net.Listener
+	connect func(f *frame.Frame) *frame.Frame
+	serve   func(w *frame.Writer, f *frame.Frame)
+
+	mu     sync.Mutex
+	frames []*frame.Frame
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func startFakeBroker(t *testing.T, serve func(w *frame.Writer, f *frame.Frame)) *fakeBroker {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &fakeBroker{ln: ln, serve: serve, connect: func(*frame.Frame) *frame.Frame {
+		return frame.New(frame.CONNECTED, frame.Version, "1.2", frame.HeartBeat, "0,0")
+	}}
+	b.wg.Add(1)
+	go b.accept()
+	t.Cleanup(b.close)
+	return b
+}
+
+func (b *fakeBroker) addr() string { return b.ln.Addr().String() }
+
+func (b *fakeBroker) accept() {
+	defer b.wg.Done()
+	for {
+		c, err := b.ln.Accept()
+		if err != nil {
+			return
+		}
+		b.mu.Lock()
+		b.conns = append(b.conns, c)
+		b.mu.Unlock()
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			r, w := frame.NewReader(c), frame.NewWriter(c)
+			for first := true; ; first = false {
+				f, err := r.Read()
+				if err != nil {
+					return
+				}
+				if f == nil {
+					continue
+				}
+				b.mu.Lock()
+				b.frames = append(b.frames, f)
+				b.mu.Unlock()
+				if first {
+					_ = w.Write(b.connect(f))
+					continue
+				}
+				b.serve(w, f)
+			}
+		}()
+	}
+}
+
+func (b *fakeBroker) close() {
+	b.ln.Close()
+	b.mu.Lock()
+	for _, c := range b.conns {
+		c.Close()
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+func (b *fakeBroker) received() []*frame.Frame {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]*frame.Frame(nil), b.frames...)
+}
+
+// receipts answers every frame that asks for a receipt.
+func receipts(w *frame.Writer, f *frame.Frame) {
+	if id, ok := f.Header.Contains(frame.Receipt); ok {
+		_ = w.Write(frame.New(frame.RECEIPT, frame.ReceiptId, id))
+	}
+}
+
+func newTestSTOMP(t *testing.T, mutate func(*Config), hosts ...string) *Publisher {
+	t.Helper()
+	c := DefaultConfig()
+	c.Hosts = hosts
+	if mutate != nil {
+		mutate(&c)
+	}
+	p, err := New(c, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// The frames on the wire: CONNECT with vhost and credentials, SEND with prefix, persistent and receipt,
+// and the batch as BEGIN, SENDs in the transaction, COMMIT with the receipt.
+func TestSTOMPFrames(t *testing.T) {
+	b := startFakeBroker(t, receipts)
+	p := newTestSTOMP(t, func(c *Config) {
+		c.Login, c.Passcode, c.VHost, c.Prefix, c.Persistent, c.ConnectionsPerHost = "u", "secret", "/", "/topic/", true, 1
+	}, b.addr())
+	if err := p.Publish(ctxFor(t, 2*time.Second), 0, "orders", []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.PublishBatch(ctxFor(t, 2*time.Second), 0, "orders", [][]byte{[]byte("a"), []byte("bb")}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	if err := p.PublishAsync(0, "orders", []byte("async"), func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range b.received() {
+		var hs []string
+		for i := range f.Header.Len() {
+			k, v := f.Header.GetAt(i)
+			if k == frame.Receipt || k == frame.Transaction {
+				v = "*" // ids are the connection's own
+			}
+			hs = append(hs, k+"="+v)
+		}
+		got = append(got, f.Command+" "+strings.Join(hs, " ")+" "+string(f.Body))
+	}
+	want := []string{
+		"CONNECT accept-version=1.2 host=/ heart-beat=10000,0 login=u passcode=secret ",
+		"SEND destination=/topic/orders content-length=3 persistent=true receipt=* one",
+		"BEGIN transaction=* ",
+		"SEND destination=/topic/orders content-length=1 persistent=true transaction=* a",
+		"SEND destination=/topic/orders content-length=2 persistent=true transaction=* bb",
+		"COMMIT transaction=* receipt=* ",
+		"SEND destination=/topic/orders content-length=5 persistent=true receipt=* async",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("frames:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestSTOMPErrors(t *testing.T) {
+	t.Run("ERROR for a SEND is 502, and the connection is redialled", func(t *testing.T) {
+		b := startFakeBroker(t, func(w *frame.Writer, f *frame.Frame) {
+			if string(f.Body) == "bad" {
+				_ = w.Write(frame.New(frame.ERROR, frame.Message, "no such destination", frame.ReceiptId, f.Header.Get(frame.Receipt)))
+				return
+			}
+			receipts(w, f)
+		})
+		p := newTestSTOMP(t, func(c *Config) { c.ConnectionsPerHost = 1 }, b.addr())
+		err := p.Publish(ctxFor(t, 2*time.Second), 0, "t", []byte("bad"))
+		if !errors.Is(err, publishers.ErrRejected) || !strings.Contains(err.Error(), "no such destination") {
+			t.Fatalf("got %v, want publishers.ErrRejected with the broker's message", err)
+		}
+		if err := p.Publish(ctxFor(t, 2*time.Second), 0, "t", []byte("good")); err != nil {
+			t.Fatalf("after the ERROR: %v", err)
+		}
+	})
+	t.Run("CONNECT refused is 502", func(t *testing.T) {
+		b := startFakeBroker(t, receipts)
+		b.connect = func(*frame.Frame) *frame.Frame { return frame.New(frame.ERROR, frame.Message, "bad credentials") }
+		p := newTestSTOMP(t, nil, b.addr())
+		if err := p.Publish(ctxFor(t, 2*time.Second), 0, "t", []byte("x")); !errors.Is(err, publishers.ErrRejected) {
+			t.Fatalf("got %v, want publishers.ErrRejected", err)
+		}
+	})
+	t.Run("no receipt is 504 at the deadline", func(t *testing.T) {
+		b := startFakeBroker(t, func(*frame.Writer, *frame.Frame) {})
+		p := newTestSTOMP(t, nil, b.addr())
+		start := time.Now()
+		err := p.Publish(ctxFor(t, 300*time.Millisecond), 0, "t", []byte("x"))
+		if !errors.Is(err, publishers.ErrTimeout) || time.Since(start) > time.Second {
+			t.Fatalf("got %v after %v, want publishers.ErrTimeout after 300ms", err, time.Since(start))
+		}
+	})
+	t.Run("nothing listening is 503, then fail-fast", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		p := newTestSTOMP(t, func(c *Config) { c.ConnectionsPerHost = 1 }, addr)
+		for i := range 3 {
+			if err := p.Publish(ctxFor(t, 2*time.Second), 0, "t", []byte("x")); !errors.Is(err, publishers.ErrUnavailable) {
+				t.Fatalf("publish %d: got %v, want publishers.ErrUnavailable", i, err)
+			}
+		}
+	})
+	t.Run("connection lost fails pending async with 503, Close fails none twice", func(t *testing.T) {
+		var once sync.Once
+		gotSend := make(chan struct{})
+		b := startFakeBroker(t, func(*frame.Writer, *frame.Frame) { once.Do(func() { close(gotSend) }) })
+		p := newTestSTOMP(t, nil, b.addr())
+		done := make(chan error, 2)
+		if err := p.PublishAsync(0, "t", []byte("x"), func(err error) { done <- err }); err != nil {
+			t.Fatal(err)
+		}
+		<-gotSend
+		b.close()
+		if err := <-done; !errors.Is(err, publishers.ErrUnavailable) {
+			t.Fatalf("got %v, want publishers.ErrUnavailable", err)
+		}
+		p.Close()
+		select {
+		case err := <-done:
+			t.Fatalf("done called twice: %v", err)
+		default:
+		}
+	})
+	t.Run("host out of range", func(t *testing.T) {
+		p := newTestSTOMP(t, nil, "127.0.0.1:1")
+		if err := p.Publish(ctxFor(t, time.Second), 1, "t", []byte("x")); err == nil {
+			t.Fatal("host 1 of 1 accepted")
+		}
+	})
+}
+
+// Receipts are matched by id: a broker answering out of order (here: each pair reversed) gets every
+// request its own outcome, and one connection carries many requests.
+func TestSTOMPReceiptsOutOfOrder(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		held *frame.Frame
+	)
+	b := startFakeBroker(t, func(w *frame.Writer, f *frame.Frame) {
+		mu.Lock()
+		defer mu.Unlock()
+		if held == nil {
+			held = f
+			return
+		}
+		for _, g := range []*frame.Frame{f, held} {
+			id := g.Header.Get(frame.Receipt)
+			if string(g.Body) == "bad" {
+				_ = w.Write(frame.New(frame.ERROR, frame.Message, "refused", frame.ReceiptId, id))
+				continue
+			}
+			_ = w.Write(frame.New(frame.RECEIPT, frame.ReceiptId, id))
+		}
+		held = nil
+	})
+	p := newTestSTOMP(t, func(c *Config) { c.ConnectionsPerHost = 1 }, b.addr())
+	const n = 100
+	errs := make([]chan error, n)
+	for i := range n {
+		errs[i] = make(chan error, 1)
+		if err := p.PublishAsync(0, "t", fmt.Appendf(nil, "m%d", i), func(err error) { errs[i] <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		select {
+		case err := <-errs[i]:
+			if err != nil {
+				t.Fatalf("message %d: %v", i, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("message %d: no outcome within 5s", i)
+		}
+	}
+	if got := len(b.received()); got != n+1 {
+		t.Errorf("broker received %d frames, want CONNECT and %d SENDs", got, n)
+	}
+}

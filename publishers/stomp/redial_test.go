@@ -1,0 +1,108 @@
+package stomp
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mqtarget/mqtarget/internal/logtest"
+	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
+)
+
+// stompHandshakeThen reads CONNECT, answers CONNECTED and runs then.
+func stompHandshakeThen(then func(*bufio.Reader, net.Conn)) func(net.Conn) {
+	return func(c net.Conn) {
+		r := bufio.NewReader(c)
+		if _, err := r.ReadString(0); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "CONNECTED\nversion:1.2\nheart-beat:0,0\n\n\x00")
+		then(r, c)
+	}
+}
+
+// stompServeReceipts answers every frame's receipt header; answerOne stops after the first.
+func stompServeReceipts(answerOne bool) func(*bufio.Reader, net.Conn) {
+	return func(r *bufio.Reader, c net.Conn) {
+		for {
+			f, err := r.ReadString(0)
+			if err != nil {
+				return
+			}
+			_, rest, ok := strings.Cut(f, "\nreceipt:")
+			if !ok {
+				continue
+			}
+			id, _, _ := strings.Cut(rest, "\n")
+			if _, err := io.WriteString(c, "RECEIPT\nreceipt-id:"+id+"\n\n\x00"); err != nil || answerOne {
+				return
+			}
+		}
+	}
+}
+
+// TestRedialBounded: publishertest.RunRedialBounded against STOMP's pool.
+func TestRedialBounded(t *testing.T) {
+	const slots = 2
+	pub := func(t *testing.T, addr string, log *slog.Logger) publishertest.Redialer {
+		c := DefaultConfig()
+		c.Hosts, c.ConnectionsPerHost = []string{addr}, slots
+		p, err := New(c, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.pool.Backoff = publishertest.ShortBackoff
+		return p
+	}
+	publishertest.RunRedialBounded(t, []publishertest.RedialCase{
+		{Name: "closes after CONNECTED", Pub: pub, Serve: stompHandshakeThen(publishertest.CloseAtOnce), Good: stompHandshakeThen(stompServeReceipts(false)), Slots: slots, Answered: false, Probes: 0},
+		{Name: "answers one receipt and closes", Pub: pub, Serve: stompHandshakeThen(stompServeReceipts(true)), Good: stompHandshakeThen(stompServeReceipts(false)), Slots: slots, Answered: true, Probes: 0},
+		{Name: "refuses", Pub: pub, Serve: nil, Good: nil, Slots: slots, Answered: false, Probes: 0},
+	})
+}
+
+// TestPingBounded: publishertest.RunPingBounded against STOMP.
+func TestPingBounded(t *testing.T) {
+	publishertest.RunPingBounded(t, []publishertest.PingCase{
+		{Name: "stomp", Serve: stompHandshakeThen(publishertest.CloseAtOnce), Pub: func(t *testing.T, addr string) publishertest.Pinger {
+			return newTestSTOMP(t, nil, addr)
+		}, Pool: false},
+	})
+}
+
+// TestSTOMPConsumerRedial: a broker that drops every subscription at once is redialled under the
+// backoff, not every 100 ms forever, and the consumer logs a few lines.
+func TestSTOMPConsumerRedial(t *testing.T) {
+	srv := publishertest.StartFlapServer(t, stompHandshakeThen(func(r *bufio.Reader, _ net.Conn) { _, _ = r.ReadString(0) }), nil)
+	log, logs := logtest.Logger()
+	c := DefaultConfig()
+	c.Hosts = []string{srv.Addr()}
+	cons, err := NewConsumer(c, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons.backoff = publishers.DefaultBackoff()
+	defer cons.Close()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	if err := cons.Consume(ctx, "t", func(publishers.Delivery) {}); err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	dials := srv.Accepted.Load()
+	bound := publishertest.MaxDials(publishers.DefaultBackoff(), elapsed, 1, false)
+	t.Logf("%d subscriptions in %v (bound %d)", dials, elapsed.Round(time.Millisecond), bound)
+	if dials > int64(bound) {
+		t.Errorf("%d subscriptions in %v, want at most %d under the backoff", dials, elapsed.Round(time.Millisecond), bound)
+	}
+	if n := len(logs.Lines()); n > 2 {
+		t.Errorf("%d warning lines in %v, want at most 2: %v", n, elapsed.Round(time.Millisecond), logs.Counts())
+	}
+}
