@@ -33,13 +33,12 @@ type limitListener struct {
 	closeOnce sync.Once
 
 	mu    sync.Mutex
-	idle  map[*limitConn]time.Time // since when each idle connection has been idle
-	conns map[*limitConn]struct{}  // every connection accepted and not closed
+	conns map[*limitConn]struct{} // every connection accepted and not closed
 }
 
 func newLimitListener(l net.Listener, n int) *limitListener {
 	return &limitListener{Listener: l, slots: make(chan struct{}, n), closed: make(chan struct{}),
-		idle: map[*limitConn]time.Time{}, conns: map[*limitConn]struct{}{}}
+		conns: map[*limitConn]struct{}{}}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -81,9 +80,9 @@ func (l *limitListener) accept() (net.Conn, error) {
 
 func (l *limitListener) wrap(c net.Conn) net.Conn {
 	lc := &limitConn{Conn: c, l: l}
+	lc.idleSince.Store(time.Now().UnixNano()) // until net/http reports it active
 	l.mu.Lock()
 	l.conns[lc] = struct{}{}
-	l.idle[lc] = time.Now() // until net/http reports it active
 	l.mu.Unlock()
 	return lc
 }
@@ -93,13 +92,13 @@ func (l *limitListener) wrap(c net.Conn) net.Conn {
 func (l *limitListener) evictIdle() {
 	l.mu.Lock()
 	var oldest *limitConn
-	var since time.Time
-	for c, t := range l.idle {
-		if oldest == nil || t.Before(since) {
+	var since int64
+	for c := range l.conns {
+		if t := c.idleSince.Load(); t != 0 && (oldest == nil || t < since) {
 			oldest, since = c, t
 		}
 	}
-	if oldest == nil || time.Since(since) < minEvictIdle {
+	if oldest == nil || time.Since(time.Unix(0, since)) < minEvictIdle {
 		oldest = nil
 		var stuck int64
 		for c := range l.conns {
@@ -112,18 +111,18 @@ func (l *limitListener) evictIdle() {
 			return
 		}
 	}
-	delete(l.idle, oldest)
+	oldest.idleSince.Store(0) // not chosen again while it closes
 	l.mu.Unlock()
 	_ = oldest.Close()
 }
 
+// setIdle runs twice per request (net/http's ConnState): an atomic store on the connection, not the
+// listener's lock and a map update, which every connection's requests contended for.
 func (l *limitListener) setIdle(c *limitConn, idle bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if idle {
-		l.idle[c] = time.Now()
+		c.idleSince.Store(time.Now().UnixNano())
 	} else {
-		delete(l.idle, c)
+		c.idleSince.Store(0)
 	}
 }
 
@@ -159,9 +158,10 @@ func (l *limitListener) Close() error {
 // limitConn gives its slot back on the first Close; net/http may close a connection more than once.
 type limitConn struct {
 	net.Conn
-	l       *limitListener
-	once    sync.Once
-	writing atomic.Int64 // when the Write under way began, in Unix nanoseconds; 0: none
+	l         *limitListener
+	once      sync.Once
+	writing   atomic.Int64 // when the Write under way began, in Unix nanoseconds; 0: none
+	idleSince atomic.Int64 // since when it has been idle, in Unix nanoseconds; 0: active or closed
 }
 
 func (c *limitConn) Write(p []byte) (int, error) {
@@ -176,7 +176,7 @@ func (c *limitConn) Close() error {
 	c.once.Do(func() {
 		c.l.mu.Lock()
 		delete(c.l.conns, c)
-		delete(c.l.idle, c)
+		c.idleSince.Store(0)
 		c.l.mu.Unlock()
 		<-c.l.slots
 	})
