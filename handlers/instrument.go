@@ -97,11 +97,10 @@ func methodLabel(m string) string {
 func (m *httpMetrics) instrument(ro *routeObs, h http.Handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		m.inFlight.Add(1)
-		start := time.Now()
 		sw := statusWriters.Get().(*statusWriter)
-		sw.ResponseWriter, sw.status = w, 0
+		sw.ResponseWriter, sw.status, sw.start = w, 0, time.Now()
 		h.ServeHTTP(sw, r)
-		code := sw.status
+		code, start := sw.status, sw.start
 		sw.ResponseWriter = nil
 		statusWriters.Put(sw)
 		if code == 0 {
@@ -117,6 +116,7 @@ func (m *httpMetrics) instrument(ro *routeObs, h http.Handler) http.HandlerFunc 
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	start  time.Time // the request's one clock read: its HTTP duration and its publish deadline start here
 }
 
 var statusWriters = sync.Pool{New: func() any { return new(statusWriter) }}

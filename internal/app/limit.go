@@ -34,11 +34,16 @@ type limitListener struct {
 
 	mu    sync.Mutex
 	conns map[*limitConn]struct{} // every connection accepted and not closed
+	epoch time.Time
 }
+
+// now is the monotonic time since the listener was made, never 0 (which means "none"): one clock
+// read of the monotonic clock, where time.Now reads the wall clock too, and it runs per request.
+func (l *limitListener) now() int64 { return int64(time.Since(l.epoch)) + 1 }
 
 func newLimitListener(l net.Listener, n int) *limitListener {
 	return &limitListener{Listener: l, slots: make(chan struct{}, n), closed: make(chan struct{}),
-		conns: map[*limitConn]struct{}{}}
+		conns: map[*limitConn]struct{}{}, epoch: time.Now()}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -80,7 +85,7 @@ func (l *limitListener) accept() (net.Conn, error) {
 
 func (l *limitListener) wrap(c net.Conn) net.Conn {
 	lc := &limitConn{Conn: c, l: l}
-	lc.idleSince.Store(time.Now().UnixNano()) // until net/http reports it active
+	lc.idleSince.Store(l.now()) // until net/http reports it active
 	l.mu.Lock()
 	l.conns[lc] = struct{}{}
 	l.mu.Unlock()
@@ -98,7 +103,7 @@ func (l *limitListener) evictIdle() {
 			oldest, since = c, t
 		}
 	}
-	if oldest == nil || time.Since(time.Unix(0, since)) < minEvictIdle {
+	if oldest == nil || time.Duration(l.now()-since) < minEvictIdle {
 		oldest = nil
 		var stuck int64
 		for c := range l.conns {
@@ -106,7 +111,7 @@ func (l *limitListener) evictIdle() {
 				oldest, stuck = c, w
 			}
 		}
-		if oldest == nil || time.Since(time.Unix(0, stuck)) < minEvictStuck {
+		if oldest == nil || time.Duration(l.now()-stuck) < minEvictStuck {
 			l.mu.Unlock()
 			return
 		}
@@ -120,7 +125,7 @@ func (l *limitListener) evictIdle() {
 // listener's lock and a map update, which every connection's requests contended for.
 func (l *limitListener) setIdle(c *limitConn, idle bool) {
 	if idle {
-		c.idleSince.Store(time.Now().UnixNano())
+		c.idleSince.Store(l.now())
 	} else {
 		c.idleSince.Store(0)
 	}
@@ -160,12 +165,12 @@ type limitConn struct {
 	net.Conn
 	l         *limitListener
 	once      sync.Once
-	writing   atomic.Int64 // when the Write under way began, in Unix nanoseconds; 0: none
-	idleSince atomic.Int64 // since when it has been idle, in Unix nanoseconds; 0: active or closed
+	writing   atomic.Int64 // when the Write under way began (limitListener.now); 0: none
+	idleSince atomic.Int64 // since when it has been idle (limitListener.now); 0: active or closed
 }
 
 func (c *limitConn) Write(p []byte) (int, error) {
-	c.writing.Store(time.Now().UnixNano())
+	c.writing.Store(c.l.now())
 	n, err := c.Conn.Write(p)
 	c.writing.Store(0)
 	return n, err
