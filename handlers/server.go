@@ -238,7 +238,7 @@ func New(o Options) *Server {
 	if s.readyTimeout <= 0 {
 		s.readyTimeout = DefaultReadyTimeout
 	}
-	s.topics = newTopicLimit(o.MaxDistinctTopics, s.brokerNames)
+	s.topics = newTopicLimit(o.MaxDistinctTopics, s.brokerNames, s.topic)
 	s.handler, s.admin = s.routes()
 	return s
 }
