@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -47,9 +48,23 @@ func main() {
 	mode := flag.String("mode", "limit", "how /send1 publishes: limit, group or seed")
 	topic := flag.String("topic", "mqtarget", "topic")
 	timeout := flag.Duration("timeout", 5*time.Second, "publish timeout")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile to this file until SIGTERM or SIGINT")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-nsqfloor: -cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*addr, *nsqd, *mode, *topic, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-nsqfloor:", err)
+		pprof.StopCPUProfile()
 		os.Exit(2)
 	}
 }
