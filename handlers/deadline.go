@@ -30,8 +30,8 @@ type sharedDeadline struct {
 }
 
 // get returns a context whose deadline lies in [now+timeout, now+timeout+slack].
-func (d *deadlines) get() context.Context {
-	want := time.Now().Add(d.timeout)
+func (d *deadlines) get(now time.Time) context.Context {
+	want := now.Add(d.timeout)
 	if s := d.cur.Load(); s != nil && !s.at.Before(want) && s.at.Sub(want) <= d.slack {
 		return s.ctx
 	}

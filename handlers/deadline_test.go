@@ -15,7 +15,7 @@ func TestDeadlines(t *testing.T) {
 	t.Run("within publish_timeout plus the slack", func(t *testing.T) {
 		for i := 0; i < 1000; i++ {
 			before := time.Now()
-			ctx := d.get()
+			ctx := d.get(time.Now())
 			after := time.Now()
 			at, ok := ctx.Deadline()
 			if !ok {
@@ -30,7 +30,7 @@ func TestDeadlines(t *testing.T) {
 	t.Run("one millisecond's requests share a context", func(t *testing.T) {
 		// Retried: a call may straddle the end of a shared context's millisecond.
 		for try := 0; ; try++ {
-			if d.get() == d.get() {
+			if d.get(time.Now()) == d.get(time.Now()) {
 				break
 			}
 			if try == 10 {
@@ -40,9 +40,9 @@ func TestDeadlines(t *testing.T) {
 	})
 
 	t.Run("a later request gets a later deadline", func(t *testing.T) {
-		first := d.get()
+		first := d.get(time.Now())
 		time.Sleep(3 * slack)
-		second := d.get()
+		second := d.get(time.Now())
 		a, _ := first.Deadline()
 		b, _ := second.Deadline()
 		if !b.After(a) {
@@ -66,7 +66,7 @@ func TestDeadlines(t *testing.T) {
 	})
 
 	t.Run("ends by itself at its deadline", func(t *testing.T) {
-		ctx := d.get()
+		ctx := d.get(time.Now())
 		at, _ := ctx.Deadline()
 		select {
 		case <-ctx.Done():

@@ -96,34 +96,37 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // adapt turns a handlerFunc into an http.HandlerFunc; it is the one place errors become status codes.
 func (s *Server) adapt(h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		err := h(w, r)
-		if err == nil {
-			return
+		if err := h(w, r); err != nil {
+			s.fail(w, r, err)
 		}
-		status, field := statusOf(err)
-		published := 0
-		var pe *partialError
-		var cg *clientGone
-		switch {
-		case errors.As(err, &pe):
-			published = pe.published
-		case errors.As(err, &cg):
-			published = cg.published
-		}
-		if r.Context().Err() != nil && status != http.StatusRequestTimeout {
-			// Whatever the outcome, no one receives it; the broker's side of it is in the publish metrics.
-			// (A body cut by http.read_timeout cancels the context too, but that is our doing: 408.)
-			status, field = StatusClientClosedRequest, ""
-		}
-		// Per-request failures go to debug: under load a broker outage would otherwise flood the log,
-		// and the metrics already count every one of them.
-		lvl := slog.LevelDebug
-		if status == http.StatusInternalServerError {
-			lvl = slog.LevelError
-		}
-		s.log.Log(r.Context(), lvl, "request failed", "path", cut(r.URL.Path), "status", status, "err", err)
-		writeError(w, status, field, err.Error(), published)
 	}
+}
+
+// fail answers a handler's error with its status code and logs it.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, field := statusOf(err)
+	published := 0
+	var pe *partialError
+	var cg *clientGone
+	switch {
+	case errors.As(err, &pe):
+		published = pe.published
+	case errors.As(err, &cg):
+		published = cg.published
+	}
+	if r.Context().Err() != nil && status != http.StatusRequestTimeout {
+		// Whatever the outcome, no one receives it; the broker's side of it is in the publish metrics.
+		// (A body cut by http.read_timeout cancels the context too, but that is our doing: 408.)
+		status, field = StatusClientClosedRequest, ""
+	}
+	// Per-request failures go to debug: under load a broker outage would otherwise flood the log,
+	// and the metrics already count every one of them.
+	lvl := slog.LevelDebug
+	if status == http.StatusInternalServerError {
+		lvl = slog.LevelError
+	}
+	s.log.Log(r.Context(), lvl, "request failed", "path", cut(r.URL.Path), "status", status, "err", err)
+	writeError(w, status, field, err.Error(), published)
 }
 
 func statusOf(err error) (int, string) {

@@ -62,6 +62,8 @@ type fakePub struct {
 	// records each held publish's context error at the end, so tests see whether the handler cancelled it.
 	gate    chan struct{}
 	ctxErrs []error
+	// syncDeadlines are the deadlines of the sync publishes' contexts, in order.
+	syncDeadlines []time.Time
 
 	// asyncBlock is how long PublishAsync blocks before it returns, as a client looking a route up does.
 	asyncBlock time.Duration
@@ -113,9 +115,13 @@ func (f *fakePub) record(c call) error {
 }
 
 func (f *fakePub) Publish(ctx context.Context, host int, topic string, body []byte) error {
-	if _, ok := ctx.Deadline(); !ok {
+	dl, ok := ctx.Deadline()
+	if !ok {
 		return fmt.Errorf("fake: Publish without a deadline")
 	}
+	f.mu.Lock()
+	f.syncDeadlines = append(f.syncDeadlines, dl)
+	f.mu.Unlock()
 	if err := f.record(call{modeSync, host, topic, [][]byte{body}}); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -1072,8 +1073,17 @@ func TestErrorJSONEscaping(t *testing.T) {
 	if !strings.HasSuffix(w.Body.String(), "}\n") {
 		t.Errorf("body %q", w.Body)
 	}
-	if cl := w.Header().Get("Content-Length"); cl != fmt.Sprint(w.Body.Len()) {
-		t.Errorf("Content-Length %s, body %d bytes", cl, w.Body.Len())
+	// Through net/http, which sets Content-Length itself for small bodies (writeJSON).
+	hs := httptest.NewServer(ts.srv)
+	defer hs.Close()
+	resp, err := hs.Client().Get(hs.URL + "/send1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if cl := resp.Header.Get("Content-Length"); cl != fmt.Sprint(len(body)) || !bytes.Equal(body, w.Body.Bytes()) {
+		t.Errorf("Content-Length %s, body %d bytes: %q", cl, len(body), body)
 	}
 }
 

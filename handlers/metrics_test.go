@@ -2,6 +2,10 @@ package handlers_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -150,5 +154,103 @@ func TestAsyncMetricsRejectedAndFailed(t *testing.T) {
 		if got := asyncCount(t, ts.reg, result); got != want {
 			t.Errorf("mqtarget_async_messages_total{result=%q} = %v, want %v", result, got, want)
 		}
+	}
+}
+
+// TestHTTPMetricsLabels: the hand-made HTTP instrumentation labels as promhttp did (lower-case method,
+// the final status code, the route pattern), for every way a request is answered: a handler's own
+// status, a refusal before the handler (401, 503), a client gone (499), a HEAD, a route that never
+// calls WriteHeader, and paths the exact-route table must leave to chi (404, 405, an escaped path).
+func TestHTTPMetricsLabels(t *testing.T) {
+	for _, tc := range []struct {
+		name, method, target string
+		header               map[string]string
+		mods                 func(*handlers.Options)
+		cancel               bool // the client has left before the request is served
+		status               int
+		series               string // route method code; "" when no series may appear
+	}{
+		{name: "sync ok", method: "GET", target: "/send1", status: 200, series: "/send1 get 200"},
+		{name: "post", method: "POST", target: "/send2", status: 200, series: "/send2 post 200"},
+		{name: "async accepted", method: "GET", target: "/sendAsync", status: 202, series: "/sendAsync get 202"},
+		{name: "bad parameter", method: "GET", target: "/send1?size=x", status: 400, series: "/send1 get 400"},
+		{name: "no token", method: "GET", target: "/send1", mods: func(o *handlers.Options) { o.AuthToken = "s3cret" },
+			status: 401, series: "/send1 get 401"},
+		{name: "token", method: "GET", target: "/send1", header: map[string]string{"Authorization": "Bearer s3cret"},
+			mods: func(o *handlers.Options) { o.AuthToken = "s3cret" }, status: 200, series: "/send1 get 200"},
+		{name: "client gone", method: "GET", target: "/send1", cancel: true, status: handlers.StatusClientClosedRequest,
+			series: "/send1 get 499"},
+		{name: "healthz head", method: "HEAD", target: "/healthz", status: 200, series: "/healthz head 200"},
+		{name: "readyz", method: "GET", target: "/readyz", status: 200, series: "/readyz get 200"},
+		{name: "wrong method", method: "PUT", target: "/send1", status: 405},
+		{name: "trailing slash", method: "GET", target: "/send1/", status: 404},
+		{name: "escaped path", method: "GET", target: "/send%31", status: 404},
+		{name: "other case", method: "GET", target: "/SEND1", status: 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mods []func(*handlers.Options)
+			if tc.mods != nil {
+				mods = append(mods, tc.mods)
+			}
+			ts := newServer(t, newFake(3), mods...)
+			r := httptest.NewRequest(tc.method, tc.target, nil)
+			for k, v := range tc.header {
+				r.Header.Set(k, v)
+			}
+			if tc.cancel {
+				ctx, cancel := context.WithCancel(r.Context())
+				cancel()
+				r = r.WithContext(ctx)
+			}
+			w := httptest.NewRecorder()
+			ts.srv.ServeHTTP(w, r)
+			if w.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", w.Code, tc.status, w.Body)
+			}
+			mfs, err := ts.reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, mf := range mfs {
+				if mf.GetName() != "mqtarget_http_request_duration_seconds" {
+					continue // absent when no route was served
+				}
+				for _, m := range mf.GetMetric() {
+					l := labels(m)
+					got = append(got, fmt.Sprintf("%s %s %s:%d", l["route"], l["method"], l["code"], m.GetHistogram().GetSampleCount()))
+				}
+			}
+			var want []string
+			if tc.series != "" {
+				want = []string{tc.series + ":1"}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("series %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestHTTPRequestsInFlight: the in-flight gauge counts a request while its handler runs, and not after.
+func TestHTTPRequestsInFlight(t *testing.T) {
+	f := newFake(1)
+	f.gate = make(chan struct{})
+	ts := newServer(t, f)
+	inFlight := func() float64 {
+		return gather(t, ts.reg, "mqtarget_http_requests_in_flight").GetMetric()[0].GetGauge().GetValue()
+	}
+	done := make(chan int)
+	go func() { done <- ts.do(http.MethodGet, "/send1", "").Code }()
+	waitFor(t, "the publish held", func() bool { return len(f.Calls()) == 1 })
+	if n := inFlight(); n != 1 {
+		t.Errorf("in flight while held: %v, want 1", n)
+	}
+	close(f.gate)
+	if code := <-done; code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	if n := inFlight(); n != 0 {
+		t.Errorf("in flight after: %v, want 0", n)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/mqtarget/mqtarget/message"
@@ -23,34 +22,25 @@ type sent struct {
 // buffer is free again once written, and the hot path allocates none.
 var replyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-// Header values shared by every reply: net/http copies the value slices when it writes the header and
-// nothing modifies them in place (Header.Set replaces a slice), so one slice per value serves all.
-var (
-	jsonContentType = []string{"application/json"}
-	// contentLengths caches the Content-Length values of bodies shorter than its length, filled on
-	// first use: a workload repeats the same few reply lengths.
-	contentLengths [4096]atomic.Pointer[[]string]
-)
+// jsonContentType is shared by every reply: net/http copies the value slices when it writes the
+// header and nothing modifies them in place (Header.Set replaces a slice), so one slice serves all.
+var jsonContentType = []string{"application/json"}
+
+// netHTTPBuffer is net/http's bufferBeforeChunkingSize: a body of at most this many bytes, written
+// before the handler returns, gets its Content-Length from net/http itself, which formats it into
+// the response without a header map entry (and without the header clone and sort that one costs).
+const netHTTPBuffer = 2048
 
 // writeJSON writes body with its Content-Type and Content-Length.
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
-	h["Content-Length"] = contentLength(len(body))
+	if len(body) >= netHTTPBuffer {
+		// Larger bodies would be sent chunked: they get it here.
+		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
-}
-
-func contentLength(n int) []string {
-	if n >= len(contentLengths) {
-		return []string{strconv.Itoa(n)}
-	}
-	if v := contentLengths[n].Load(); v != nil {
-		return *v
-	}
-	v := []string{strconv.Itoa(n)}
-	contentLengths[n].Store(&v) // a concurrent first use may store an equal value; either is fine
-	return v
 }
 
 // writeReply writes the small JSON reply of a send endpoint, built by hand because it is on the hot path:

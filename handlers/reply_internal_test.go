@@ -1,10 +1,16 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -122,10 +128,46 @@ func TestParseParamsLimit(t *testing.T) {
 	}
 }
 
+// TestContentLength: every JSON reply carries its Content-Length and is never chunked, whether
+// net/http sets the length (bodies within its buffer) or writeJSON does, for GET and HEAD, and with
+// "Connection: close" set as boundBody does.
 func TestContentLength(t *testing.T) {
-	for _, n := range []int{0, 9, 142, 142, len(contentLengths) - 1, len(contentLengths), 1 << 20} {
-		if got := contentLength(n); len(got) != 1 || got[0] != strconv.Itoa(n) {
-			t.Errorf("contentLength(%d) = %q", n, got)
+	var size atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("close") {
+			w.Header()["Connection"] = connectionClose
+		}
+		writeJSON(w, http.StatusAccepted, bytes.Repeat([]byte("x"), int(size.Load())))
+	}))
+	defer srv.Close()
+	for _, n := range []int{0, 1, 142, netHTTPBuffer - 1, netHTTPBuffer, netHTTPBuffer + 1, 100 << 10} {
+		for _, method := range []string{http.MethodGet, http.MethodHead} {
+			for _, q := range []string{"", "?close"} {
+				t.Run(fmt.Sprintf("%d %s %s", n, method, q), func(t *testing.T) {
+					size.Store(int64(n))
+					req, _ := http.NewRequest(method, srv.URL+q, nil)
+					resp, err := srv.Client().Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					body, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					switch {
+					case err != nil:
+						t.Fatal(err)
+					case resp.StatusCode != http.StatusAccepted:
+						t.Errorf("status %d", resp.StatusCode)
+					case len(resp.TransferEncoding) > 0:
+						t.Errorf("Transfer-Encoding %v, want a Content-Length", resp.TransferEncoding)
+					case resp.Header.Get("Content-Length") != strconv.Itoa(n) && !(n == 0 && method == http.MethodHead):
+						t.Errorf("Content-Length %q, want %d", resp.Header.Get("Content-Length"), n)
+					case method == http.MethodGet && len(body) != n:
+						t.Errorf("body of %d bytes, want %d", len(body), n)
+					case resp.Header.Get("Content-Type") != "application/json":
+						t.Errorf("Content-Type %q", resp.Header.Get("Content-Type"))
+					}
+				})
+			}
 		}
 	}
 }

@@ -38,7 +38,7 @@ func (s *Server) sendRoundTrip(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := s.ids.NextID()
 	body := s.ids.Build(id, req.size)
-	ctx := s.publishCtx()
+	ctx := s.publishCtx(w, r)
 	ack, err := rt.RoundTrip(ctx, 0, req.topic, body)
 	switch {
 	case errors.Is(err, roundtrip.ErrTopic):

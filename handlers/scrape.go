@@ -41,7 +41,7 @@ func (s *Server) metrics() http.Handler {
 		rendered := &bufferedResponse{header: w.Header(), status: http.StatusOK}
 		h.ServeHTTP(rendered, r)
 		<-turns
-		w.Header()["Content-Length"] = contentLength(rendered.body.Len())
+		w.Header()["Content-Length"] = []string{strconv.Itoa(rendered.body.Len())}
 		w.WriteHeader(rendered.status)
 		_, _ = w.Write(rendered.body.Bytes())
 	})

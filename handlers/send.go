@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync/atomic"
+	"time"
 )
 
 // payload returns the body of one message: the request body, or a generated payload with a new id.
@@ -40,7 +41,16 @@ func (rr *roundRobin) next(n int) int { return int((rr.n.Add(1) - 1) % uint64(n)
 // publishCtx is the context a publish is handed to a broker client with: detached from the client's
 // cancellation, so a publish, once started, finishes under publish_timeout whatever the client does (a
 // client retry loop that resends after a cancellation would otherwise store the message again).
-func (s *Server) publishCtx() context.Context { return s.deadlines.get() }
+//
+// Its deadline counts from when the instrumentation started serving the request (the clock read it
+// made already), or from now after a request body, whose upload must not eat into publish_timeout.
+func (s *Server) publishCtx(w http.ResponseWriter, r *http.Request) context.Context {
+	sw, ok := w.(*statusWriter)
+	if !ok || (r.Body != nil && r.Body != http.NoBody) {
+		return s.deadlines.get(time.Now())
+	}
+	return s.deadlines.get(sw.start)
+}
 
 // send1 publishes one message to the first host and answers once the broker acknowledged it.
 func (s *Server) send1(w http.ResponseWriter, r *http.Request) error {
@@ -55,7 +65,7 @@ func (s *Server) send1(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) publishOne(w http.ResponseWriter, r *http.Request, req *sendRequest, host int) error {
 	topic := topicAt(req.topic, s.spread(req))
 	body, m := s.payload(req, topic, req.pub.Hosts()[host])
-	ctx := s.publishCtx()
+	ctx := s.publishCtx(w, r)
 	if err := req.pub.Publish(ctx, host, topic, body); err != nil {
 		return err
 	}
@@ -73,7 +83,7 @@ func (s *Server) send2(w http.ResponseWriter, r *http.Request) error {
 	host := req.pub.Hosts()[0]
 	b1, m1 := s.payload(&req, topic, host)
 	b2, m2 := s.payload(&req, topic, host)
-	ctx := s.publishCtx()
+	ctx := s.publishCtx(w, r)
 	if req.mode == modeSequential {
 		if err := req.pub.Publish(ctx, 0, topic, b1); err != nil {
 			return err
@@ -102,7 +112,7 @@ func (s *Server) send2Topic(w http.ResponseWriter, r *http.Request) error {
 	host := req.pub.Hosts()[0]
 	b1, m1 := s.payload(&req, topic1, host)
 	b2, m2 := s.payload(&req, topic2, host)
-	ctx := s.publishCtx()
+	ctx := s.publishCtx(w, r)
 	second := make(chan error, 1)
 	pub := req.pub // the goroutine captures only what it needs, so req stays on the stack
 	go func() { second <- pub.Publish(ctx, 0, topic2, b2) }()
@@ -147,7 +157,7 @@ func (s *Server) sendAsyncWait(w http.ResponseWriter, r *http.Request) error {
 	// The deadline starts before the hand-over: a broker client can block in PublishAsync (one may look a
 	// topic's route up at a name server on a new producer's first send), and the answer must
 	// still come within publish_timeout.
-	ctx := s.publishCtx()
+	ctx := s.publishCtx(w, r)
 	if err := s.startAsync(&req, topic, body, func(err error) { result <- err }); err != nil {
 		return err
 	}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mqtarget/mqtarget/internal/lograte"
 	"github.com/mqtarget/mqtarget/message"
@@ -108,7 +107,13 @@ type Server struct {
 	other          []string   // the index's "other"
 	adminPaths     []string   // the index's "admin": routes on the admin listener
 	handler        http.Handler
+	// exact holds the main router's routes by method and path: a request for one of them skips chi,
+	// which allocates a route context and a request copy per request (chi sees the others, and
+	// answers 404 and 405). chi routes on RawPath when it is set, so such requests go to chi too.
+	exact map[exactKey]http.Handler
 }
+
+type exactKey struct{ method, path string }
 
 // Endpoint describes one route, for the index and the docs.
 type Endpoint struct {
@@ -137,7 +142,7 @@ var (
 // /send3Host's round-robin lives as long as the Server.
 func send(path, summary string, h func(s *Server) handlerFunc) route {
 	return route{Endpoint{path, summary, sendMethods, true, false},
-		func(s *Server) http.Handler { return s.adapt(s.auth(s.limit(h(s)))) }}
+		func(s *Server) http.Handler { return s.guarded(h(s)) }}
 }
 
 // routeTable is the one list of routes: the router, the index (GET /) and the README check in
@@ -160,7 +165,7 @@ var routeTable = []route{
 	// Not a send row: it answers only where round trips are configured (echo.*), so the checks that
 	// every send endpoint publishes with the default setup do not apply; auth and limits do.
 	{Endpoint{"/sendRoundTrip", "1 message to topic; 200 with rtt_ms once its ack came back from an echo on <topic>.ack, 504 when none came within publish_timeout, 501 without echo.roundtrip", sendMethods, false, false},
-		func(s *Server) http.Handler { return s.adapt(s.auth(s.limit(s.sendRoundTrip))) }},
+		func(s *Server) http.Handler { return s.guarded(s.sendRoundTrip) }},
 	{Endpoint{"/healthz", "200 while the process serves", getHead, false, true},
 		func(*Server) http.Handler { return http.HandlerFunc(healthz) }},
 	{Endpoint{"/readyz", "each broker's hosts and their state; 200 when every host of the readyz.brokers answers a ping within readyz.timeout, else 503; 503 during a shutdown's lame-duck phase", getHead, false, true},
@@ -235,7 +240,7 @@ func New(o Options) *Server {
 	if s.readyTimeout <= 0 {
 		s.readyTimeout = DefaultReadyTimeout
 	}
-	s.topics = newTopicLimit(o.MaxDistinctTopics, s.brokerNames)
+	s.topics = newTopicLimit(o.MaxDistinctTopics, s.brokerNames, s.topic)
 	s.handler, s.admin = s.routes()
 	return s
 }
@@ -261,7 +266,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done(): // the handler records the client as gone
 		}
 	}
-	s.handler.ServeHTTP(w, r)
+	if h := s.exact[exactKey{r.Method, r.URL.Path}]; h != nil && r.URL.RawPath == "" {
+		h.ServeHTTP(w, r)
+	} else {
+		s.handler.ServeHTTP(w, r)
+	}
 	if body != nil && !body.eof {
 		// The answer closes the connection (boundBody): net/http's last look for the body's end, after
 		// the answer, need not wait for a client that will never send it.
@@ -348,20 +357,28 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// limit answers 503 at once when maxRequests send requests are already in their handlers, so overload
-// shows as fast refusals instead of unbounded memory and latency.
-func (s *Server) limit(h handlerFunc) handlerFunc {
-	if s.maxRequests <= 0 {
-		return h
-	}
-	return func(w http.ResponseWriter, r *http.Request) error {
-		defer s.requests.Add(-1)
-		if s.requests.Add(1) > s.maxRequests {
-			w.Header()["Retry-After"] = retryAfter
-			return &Error{Status: http.StatusServiceUnavailable, Field: "http.max_requests",
-				Msg: "too many requests in progress (http.max_requests = " + strconv.FormatInt(s.maxRequests, 10) + ")"}
+// guarded is a send route's handler: the bearer token (checkToken), then a request slot, then h, whose
+// error becomes the answer (adapt); one closure per request instead of three. The slot bound answers
+// 503 at once when maxRequests send requests are already in their handlers, so overload shows as fast
+// refusals instead of unbounded memory and latency.
+func (s *Server) guarded(h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := s.checkToken(w, r); err != nil {
+			s.fail(w, r, err)
+			return
 		}
-		return h(w, r)
+		if s.maxRequests > 0 {
+			defer s.requests.Add(-1)
+			if s.requests.Add(1) > s.maxRequests {
+				w.Header()["Retry-After"] = retryAfter
+				s.fail(w, r, &Error{Status: http.StatusServiceUnavailable, Field: "http.max_requests",
+					Msg: "too many requests in progress (http.max_requests = " + strconv.FormatInt(s.maxRequests, 10) + ")"})
+				return
+			}
+		}
+		if err := h(w, r); err != nil {
+			s.fail(w, r, err)
+		}
 	}
 }
 
@@ -374,6 +391,7 @@ func (s *Server) DrainAsync(ctx context.Context) AsyncStats { return s.async.dra
 // row goes to exactly one of them.
 func (s *Server) routes() (main, admin http.Handler) {
 	reg := s.reg
+	hm := &httpMetrics{}
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:                            "mqtarget_http_request_duration_seconds",
 		Help:                            "HTTP request latency by route pattern, method and status code.",
@@ -382,10 +400,11 @@ func (s *Server) routes() (main, admin http.Handler) {
 		NativeHistogramMaxBucketNumber:  160,
 		NativeHistogramMinResetDuration: time.Hour,
 	}, []string{"route", "method", "code"})
-	inFlight := prometheus.NewGauge(prometheus.GaugeOpts{
+	hm.duration = duration
+	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "mqtarget_http_requests_in_flight",
 		Help: "HTTP requests being served.",
-	})
+	}, func() float64 { return float64(hm.inFlight.Load()) })
 	reg.MustRegister(duration, inFlight,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mqtarget_async_in_flight",
@@ -429,6 +448,7 @@ func (s *Server) routes() (main, admin http.Handler) {
 		return r
 	}
 	mainR := newRouter()
+	s.exact = map[exactKey]http.Handler{}
 	var adminR *chi.Mux
 	if s.adminSeparate {
 		adminR = newRouter()
@@ -436,22 +456,24 @@ func (s *Server) routes() (main, admin http.Handler) {
 	}
 	// Each route is instrumented with its pattern as the label, so paths never become labels.
 	for _, rt := range routeTable {
-		h := promhttp.InstrumentHandlerInFlight(inFlight,
-			promhttp.InstrumentHandlerDuration(duration.MustCurryWith(prometheus.Labels{"route": rt.Path}), rt.handler(s)))
+		h := hm.instrument(hm.route(rt.Path, rt.Methods), rt.handler(s))
 		r := mainR
 		if rt.Admin && adminR != nil {
 			r = adminR
 		}
 		for _, m := range rt.Methods {
 			r.Method(m, rt.Path, h)
+			if r == mainR {
+				s.exact[exactKey{m, rt.Path}] = h
+			}
 		}
 	}
 	return mainR, admin
 }
 
-func healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
-}
+var healthzBody = []byte(`{"status":"ok"}` + "\n")
+
+func healthz(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, healthzBody) }
 
 // index lists the endpoints, their parameters and the effective broker setup.
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {

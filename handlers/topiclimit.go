@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // topicLimit bounds the distinct topic names each broker is sent to since start (topics.max_distinct),
@@ -11,23 +12,25 @@ import (
 type topicLimit struct {
 	max     int
 	brokers map[string]*brokerTopics // fixed at New: read without a lock
+	topic   string                   // the default topic: most requests publish to it
 }
 
 // brokerTopics are one broker's admitted names. Names already admitted cost one map read without
 // allocating; only new names take the lock.
 type brokerTopics struct {
-	known   sync.Map // name → struct{}
-	spreads sync.Map // base → int: the widest ?topics= spread admitted for base
+	topicKnown atomic.Bool // the default topic has been admitted: one load instead of a map lookup
+	known      sync.Map    // name → struct{}
+	spreads    sync.Map    // base → int: the widest ?topics= spread admitted for base
 
 	mu    sync.Mutex // held while admitting new names
 	count int
 }
 
-func newTopicLimit(max int, brokers []string) *topicLimit {
+func newTopicLimit(max int, brokers []string, topic string) *topicLimit {
 	if max <= 0 {
 		return nil
 	}
-	t := &topicLimit{max: max, brokers: map[string]*brokerTopics{}}
+	t := &topicLimit{max: max, brokers: map[string]*brokerTopics{}, topic: topic}
 	for _, b := range brokers {
 		t.brokers[b] = &brokerTopics{}
 	}
@@ -42,6 +45,9 @@ func (t *topicLimit) admit(broker, base string, n int) error {
 	}
 	b := t.brokers[broker]
 	if n <= 1 {
+		if base == t.topic && b.topicKnown.Load() {
+			return nil
+		}
 		if _, ok := b.known.Load(base); ok {
 			return nil
 		}
@@ -77,6 +83,9 @@ func (t *topicLimit) admit(broker, base string, n int) error {
 	}
 	for _, name := range names {
 		b.known.Store(name, struct{}{})
+		if name == t.topic {
+			b.topicKnown.Store(true)
+		}
 	}
 	b.count += len(names)
 	if n > 1 {

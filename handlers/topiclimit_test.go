@@ -35,6 +35,15 @@ func TestMaxDistinctTopics(t *testing.T) {
 			{"/send1?topic=x", 429},      // 5 > 4
 			{"/send1", 429},              // "load" itself is a fifth name
 		}},
+		{"the default topic, once admitted, stays served at the limit", 2, []step{
+			{"/send1", 200}, {"/send1?topic=a", 200}, {"/send1?topic=b", 429}, {"/send1", 200}, {"/send1?topic=load", 200},
+		}},
+		{"the default topic refused at the limit stays refused", 1, []step{
+			{"/send1?topic=a", 200}, {"/send1", 429}, {"/send1", 429}, {"/send1?topics=2", 429},
+		}},
+		{"the default topic admitted through ?topic=", 2, []step{
+			{"/send1?topic=load", 200}, {"/send1", 200}, {"/send1?topic=a", 200}, {"/send1", 200}, {"/send1?topic=c", 429},
+		}},
 		{"a name published before a spread is not counted twice", 3, []step{
 			{"/send1?topic=load-1", 200}, {"/send1?topics=3", 200}, {"/send1?topic=z", 429},
 		}},

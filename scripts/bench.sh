@@ -4,6 +4,10 @@
 #   - mqtarget's /healthz: the HTTP ceiling of a trivial route,
 #   - every send endpoint (/send1 /send2 /send2Topic /sendAsync /sendAsyncWait /send2Host /send3Host),
 #   - /send1 on a second mqtarget started with -nsq.coalesce (the "coalesce" target),
+#   - the floor (issue #17, cmd/bench-nsqfloor: chi + net/http and nothing else, on one connection to
+#     the first nsqd): its trivial route ("trivial"), /send1 on mqtarget's connection core with one PUB
+#     per request ("limit"), the bare group commit, MPUB of what queued ("group"), and a seed-style
+#     chi + go-nsq Producer ("seed"),
 # at each concurrency (-c50 and -c200 by default), anchor and mqtarget runs interleaved, repeated over
 # passes. nsqd runs as 3 separate processes (scripts/nsqd.sh build; not mqtarget's embedded nsqd), and
 # mqtarget is built from this tree and started with -nsq.hosts pointing at them. Everything listens on
@@ -11,7 +15,7 @@
 # emptied before every run, so no run pays for the previous one's backlog.
 #
 # Printed (and written between the bench.sh markers of docs/benchmarks.md): 2xx req/s per pass, ratio to
-# the anchor of the same pass and concurrency, p50/p99, non-2xx answers and socket errors (counted apart
+# the anchor and to the limit row of the same pass and concurrency, p50/p99, non-2xx answers and socket errors (counted apart
 # from throughput by scripts/wrk/bench.lua), CPU µs per request of the server under test (nsqd for the
 # anchor, mqtarget otherwise; utime+stime from /proc/PID/stat) and its peak RSS (VmHWM, reset per run).
 #
@@ -22,11 +26,14 @@
 #   -t, --threads N    wrk threads [2]
 #   -w, --warmup D     warm-up per target before measuring, not recorded; 0 for none [2s]
 #       --only "P…"    mqtarget paths to measure [all send endpoints]
+#       --targets "T…" the whole list, in order, instead: anchor, trivial, limit, group, seed, coalesce and
+#                      mqtarget paths [anchor trivial /healthz limit seed group <--only paths> coalesce]
 #       --docs FILE    where to write the table [docs/benchmarks.md]
 #       --no-docs      print only
 #       --rocketmq     afterwards run scripts/bench-rocketmq.sh (RocketMQ anchor) and include its table
 #       --stomp        afterwards run scripts/bench-stomp.sh (STOMP anchor) and include its table
-# Environment: MQTARGET_CACHE (where scripts/nsqd.sh builds nsqd); the RocketMQ/STOMP scripts read their own.
+# Environment: MQTARGET_CACHE (where scripts/nsqd.sh builds nsqd); BENCH_PORT_BASE: listen on ports from
+# this one up (20 of them) instead of ephemeral ones; the RocketMQ/STOMP scripts read their own.
 # Needs go, curl and wrk (installed with apt-get when missing and running as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,6 +57,7 @@ DOCS=docs/benchmarks.md
 WRITE_DOCS=1
 RUN_RMQ=0
 RUN_STOMP=0
+TARGETS=""
 readonly SIZE=100             # mqtarget's default message.size; the anchor POSTs bodies of this size
 readonly MEM_QUEUE=1000000    # nsqd --mem-queue-size: a run's messages stay in memory
 readonly ANCHOR_TOPIC=anchor
@@ -68,6 +76,7 @@ while (($#)); do
         -t | --threads) THREADS="${2:?}"; shift ;;
         -w | --warmup) WARMUP="${2:?}"; shift ;;
         --only) PATHS="${2:?}"; shift ;;
+        --targets) TARGETS="${2:?}"; shift ;;
         --docs) DOCS="${2:?}"; shift ;;
         --no-docs) WRITE_DOCS=0 ;;
         --rocketmq) RUN_RMQ=1 ;;
@@ -86,6 +95,11 @@ for c in $CONNS; do
 done
 [[ "$DURATION" =~ ^[1-9][0-9]*[smh]?$ ]] || die "--duration must look like 8s, got $DURATION"
 [[ "$WARMUP" =~ ^[0-9]+[smh]?$ ]] || die "--warmup must look like 2s, got $WARMUP"
+[[ -n "$TARGETS" ]] || TARGETS="anchor trivial /healthz limit seed group $PATHS coalesce"
+for t in $TARGETS; do
+    [[ "$t" =~ ^(anchor|trivial|limit|group|seed|coalesce|/[A-Za-z0-9/?=\&._-]*)$ ]] || die "--targets: unknown target $t"
+done
+[[ -z "${BENCH_PORT_BASE:-}" || "$BENCH_PORT_BASE" =~ ^[1-9][0-9]{3,4}$ ]] || die "BENCH_PORT_BASE must be a port, got $BENCH_PORT_BASE"
 
 # --- tools -------------------------------------------------------------------------------------------
 command -v go >/dev/null || die "go is required (it builds nsqd and mqtarget)"
@@ -124,17 +138,31 @@ wait_for_line() {
     die "timed out waiting for /$re/ in $file"
 }
 
+# listen_addr: the next listen address: 127.0.0.1:0 (ephemeral), or from BENCH_PORT_BASE up.
+PORT_NEXT=${BENCH_PORT_BASE:-0}
+listen_addr() {
+    if ((PORT_NEXT == 0)); then
+        LISTEN=127.0.0.1:0
+    else
+        LISTEN=127.0.0.1:$PORT_NEXT
+        PORT_NEXT=$((PORT_NEXT + 1))
+    fi
+}
+
 # --- brokers and mqtarget ----------------------------------------------------------------------------
-log "building nsqd (scripts/nsqd.sh build) and mqtarget"
+log "building nsqd (scripts/nsqd.sh build), mqtarget and cmd/bench-nsqfloor"
 NSQD_BIN="$(scripts/nsqd.sh build)"
 go build -o "$TMP/mqtarget" ./cmd/mqtarget
+go build -o "$TMP/bench-nsqfloor" ./cmd/bench-nsqfloor
 
 NSQD_TCP=()
 NSQD_HTTP=()
 NSQD_PIDS=()
 for i in 0 1 2; do
     mkdir -p "$TMP/nsqd$i"
-    "$NSQD_BIN" --node-id="$i" --tcp-address=127.0.0.1:0 --http-address=127.0.0.1:0 \
+    listen_addr; tcp_addr=$LISTEN
+    listen_addr
+    "$NSQD_BIN" --node-id="$i" --tcp-address="$tcp_addr" --http-address="$LISTEN" \
         --data-path="$TMP/nsqd$i" --mem-queue-size="$MEM_QUEUE" >"$TMP/nsqd$i.log" 2>&1 &
     PIDS+=($!)
     NSQD_PIDS+=($!)
@@ -154,7 +182,8 @@ declare -A MQT_PIDS=() MQT_ADDRS=()
 start_mqtarget() {
     local name=$1 pid addr i
     shift
-    "$TMP/mqtarget" -http.addr 127.0.0.1:0 -nsq.hosts "$HOSTS" -log.level info "$@" >"$TMP/mqtarget-$name.log" 2>&1 &
+    listen_addr
+    "$TMP/mqtarget" -http.addr "$LISTEN" -nsq.hosts "$HOSTS" -log.level info "$@" >"$TMP/mqtarget-$name.log" 2>&1 &
     pid=$!
     PIDS+=("$pid")
     addr="$(wait_for_line "$TMP/mqtarget-$name.log" 'msg="mqtarget listening" addr=[0-9.:]+' "$pid")"
@@ -172,6 +201,20 @@ start_mqtarget main
 MQT_PID=${MQT_PIDS[main]} MQT_ADDR=${MQT_ADDRS[main]}
 # The coalesce target: /send1 on a second mqtarget with nsq.coalesce (issue #8 item 3); idle otherwise.
 start_mqtarget coalesce -nsq.coalesce
+
+# The floor (issue #17): cmd/bench-nsqfloor in each mode, on one connection to the first nsqd (where
+# mqtarget's /send1 publishes), topic mqtarget; idle but for its own rows.
+declare -A FLOOR_PIDS=() FLOOR_ADDRS=()
+for mode in limit group seed; do
+    listen_addr
+    "$TMP/bench-nsqfloor" -mode "$mode" -addr "$LISTEN" -nsqd "${NSQD_TCP[0]}" >"$TMP/floor-$mode.log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    addr="$(wait_for_line "$TMP/floor-$mode.log" 'listening addr=[0-9.:]+' "$pid")"
+    FLOOR_PIDS[$mode]=$pid
+    FLOOR_ADDRS[$mode]=${addr##*addr=}
+    log "bench-nsqfloor -mode $mode (pid $pid) on ${FLOOR_ADDRS[$mode]}"
+done
 
 # --- one wrk run -------------------------------------------------------------------------------------
 # cpu_ticks PID: utime+stime in clock ticks (fields 14 and 15 of /proc/PID/stat, after the "(comm)").
@@ -211,6 +254,12 @@ run() {
     elif [[ "$label" == coalesce ]]; then
         url="http://${MQT_ADDRS[coalesce]}/send1"
         pid="${MQT_PIDS[coalesce]}"
+    elif [[ "$label" == trivial ]]; then
+        url="http://${FLOOR_ADDRS[limit]}/healthz"
+        pid="${FLOOR_PIDS[limit]}"
+    elif [[ "$label" =~ ^(limit|group|seed)$ ]]; then
+        url="http://${FLOOR_ADDRS[$label]}/send1"
+        pid="${FLOOR_PIDS[$label]}"
     else
         url="http://$MQT_ADDR$label"
         pid="$MQT_PID"
@@ -230,7 +279,6 @@ run() {
     log "pass $pass c$conns $label: ${line#BENCH }"
 }
 
-TARGETS="anchor /healthz $PATHS coalesce"
 load_start="$(cut -d' ' -f1 /proc/loadavg)"
 if [[ "$WARMUP" =~ ^0+[smh]?$ ]]; then
     log "no warm-up"
@@ -291,22 +339,38 @@ table() {
         sock[k] += f["connect"] + f["read"] + f["write"] + f["timeout"]
         if (f["hwm_kb"] / 1024 > rss[k]) rss[k] = f["hwm_kb"] / 1024
     }
+    BEGIN {
+        floor["trivial"] = "floor: chi + net/http, trivial route"
+        floor["limit"] = "floor: chi + net/http + wire core, 1 PUB per request (the limit row)"
+        floor["group"] = "floor: bare group commit (MPUB of what queued)"
+        floor["seed"] = "floor: seed-style chi + one go-nsq Producer"
+    }
+    # per pass: num/den of two rows and a measure, as "0.91 / 0.88 (≥ 0.90: met in 1 of 2)"
+    function vs(arr, kn, kd, op, want,    p, r) {
+        delete r
+        for (p = 1; p <= passes; p++) if ((kn SUBSEP p) in arr && (kd SUBSEP p) in arr && arr[kd, p] > 0) r[kn, p] = arr[kn, p] / arr[kd, p]
+        return join(r, kn, "%.2f") " " met(r, kn, op, want)
+    }
     END {
-        print "| target | -c | req/s (2xx), per pass | ratio to nsqd /pub | p50 ms | p99 ms | non-2xx | socket errors | server CPU µs/req | nsqd CPU µs/req | server peak RSS MB |"
-        print "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        print "| target | -c | req/s (2xx), per pass | ratio to nsqd /pub | ratio to the limit row | p50 ms | p99 ms | non-2xx | socket errors | server CPU µs/req | nsqd CPU µs/req | server peak RSS MB |"
+        print "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
         nc = split(conns, cs, " "); nt = split(order, ts, " ")
         for (ci = 1; ci <= nc; ci++) for (ti = 1; ti <= nt; ti++) {
             c = cs[ci]; t = ts[ti]; k = t SUBSEP c; a = "anchor" SUBSEP c
-            name = t == "anchor" ? "nsqd `/pub` (anchor)" : t == "coalesce" ? "mqtarget `/send1`, `nsq.coalesce`" : "mqtarget `" t "`"
-            for (p = 1; p <= passes; p++) if ((a SUBSEP p) in rps && rps[a, p] > 0 && (k SUBSEP p) in rps) ratio[k, p] = rps[k, p] / rps[a, p]
+            name = t == "anchor" ? "nsqd `/pub` (anchor)" : t == "coalesce" ? "mqtarget `/send1`, `nsq.coalesce`" : t in floor ? floor[t] : "mqtarget `" t "`"
+            l = "limit" SUBSEP c
+            for (p = 1; p <= passes; p++) {
+                if ((a SUBSEP p) in rps && rps[a, p] > 0 && (k SUBSEP p) in rps) ratio[k, p] = rps[k, p] / rps[a, p]
+                if ((l SUBSEP p) in rps && rps[l, p] > 0 && (k SUBSEP p) in rps) lratio[k, p] = rps[k, p] / rps[l, p]
+            }
             nx = non2xx[k] + 0
             if (codes[k] != "") {
                 n = split(codes[k], cl, " "); s = ""
                 for (i = 1; i <= n; i++) s = s (i > 1 ? ", " : "") cl[i] ": " bycode[k, cl[i]]
                 nx = nx " (" s ")"
             }
-            printf "| %s | %s | %s | %s | %s | %s | %s | %d | %s | %s | %.0f |\n", name, c, join(rps, k, "%.0f"),
-                join(ratio, k, "%.2f"), join(p50, k, "%.2f"), join(p99, k, "%.2f"), nx, sock[k], join(cpu, k, "%.1f"),
+            printf "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s | %.0f |\n", name, c, join(rps, k, "%.0f"),
+                join(ratio, k, "%.2f"), join(lratio, k, "%.2f"), join(p50, k, "%.2f"), join(p99, k, "%.2f"), nx, sock[k], join(cpu, k, "%.1f"),
                 join(ncpu, k, "%.1f"), rss[k]
         }
         # The issue #8 targets that this run can check, per pass.
@@ -330,6 +394,21 @@ table() {
             for (p = 1; p <= passes; p++) if ((h SUBSEP p) in cpu && cpu[h, p] > 0) crel[c, p] = cpu[s1, p] / cpu[h, p]
             printf "; CPU per `/send1` / per `/healthz` = %s %s", join(crel, c, "%.2f"), met(crel, c, "≤", 1.5)
             printf "; mqtarget peak RSS %.0f MB (≤ 64 at c200)\n", rss[s1]
+        }
+        # The issue #17 targets: mqtarget against its own floor, per pass.
+        print ""
+        print "Targets (issue #17), per pass:"
+        print ""
+        for (ci = 1; ci <= nc; ci++) {
+            c = cs[ci]; s1 = "/send1" SUBSEP c; l = "limit" SUBSEP c; s = ""
+            if (((s1 SUBSEP 1) in rps) && ((l SUBSEP 1) in rps)) {
+                s = s "; `/send1` / limit req/s = " vs(rps, s1, l, "≥", 0.90)
+                s = s "; `/send1` / limit CPU per request = " vs(cpu, s1, l, "≤", 1.15)
+            }
+            if (((s1 SUBSEP 1) in rps) && (("seed" SUBSEP c SUBSEP 1) in rps)) s = s "; `/send1` / seed req/s = " vs(rps, s1, "seed" SUBSEP c, "≥", 1.30)
+            if ((("coalesce" SUBSEP c SUBSEP 1) in rps) && (("group" SUBSEP c SUBSEP 1) in rps)) s = s "; coalesce / group req/s = " vs(rps, "coalesce" SUBSEP c, "group" SUBSEP c, "≥", 0.90)
+            if ((("/healthz" SUBSEP c SUBSEP 1) in rps) && (("trivial" SUBSEP c SUBSEP 1) in rps)) s = s "; `/healthz` / trivial CPU per request = " vs(cpu, "/healthz" SUBSEP c, "trivial" SUBSEP c, "≤", 1.10)
+            if (s != "") print "- c" c ": " substr(s, 3)
         }
     }' "$TMP/results"
 }

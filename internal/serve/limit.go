@@ -33,13 +33,17 @@ type limitListener struct {
 	closeOnce sync.Once
 
 	mu    sync.Mutex
-	idle  map[*limitConn]time.Time // since when each idle connection has been idle
-	conns map[*limitConn]struct{}  // every connection accepted and not closed
+	conns map[*limitConn]struct{} // every connection accepted and not closed
+	epoch time.Time
 }
+
+// now is the monotonic time since the listener was made, never 0 (which means "none"): one clock
+// read of the monotonic clock, where time.Now reads the wall clock too, and it runs per request.
+func (l *limitListener) now() int64 { return int64(time.Since(l.epoch)) + 1 }
 
 func newLimitListener(l net.Listener, n int) *limitListener {
 	return &limitListener{Listener: l, slots: make(chan struct{}, n), closed: make(chan struct{}),
-		idle: map[*limitConn]time.Time{}, conns: map[*limitConn]struct{}{}}
+		conns: map[*limitConn]struct{}{}, epoch: time.Now()}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -81,9 +85,9 @@ func (l *limitListener) accept() (net.Conn, error) {
 
 func (l *limitListener) wrap(c net.Conn) net.Conn {
 	lc := &limitConn{Conn: c, l: l}
+	lc.idleSince.Store(l.now()) // until net/http reports it active
 	l.mu.Lock()
 	l.conns[lc] = struct{}{}
-	l.idle[lc] = time.Now() // until net/http reports it active
 	l.mu.Unlock()
 	return lc
 }
@@ -93,13 +97,13 @@ func (l *limitListener) wrap(c net.Conn) net.Conn {
 func (l *limitListener) evictIdle() {
 	l.mu.Lock()
 	var oldest *limitConn
-	var since time.Time
-	for c, t := range l.idle {
-		if oldest == nil || t.Before(since) {
+	var since int64
+	for c := range l.conns {
+		if t := c.idleSince.Load(); t != 0 && (oldest == nil || t < since) {
 			oldest, since = c, t
 		}
 	}
-	if oldest == nil || time.Since(since) < minEvictIdle {
+	if oldest == nil || time.Duration(l.now()-since) < minEvictIdle {
 		oldest = nil
 		var stuck int64
 		for c := range l.conns {
@@ -107,23 +111,23 @@ func (l *limitListener) evictIdle() {
 				oldest, stuck = c, w
 			}
 		}
-		if oldest == nil || time.Since(time.Unix(0, stuck)) < minEvictStuck {
+		if oldest == nil || time.Duration(l.now()-stuck) < minEvictStuck {
 			l.mu.Unlock()
 			return
 		}
 	}
-	delete(l.idle, oldest)
+	oldest.idleSince.Store(0) // not chosen again while it closes
 	l.mu.Unlock()
 	_ = oldest.Close()
 }
 
+// setIdle runs twice per request (net/http's ConnState): an atomic store on the connection, not the
+// listener's lock and a map update, which every connection's requests contended for.
 func (l *limitListener) setIdle(c *limitConn, idle bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if idle {
-		l.idle[c] = time.Now()
+		c.idleSince.Store(l.now())
 	} else {
-		delete(l.idle, c)
+		c.idleSince.Store(0)
 	}
 }
 
@@ -159,13 +163,14 @@ func (l *limitListener) Close() error {
 // limitConn gives its slot back on the first Close; net/http may close a connection more than once.
 type limitConn struct {
 	net.Conn
-	l       *limitListener
-	once    sync.Once
-	writing atomic.Int64 // when the Write under way began, in Unix nanoseconds; 0: none
+	l         *limitListener
+	once      sync.Once
+	writing   atomic.Int64 // when the Write under way began (limitListener.now); 0: none
+	idleSince atomic.Int64 // since when it has been idle (limitListener.now); 0: active or closed
 }
 
 func (c *limitConn) Write(p []byte) (int, error) {
-	c.writing.Store(time.Now().UnixNano())
+	c.writing.Store(c.l.now())
 	n, err := c.Conn.Write(p)
 	c.writing.Store(0)
 	return n, err
@@ -176,7 +181,7 @@ func (c *limitConn) Close() error {
 	c.once.Do(func() {
 		c.l.mu.Lock()
 		delete(c.l.conns, c)
-		delete(c.l.idle, c)
+		c.idleSince.Store(0)
 		c.l.mu.Unlock()
 		<-c.l.slots
 	})

@@ -255,3 +255,36 @@ func TestNSQCoalesceQueued(t *testing.T) {
 		t.Errorf("nsqd holds %d messages, want the 2 acknowledged", stored)
 	}
 }
+
+// nsq.coalesce recycles its waiting publishes, batch arrays and message lists: over waves of
+// concurrent publishes, each acknowledged message reaches nsqd exactly once and with its own body.
+func TestNSQCoalesceRecycled(t *testing.T) {
+	h, _, p := startNSQD(t, false, true)
+	topic := "wire-coalesce-r-" + time.Now().Format("150405.000000")
+	const waves, n = 5, 100
+	var wg sync.WaitGroup
+	for w := range waves {
+		for i := range n {
+			wg.Go(func() {
+				if err := publishCtx(p, 10*time.Second, topic, fmt.Appendf(nil, "m-%d-%d", w, i)); err != nil {
+					t.Errorf("publish %d/%d: %v", w, i, err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	seen := map[string]int{}
+	for _, b := range h.Consume(t, 0, topic, waves*n, 10*time.Second) {
+		seen[string(b)]++
+	}
+	for w := range waves {
+		for i := range n {
+			if k := fmt.Sprintf("m-%d-%d", w, i); seen[k] != 1 {
+				t.Errorf("%s stored %d times, want once", k, seen[k])
+			}
+		}
+	}
+	if len(seen) != waves*n {
+		t.Errorf("%d distinct messages stored, want %d", len(seen), waves*n)
+	}
+}
