@@ -21,11 +21,11 @@ import (
 
 // Timings and bounds of the publisher (see doc.go).
 const (
-	// maxWait bounds how long a publish may stay unconfirmed: the connection of an older one is taken
+	// defaultMaxWait bounds how long a publish may stay unconfirmed: the connection of an older one is taken
 	// for stalled, closed, and everything pending on it fails as unavailable. It is what bounds
-	// PublishAsync (no deadline of its own): done runs within maxWait plus a tick.
-	maxWait   = 30 * time.Second
-	stallTick = time.Second
+	// PublishAsync (no deadline of its own): done runs within it plus a tick.
+	defaultMaxWait = 30 * time.Second
+	stallTick      = time.Second
 	// writeStall bounds one write to the broker's socket. RabbitMQ pushes back through TCP (a blocked
 	// connection stops reading), and the client library holds its locks across the write: without a
 	// deadline a frozen broker would hold the connection, its shutdown included, for good.
@@ -49,6 +49,7 @@ type Publisher struct {
 	names   []string
 	log     *slog.Logger
 	backoff publishers.Backoff
+	maxWait time.Duration // defaultMaxWait; tests shorten it
 
 	root      context.Context // ends at Close: dials in progress stop
 	cancel    context.CancelFunc
@@ -73,7 +74,7 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Publisher{cfg: c, tls: tc, log: log.With("broker", "amqp"), backoff: publishers.DefaultBackoff()}
+	p := &Publisher{cfg: c, tls: tc, log: log.With("broker", "amqp"), backoff: publishers.DefaultBackoff(), maxWait: defaultMaxWait}
 	p.root, p.cancel = context.WithCancel(context.Background())
 	for _, s := range c.URLs {
 		srv, err := parse(s)
@@ -987,8 +988,8 @@ func (l *link) checkStall() {
 	l.mu.Lock()
 	oldest := l.inflight[l.confirmed+1]
 	l.mu.Unlock()
-	if oldest != nil && time.Since(oldest.at) > maxWait {
-		l.kill(wrap(publishers.ErrUnavailable, fmt.Errorf("%s confirmed nothing for %v: connection taken for stalled", l.h.srv.name, maxWait)))
+	if oldest != nil && time.Since(oldest.at) > l.p.maxWait {
+		l.kill(wrap(publishers.ErrUnavailable, fmt.Errorf("%s confirmed nothing for %v: connection taken for stalled", l.h.srv.name, l.p.maxWait)))
 	}
 }
 
