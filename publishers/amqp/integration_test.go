@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -204,12 +205,19 @@ func TestIntegrationRefusals(t *testing.T) {
 // consumer).
 func TestIntegrationConformance(t *testing.T) {
 	urls := integrationURLs(t)
-	publishertest.Run(t, publishertest.Features{
-		NoFreeze: "the node is shared by the tests of this package; its freeze is covered by the fake broker (TestDeadlines)",
+	f := publishertest.Features{
 		Rejections: []publishertest.Rejection{
 			{Name: "reserved queue name", Topic: "amq.mqtarget"},
 		},
-	}, rabbit{urls}, func(t testing.TB) publishers.Publisher {
+		AsyncTimeout: defaultMaxWait + 2*stallTick,
+	}
+	r := rabbit{urls: urls}
+	if data := os.Getenv("RABBITMQ_DATA"); data != "" {
+		r.pidFile = data + "/mqtarget-broker.pid" // scripts/lib/stomp-broker.sh's
+	} else {
+		f.NoFreeze = "RABBITMQ_DATA is not set: the node's PID file is unknown"
+	}
+	publishertest.Run(t, f, r, func(t testing.TB) publishers.Publisher {
 		c := DefaultConfig()
 		c.URLs = urls
 		p, err := New(c, publishertest.Logger(t))
@@ -220,8 +228,29 @@ func TestIntegrationConformance(t *testing.T) {
 	})
 }
 
-// rabbit is publishertest.Broker over a RabbitMQ: Consume drains host's queue.
-type rabbit struct{ urls []string }
+// rabbit is publishertest.Broker over a RabbitMQ: Consume drains host's queue; FreezeHost stops the
+// node (SIGSTOP: every URL of it, as they are vhosts of one node).
+type rabbit struct {
+	urls    []string
+	pidFile string
+}
+
+func (r rabbit) signal(t testing.TB, sig syscall.Signal) {
+	b, err := os.ReadFile(r.pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r rabbit) FreezeHost(t testing.TB, _ int) { r.signal(t, syscall.SIGSTOP) }
+func (r rabbit) ThawHost(t testing.TB, _ int)   { r.signal(t, syscall.SIGCONT) }
 
 func (r rabbit) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
 	c := DefaultConfig()
@@ -254,5 +283,3 @@ func (r rabbit) Consume(t testing.TB, host int, topic string, want int, deadline
 	}
 	return got
 }
-
-
