@@ -865,7 +865,8 @@ func isMalformed(reason string) bool {
 			return true
 		}
 	}
-	return strings.Contains(reason, "heartbeat") // errHeartbeatChannel, errHeartbeatPayload (unexported)
+	// the library's errHeartbeatChannel and errHeartbeatPayload (unexported)
+	return strings.Contains(reason, "heartbeats must be sent on channel 0") || strings.Contains(reason, "heartbeats should not have a payload")
 }
 
 // violation ends the link for a broker's protocol violation.
