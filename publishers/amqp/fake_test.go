@@ -2,11 +2,11 @@ package amqp
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
 	"net"
-	"strconv"
 	"sync"
 	"testing"
 )
@@ -36,9 +36,17 @@ type fakePublish struct {
 }
 
 func newFake(t testing.TB, onPublish func(w *fakeConn, ch uint16, tag uint64, p fakePublish)) *fakeBroker {
+	return newFakeTLS(t, nil, onPublish)
+}
+
+// newFakeTLS is newFake speaking TLS with tc (nil: plain TCP).
+func newFakeTLS(t testing.TB, tc *tls.Config, onPublish func(w *fakeConn, ch uint16, tag uint64, p fakePublish)) *fakeBroker {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
 	}
 	f := &fakeBroker{ln: ln, onPublish: onPublish}
 	f.wg.Go(f.accept)
@@ -311,4 +319,3 @@ func messageID(b []byte) string {
 // acker acks every publish.
 func acker(w *fakeConn, ch uint16, tag uint64, _ fakePublish) { w.ack(ch, tag, false) }
 
-var _ = strconv.Itoa
