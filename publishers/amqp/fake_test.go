@@ -318,4 +318,3 @@ func messageID(b []byte) string {
 
 // acker acks every publish.
 func acker(w *fakeConn, ch uint16, tag uint64, _ fakePublish) { w.ack(ch, tag, false) }
-
