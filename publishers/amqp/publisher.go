@@ -50,6 +50,7 @@ type Publisher struct {
 	log     *slog.Logger
 	backoff publishers.Backoff
 	maxWait time.Duration // defaultMaxWait; tests shorten it
+	stall   time.Duration // writeStall; tests shorten it
 
 	root      context.Context // ends at Close: dials in progress stop
 	cancel    context.CancelFunc
@@ -74,7 +75,7 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Publisher{cfg: c, tls: tc, log: log.With("broker", "amqp"), backoff: publishers.DefaultBackoff(), maxWait: defaultMaxWait}
+	p := &Publisher{cfg: c, tls: tc, log: log.With("broker", "amqp"), backoff: publishers.DefaultBackoff(), maxWait: defaultMaxWait, stall: writeStall}
 	p.root, p.cancel = context.WithCancel(context.Background())
 	for _, s := range c.URLs {
 		srv, err := parse(s)
@@ -397,7 +398,7 @@ func (p *Publisher) handshake(ctx context.Context, h *host) (*amqp091.Connection
 	}
 	dl, _ := ctx.Deadline()
 	_ = conn.SetDeadline(dl)
-	ac, err := amqp091.Open(&stallConn{Conn: conn}, amqp091.Config{
+	ac, err := amqp091.Open(&stallConn{Conn: conn, stall: p.stall}, amqp091.Config{
 		SASL:      []amqp091.Authentication{&amqp091.PlainAuth{Username: h.srv.user, Password: h.srv.password}},
 		Vhost:     h.srv.vhost,
 		Heartbeat: p.cfg.Heartbeat,
@@ -473,10 +474,13 @@ func serverVersion(props amqp091.Table) string {
 
 // stallConn bounds each write to the broker (writeStall): a write that cannot go on for that long ends
 // the connection.
-type stallConn struct{ net.Conn }
+type stallConn struct {
+	net.Conn
+	stall time.Duration
+}
 
 func (c *stallConn) Write(b []byte) (int, error) {
-	if err := c.Conn.SetWriteDeadline(time.Now().Add(writeStall)); err != nil {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.stall)); err != nil {
 		return 0, err
 	}
 	return c.Conn.Write(b)
@@ -713,6 +717,9 @@ func (l *link) publish(r *request) {
 	l.next += uint64(len(r.bodies))
 	l.mu.Unlock()
 	for i, body := range r.bodies {
+		if l.isDead() { // kill failed the rest already
+			return
+		}
 		tag := first + uint64(i)
 		msg.Body = body
 		msg.MessageId = strconv.FormatUint(tag, 10) // names the publish in a basic.return

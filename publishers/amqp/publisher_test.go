@@ -385,3 +385,44 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestBrokerStopsReading: a broker that stops reading (frozen, or blocking the connection as RabbitMQ
+// does under a resource alarm) fills the socket and blocks the client library's write. Callers never
+// wait on it: a sync publish returns by its deadline, and the write deadline ends the connection so
+// every async done runs.
+func TestBrokerStopsReading(t *testing.T) {
+	release := make(chan struct{})
+	f := newFake(t, func(*fakeConn, uint16, uint64, fakePublish) { <-release })
+	t.Cleanup(func() { close(release) }) // before the fake closes: its reader is held here
+	p, _ := newTestPublisher(t, []string{f.url()}, nil)
+	p.stall = time.Second
+	if err := p.Publish(ctxT(t, 200*time.Millisecond), 0, "t", []byte("first")); !errors.Is(err, publishers.ErrTimeout) {
+		t.Fatalf("first: %v", err)
+	}
+	big := make([]byte, 1<<20)
+	const n = 64 // far more than the socket buffers hold
+	done := make(chan error, n)
+	for range n {
+		if err := p.PublishAsync(0, "t", big, func(err error) { done <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	if err := p.Publish(ctxT(t, 300*time.Millisecond), 0, "t", []byte("sync")); !errors.Is(err, publishers.ErrTimeout) && !errors.Is(err, publishers.ErrUnavailable) {
+		t.Fatalf("sync behind a blocked write: %v", err)
+	}
+	if d := time.Since(start); d > 600*time.Millisecond {
+		t.Fatalf("sync publish returned after %v, its deadline was 300ms", d)
+	}
+	timeout := time.After(p.stall + 3*time.Second)
+	for i := range n {
+		select {
+		case err := <-done:
+			if !errors.Is(err, publishers.ErrUnavailable) {
+				t.Fatalf("async %d: %v", i, err)
+			}
+		case <-timeout:
+			t.Fatalf("%d of %d async dones ran within the write stall bound", i, n)
+		}
+	}
+}
