@@ -18,8 +18,9 @@ var Broker = &publishers.Broker{
 	Name:     "amqp",
 	AddrsKey: "urls",
 	Batch:    "AMQP publishes confirmed together",
-	// Consumers of a queue share its messages; ConsumerOptions.Group names nothing.
-	Env: []string{"AMQP_", "RABBITMQ_"},
+	// Consumers of a queue share its messages; ConsumerOptions.Group names nothing. The integration
+	// tests read MQTARGET_AMQP_URLS, which is amqp.urls's own variable, and MQTARGET_AMQP_KILL.
+	Env: []string{"AMQP_KILL"},
 	Hooks: publishers.Hooks{
 		Default: func() any { return DefaultConfig() },
 		// The URLs hold passwords: Open needs them; what is shown is the publisher's Hosts.
