@@ -22,10 +22,57 @@ type fakeBroker struct {
 	// silentHandshake: accept, then never answer.
 	silentHandshake bool
 
-	mu    sync.Mutex
-	conns []net.Conn
-	got   []fakePublish // every publish read, in order
-	wg    sync.WaitGroup
+	mu        sync.Mutex
+	conns     []net.Conn
+	got       []fakePublish // every publish read, in order
+	consumers []fakeConsumer
+	acks      int // basic.ack from consumers
+	wg        sync.WaitGroup
+}
+
+// fakeConsumer is a basic.consume a client made.
+type fakeConsumer struct {
+	w    *fakeConn
+	ch   uint16
+	ctag string
+	tag  uint64 // last delivery tag
+}
+
+// deliver sends body to every consumer; it returns how many got it.
+func (f *fakeBroker) deliver(body []byte) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.consumers {
+		c := &f.consumers[i]
+		c.tag++
+		args := shortstr(nil, c.ctag)
+		args = binary.BigEndian.AppendUint64(args, c.tag)
+		args = append(args, 0)
+		args = shortstr(args, "")
+		args = shortstr(args, "q")
+		c.w.method(c.ch, 60, 60, args)
+		hdr := binary.BigEndian.AppendUint16(nil, 60)
+		hdr = binary.BigEndian.AppendUint16(hdr, 0)
+		hdr = binary.BigEndian.AppendUint64(hdr, uint64(len(body)))
+		hdr = binary.BigEndian.AppendUint16(hdr, 0)
+		c.w.frame(2, c.ch, hdr)
+		if len(body) > 0 {
+			c.w.frame(3, c.ch, body)
+		}
+	}
+	return len(f.consumers)
+}
+
+func (f *fakeBroker) consumerCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.consumers)
+}
+
+func (f *fakeBroker) ackCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.acks
 }
 
 type fakePublish struct {
@@ -76,7 +123,7 @@ func (f *fakeBroker) dropAll() {
 	for _, c := range f.conns {
 		c.Close()
 	}
-	f.conns = nil
+	f.conns, f.consumers = nil, nil
 }
 
 func (f *fakeBroker) close() {
@@ -265,6 +312,19 @@ func (f *fakeBroker) serve(c net.Conn) {
 			w.method(ch, 50, 11, append(shortstr(nil, name), 0, 0, 0, 0, 0, 0, 0, 0))
 		case class == 50 && id == 20: // queue.bind
 			w.method(ch, 50, 21, nil)
+		case class == 60 && id == 10: // basic.qos
+			w.method(ch, 60, 11, nil)
+		case class == 60 && id == 20: // basic.consume
+			queue := readShortstr(args[2:])
+			ctag := readShortstr(args[3+len(queue):])
+			w.method(ch, 60, 21, shortstr(nil, ctag))
+			f.mu.Lock()
+			f.consumers = append(f.consumers, fakeConsumer{w: w, ch: ch, ctag: ctag})
+			f.mu.Unlock()
+		case class == 60 && id == 80: // basic.ack from a consumer
+			f.mu.Lock()
+			f.acks++
+			f.mu.Unlock()
 		case class == 60 && id == 40: // basic.publish
 			rest := args[2:]
 			ex := readShortstr(rest)
