@@ -426,3 +426,37 @@ func TestBrokerStopsReading(t *testing.T) {
 		}
 	}
 }
+
+// TestBlocked: while the broker blocks the connection (connection.blocked: a resource alarm), publishes
+// fail at once as unavailable instead of waiting for their deadline; after connection.unblocked they
+// go through again.
+func TestBlocked(t *testing.T) {
+	var mu sync.Mutex
+	var conn *fakeConn
+	f := newFake(t, func(w *fakeConn, ch uint16, tag uint64, _ fakePublish) {
+		mu.Lock()
+		conn = w
+		mu.Unlock()
+		if tag == 1 {
+			w.method(0, 10, 60, shortstr(nil, "low on memory"))
+		}
+		w.ack(ch, tag, false)
+	})
+	p, _ := newTestPublisher(t, []string{f.url()}, nil)
+	if err := p.Publish(ctxT(t, 2*time.Second), 0, "t", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return p.hosts[0].cur.blocked.Load() != nil })
+	start := time.Now()
+	err := p.Publish(ctxT(t, 2*time.Second), 0, "t", []byte("2"))
+	if !errors.Is(err, publishers.ErrUnavailable) || !strings.Contains(err.Error(), "low on memory") || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("while blocked: %v after %v", err, time.Since(start))
+	}
+	mu.Lock()
+	conn.method(0, 10, 61, nil)
+	mu.Unlock()
+	waitFor(t, func() bool { return p.hosts[0].cur.blocked.Load() == nil })
+	if err := p.Publish(ctxT(t, 2*time.Second), 0, "t", []byte("3")); err != nil {
+		t.Fatalf("after unblocked: %v", err)
+	}
+}
