@@ -27,6 +27,7 @@ type fakeBroker struct {
 	got       []fakePublish // every publish read, in order
 	consumers []fakeConsumer
 	acks      int // basic.ack from consumers
+	frozen    bool
 	wg        sync.WaitGroup
 }
 
@@ -124,6 +125,20 @@ func (f *fakeBroker) dropAll() {
 		c.Close()
 	}
 	f.conns, f.consumers = nil, nil
+}
+
+// freezeAll makes every connection's reader stop, as SIGSTOP would (bytes are accepted, nothing is
+// answered), until the fake closes.
+func (f *fakeBroker) freezeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.frozen = true
+}
+
+func (f *fakeBroker) isFrozen() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.frozen
 }
 
 func (f *fakeBroker) close() {
@@ -257,6 +272,10 @@ func (f *fakeBroker) serve(c net.Conn) {
 	for {
 		typ, ch, p, err := r.frame()
 		if err != nil {
+			return
+		}
+		if f.isFrozen() {
+			_, _ = io.Copy(io.Discard, r.r)
 			return
 		}
 		switch typ {

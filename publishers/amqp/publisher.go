@@ -117,16 +117,50 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 	return p.send(context.Background(), host, topic, [][]byte{body}, done, false)
 }
 
-// Ping implements publishers.Publisher: host's connection is up (made now if there is none). It makes
-// no connection of its own, so /readyz costs the broker nothing; a broker that died is known within
-// 1.5 heartbeats (or at the next publish).
+// Ping implements publishers.Publisher: host's connection is up (made now if there is none) and the
+// broker answers on it (a channel opened and closed: one round trip). At most one check runs per host
+// at a time and its result answers for a second, so /readyz costs the broker nothing much whatever
+// its rate.
 func (p *Publisher) Ping(ctx context.Context, host int) error {
 	if err := p.checkHost(host); err != nil {
 		return err
 	}
-	_, err := p.get(ctx, host)
-	return err
+	l, err := p.get(ctx, host)
+	if err != nil {
+		return err
+	}
+	h := p.hosts[host]
+	for {
+		h.pingMu.Lock()
+		if h.pinging == nil && h.pingLink == l && time.Since(h.pingAt) < pingReuse {
+			err := h.pingErr
+			h.pingMu.Unlock()
+			return err
+		}
+		if h.pinging == nil {
+			running := make(chan struct{})
+			h.pinging = running
+			p.wg.Go(func() {
+				err := l.roundTrip()
+				h.pingMu.Lock()
+				h.pingAt, h.pingErr, h.pingLink = time.Now(), err, l
+				h.pinging = nil
+				h.pingMu.Unlock()
+				close(running)
+			})
+		}
+		running := h.pinging
+		h.pingMu.Unlock()
+		select {
+		case <-running:
+		case <-ctx.Done():
+			return ctxErr(ctx)
+		}
+	}
 }
+
+// pingReuse is how long a Ping result answers for its host and connection.
+const pingReuse = time.Second
 
 // BrokerVersion is what host's broker said it runs in its connection.start (product and version,
 // e.g. "RabbitMQ 3.10.8"); "" until a connection told.
@@ -196,6 +230,10 @@ func (p *Publisher) send(ctx context.Context, host int, topic string, bodies [][
 	if err := p.checkHost(host); err != nil {
 		return err
 	}
+	if err := checkName(topic); err != nil {
+		// Handlers validate topics first; a name AMQP cannot carry would fail the connection's writes.
+		return wrap(publishers.ErrRejected, fmt.Errorf("topic %w", err))
+	}
 	if ctx.Err() != nil {
 		return ctxErr(ctx)
 	}
@@ -247,6 +285,12 @@ type host struct {
 	opened, reopened, failed atomic.Uint64
 	protocol                 atomic.Uint64
 	version                  atomic.Value // string
+
+	pingMu   sync.Mutex
+	pinging  chan struct{} // closed when the check in progress ends; nil: none
+	pingAt   time.Time
+	pingErr  error
+	pingLink *link // the connection pingErr is about
 
 	mu      sync.Mutex
 	cur     *link         // nil: none yet, or the last one was found dead
@@ -582,6 +626,21 @@ func (l *link) err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.deadErr
+}
+
+// roundTrip opens and closes a channel: the broker answered on this connection. It returns when the
+// broker answers or the connection ends (its heartbeat, or kill).
+func (l *link) roundTrip() error {
+	ch, err := l.conn.Channel()
+	if err != nil {
+		if e := l.err(); e != nil {
+			return e
+		}
+		return wrap(publishers.ErrUnavailable, fmt.Errorf("%s: opening a channel: %w", l.h.srv.name, err))
+	}
+	_ = ch.Close()
+	l.answered.Store(true)
+	return nil
 }
 
 // enqueue hands r to the writer.

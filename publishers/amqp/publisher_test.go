@@ -460,3 +460,35 @@ func TestBlocked(t *testing.T) {
 		t.Fatalf("after unblocked: %v", err)
 	}
 }
+
+// TestPing: Ping proves the broker answers (a frozen one fails it by the caller's deadline), reuses
+// its result for a second, and fails fast for a refused host.
+func TestPing(t *testing.T) {
+	f := newFake(t, acker)
+	p, _ := newTestPublisher(t, []string{f.url()}, nil)
+	if err := p.Ping(ctxT(t, 2*time.Second), 0); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	for range 100 { // reused: no round trip each
+		if err := p.Ping(ctxT(t, 2*time.Second), 0); err != nil {
+			t.Fatalf("Ping: %v", err)
+		}
+	}
+	if c := p.ConnCounts(0); c.Opened != 1 {
+		t.Fatalf("Ping made connections: %+v", c)
+	}
+	if err := p.Ping(ctxT(t, time.Second), 5); err == nil {
+		t.Fatal("Ping of host 5 of 1 passed")
+	}
+
+	frozen := newFake(t, acker)
+	fp, _ := newTestPublisher(t, []string{frozen.url()}, nil)
+	if err := fp.Publish(ctxT(t, 2*time.Second), 0, "t", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	frozen.freezeAll()
+	start := time.Now()
+	if err := fp.Ping(ctxT(t, 300*time.Millisecond), 0); !errors.Is(err, publishers.ErrTimeout) || time.Since(start) > time.Second {
+		t.Fatalf("Ping of a frozen broker: %v after %v", err, time.Since(start))
+	}
+}
