@@ -194,6 +194,18 @@ func TestPublishProperties(t *testing.T) {
 		string(got[1].body) != "b" {
 		t.Fatalf("publishes = %+v", got)
 	}
+	// A topic AMQP cannot carry (a short string: 255 bytes) is refused and breaks nothing.
+	for _, topic := range []string{strings.Repeat("q", 256), "", "a\nb"} {
+		if err := p.Publish(ctxT(t, 2*time.Second), 0, topic, []byte("x")); !errors.Is(err, publishers.ErrRejected) {
+			t.Fatalf("topic %.10q: %v", topic, err)
+		}
+	}
+	if err := p.Publish(ctxT(t, 2*time.Second), 0, "q1", []byte("c")); err != nil {
+		t.Fatal(err)
+	}
+	if c := p.ConnCounts(0); c.Opened != 1 {
+		t.Fatalf("connections: %+v", c)
+	}
 }
 
 // TestDeadlines: a broker that never confirms, one that never finishes the handshake, and a refused
