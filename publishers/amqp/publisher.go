@@ -138,6 +138,12 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 			return err
 		}
 		if h.pinging == nil {
+			h.mu.Lock() // Close takes it after setting closed: a goroutine started here is one it waits for
+			if p.closed.Load() {
+				h.mu.Unlock()
+				h.pingMu.Unlock()
+				return publishers.ErrClosed
+			}
 			running := make(chan struct{})
 			h.pinging = running
 			p.wg.Go(func() {
@@ -148,6 +154,7 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 				h.pingMu.Unlock()
 				close(running)
 			})
+			h.mu.Unlock()
 		}
 		running := h.pinging
 		h.pingMu.Unlock()
