@@ -289,10 +289,10 @@ func (r rabbit) Consume(t testing.TB, host int, topic string, want int, deadline
 // durable queue: the ack came after the write to disk); what failed may or may not be held; the
 // publisher recovers without a restart of its own, and resends nothing.
 func TestIntegrationKill(t *testing.T) {
-	urls := integrationURLs(t)
 	if os.Getenv("MQTARGET_AMQP_KILL") == "" || os.Getenv("RABBITMQ_DATA") == "" {
 		t.Skip("MQTARGET_AMQP_KILL and RABBITMQ_DATA are not set (this test kills and restarts the node)")
 	}
+	urls := integrationURLs(t)
 	r := rabbit{urls: urls, pidFile: os.Getenv("RABBITMQ_DATA") + "/mqtarget-broker.pid"}
 	p, _ := newTestPublisher(t, urls[:1], nil)
 	srv, _ := parse(urls[0])
