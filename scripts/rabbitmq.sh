@@ -2,7 +2,7 @@
 # Run a local RabbitMQ node (Debian's `rabbitmq-server` package) with the STOMP plugin on 127.0.0.1, as
 # a plain Erlang process under its own directories (no Debian service, no system epmd).
 #
-# Usage: scripts/rabbitmq.sh start|stop|status|probe|packages
+# Usage: scripts/rabbitmq.sh start|stop|status|probe|packages|ctl ARGS...
 #
 # start     apt-get install rabbitmq-server when missing (its service is not started), write a private
 #           rabbitmq.conf and enabled_plugins ([rabbitmq_stomp]) into the data dir, start a private epmd
@@ -12,6 +12,9 @@
 # status    print state, PID, RSS, STOMP address and credentials; exit 0 when running, 3 when not
 # probe     exit 0 when a STOMP probe with the login passes
 # packages  print the Debian packages start needs
+# ctl ARGS  rabbitmqctl ARGS against this node (its name, cookie and epmd port), e.g.
+#           `ctl list_queues -q name messages`; exit 3 when the node is not running (rabbitmqctl would
+#           start a stray epmd listening on every interface)
 #
 # Environment (defaults):
 #   MQTARGET_DATA           ~/.local/state/mqtarget (see scripts/lib/broker.sh)
@@ -39,6 +42,7 @@ PACKAGES=rabbitmq-server
 . "$(dirname "${BASH_SOURCE[0]}")/lib/broker.sh"
 
 RMQ_SERVER=/usr/lib/rabbitmq/bin/rabbitmq-server # the real start script (/usr/sbin's wrapper su's to rabbitmq)
+RMQ_CTL=/usr/lib/rabbitmq/bin/rabbitmqctl # likewise: the real one, run as us with HOME=$DATA
 EPMD=/usr/lib/erlang/bin/epmd
 
 DATA=$(realpath -m -- "${RABBITMQ_DATA:-$MQTARGET_DATA/rabbitmq}")
@@ -185,6 +189,16 @@ cmd_start() {
 cmd_stop() {
   stop_broker
   stop_epmd
+}
+
+cmd_ctl() {
+  if ! broker_pid >/dev/null; then
+    log "node $NODENAME is not running (start it with: $0 start); not running rabbitmqctl"
+    exit 3
+  fi
+  # HOME holds the node's .erlang.cookie; ERL_EPMD_PORT finds the node through our private epmd.
+  HOME=$DATA ERL_EPMD_PORT=$EPMD_PORT ERL_EPMD_ADDRESS=127.0.0.1 RABBITMQ_CONF_ENV_FILE=$CONF/rabbitmq-env.conf \
+    exec "$RMQ_CTL" --node "$NODENAME" "$@"
 }
 
 status_extra() {

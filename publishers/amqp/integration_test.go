@@ -1,0 +1,355 @@
+package amqp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
+)
+
+// The integration tests run against a real RabbitMQ started by scripts/rabbitmq.sh:
+//
+//	MQTARGET_AMQP_URLS=amqp://mqtarget:mqtarget@127.0.0.1:5673/ go test ./publishers/amqp/
+//
+// with the script's RABBITMQ_* variables of that node in the environment: they count what the broker
+// holds with its own tool (scripts/rabbitmq.sh ctl list_queues). Each URL's vhost is made here when
+// missing, so URLs naming vhosts of one node stand for independent servers.
+
+func integrationURLs(t *testing.T) []string {
+	s := os.Getenv("MQTARGET_AMQP_URLS")
+	if s == "" {
+		t.Skip("MQTARGET_AMQP_URLS is not set (a RabbitMQ started by scripts/rabbitmq.sh: see docs/amqp.md)")
+	}
+	urls := strings.Split(s, ",")
+	for _, u := range urls {
+		srv, err := parse(u)
+		if err != nil {
+			t.Fatalf("MQTARGET_AMQP_URLS: %v", err)
+		}
+		if srv.vhost != "/" {
+			ctl(t, "add_vhost", srv.vhost) // an error when it exists: fine
+			ctl(t, "set_permissions", "-p", srv.vhost, srv.user, ".*", ".*", ".*")
+		}
+	}
+	return urls
+}
+
+// ctl runs scripts/rabbitmq.sh ctl ARGS and returns its output.
+func ctl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("../../scripts/rabbitmq.sh", append([]string{"ctl"}, args...)...).CombinedOutput()
+	if err != nil && args[0] != "add_vhost" {
+		t.Fatalf("scripts/rabbitmq.sh ctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// queueMessages is how many messages queue holds in vhost, as rabbitmqctl list_queues says; -1: no
+// such queue.
+func queueMessages(t *testing.T, vhost, queue string) int {
+	t.Helper()
+	out := ctl(t, "list_queues", "-p", vhost, "-q", "--no-table-headers", "name", "messages")
+	for _, line := range strings.Split(out, "\n") {
+		name, n, ok := strings.Cut(line, "\t")
+		if ok && name == queue {
+			v, err := strconv.Atoi(strings.TrimSpace(n))
+			if err != nil {
+				t.Fatalf("list_queues: %q", line)
+			}
+			return v
+		}
+	}
+	return -1
+}
+
+func freshName(prefix string) string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+// TestIntegrationLedger: what Publish, PublishBatch and PublishAsync acknowledge to host k is exactly
+// what host k's queue holds, counted by rabbitmqctl, and no other host got any of it.
+func TestIntegrationLedger(t *testing.T) {
+	urls := integrationURLs(t)
+	p, _ := newTestPublisher(t, urls, nil)
+	topic := freshName("ledger")
+	acked := make([]int, len(urls))
+	for k := range urls {
+		for range 5 + k {
+			if err := p.Publish(ctxT(t, 5*time.Second), k, topic, []byte("sync")); err != nil {
+				t.Fatalf("host %d: Publish: %v", k, err)
+			}
+			acked[k]++
+		}
+		for range 3 {
+			if err := p.PublishBatch(ctxT(t, 5*time.Second), k, topic, [][]byte{[]byte("b1"), []byte("b2")}); err != nil {
+				t.Fatalf("host %d: PublishBatch: %v", k, err)
+			}
+			acked[k] += 2
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for range 20 {
+			wg.Add(1)
+			if err := p.PublishAsync(k, topic, []byte("async"), func(err error) {
+				defer wg.Done()
+				if err != nil {
+					t.Errorf("host %d: async: %v", k, err)
+					return
+				}
+				mu.Lock()
+				acked[k]++
+				mu.Unlock()
+			}); err != nil {
+				wg.Done()
+				t.Fatalf("host %d: PublishAsync: %v", k, err)
+			}
+		}
+		wg.Wait()
+	}
+	for k, u := range urls {
+		srv, _ := parse(u)
+		if got := queueMessages(t, srv.vhost, topic); got != acked[k] {
+			t.Errorf("host %d (%s): rabbitmqctl counts %d messages in %s, %d were acknowledged", k, p.Hosts()[k], got, topic, acked[k])
+		} else {
+			t.Logf("host %d (%s): %d acknowledged, %d held (rabbitmqctl list_queues)", k, p.Hosts()[k], acked[k], got)
+		}
+	}
+	if v := p.BrokerVersion(0); !strings.HasPrefix(v, "RabbitMQ ") {
+		t.Errorf("BrokerVersion = %q", v)
+	}
+	// The consumer reads back exactly that, then the queue is empty.
+	c := DefaultConfig()
+	c.URLs = urls
+	cons, err := NewConsumer(c, publishers.ConsumerOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	got := make([]int, len(urls))
+	var mu sync.Mutex
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	total := 0
+	for _, n := range acked {
+		total += n
+	}
+	seen := 0
+	err = cons.Consume(ctx, topic, func(d publishers.Delivery) {
+		mu.Lock()
+		defer mu.Unlock()
+		got[d.Host]++
+		if seen++; seen == total {
+			cancel()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range urls {
+		if got[k] != acked[k] {
+			t.Errorf("host %d: consumed %d, %d acknowledged", k, got[k], acked[k])
+		}
+	}
+}
+
+// TestIntegrationRefusals: what RabbitMQ refuses answers ErrRejected and publishing goes on: a message
+// no queue takes (mandatory, its queue deleted behind mqtarget's back), a queue declared with the
+// other durability, a reserved name.
+func TestIntegrationRefusals(t *testing.T) {
+	urls := integrationURLs(t)
+	p, _ := newTestPublisher(t, urls[:1], nil)
+	srv, _ := parse(urls[0])
+	topic := freshName("unroutable")
+	if err := p.Publish(ctxT(t, 5*time.Second), 0, topic, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	ctl(t, "delete_queue", "-p", srv.vhost, topic)
+	if err := p.Publish(ctxT(t, 5*time.Second), 0, topic, []byte("x")); !errors.Is(err, publishers.ErrRejected) {
+		t.Fatalf("publish to a deleted queue: %v, want ErrRejected (returned)", err)
+	} else {
+		t.Logf("unroutable: %v", err)
+	}
+	q := freshName("durable")
+	if err := p.Publish(ctxT(t, 5*time.Second), 0, q, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	tp, _ := newTestPublisher(t, urls[:1], func(c *Config) { c.Durable = false })
+	if err := tp.Publish(ctxT(t, 5*time.Second), 0, q, []byte("x")); !errors.Is(err, publishers.ErrRejected) || !strings.Contains(err.Error(), "406") {
+		t.Fatalf("transient publish to a durable queue: %v, want 406 rejected", err)
+	}
+	if err := tp.Publish(ctxT(t, 5*time.Second), 0, freshName("transient"), []byte("x")); err != nil {
+		t.Fatalf("after a refused declaration: %v", err)
+	}
+	if err := p.Publish(ctxT(t, 5*time.Second), 0, "amq.reserved", []byte("x")); !errors.Is(err, publishers.ErrRejected) {
+		t.Fatalf("reserved name: %v", err)
+	}
+	if got := queueMessages(t, srv.vhost, q); got != 1 {
+		t.Fatalf("%s holds %d, want 1", q, got)
+	}
+}
+
+// TestIntegrationConformance runs the shared suite (the broker side counted with this package's
+// consumer).
+func TestIntegrationConformance(t *testing.T) {
+	urls := integrationURLs(t)
+	f := publishertest.Features{
+		Rejections: []publishertest.Rejection{
+			{Name: "reserved queue name", Topic: "amq.mqtarget"},
+		},
+		AsyncTimeout: defaultMaxWait + 2*stallTick,
+	}
+	r := rabbit{urls: urls}
+	if data := os.Getenv("RABBITMQ_DATA"); data != "" {
+		r.pidFile = data + "/mqtarget-broker.pid" // scripts/lib/stomp-broker.sh's
+	} else {
+		f.NoFreeze = "RABBITMQ_DATA is not set: the node's PID file is unknown"
+	}
+	publishertest.Run(t, f, r, func(t testing.TB) publishers.Publisher {
+		c := DefaultConfig()
+		c.URLs = urls
+		p, err := New(c, publishertest.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	})
+}
+
+// rabbit is publishertest.Broker over a RabbitMQ: Consume drains host's queue; FreezeHost stops the
+// node (SIGSTOP: every URL of it, as they are vhosts of one node).
+type rabbit struct {
+	urls    []string
+	pidFile string
+}
+
+func (r rabbit) signal(t testing.TB, sig syscall.Signal) {
+	b, err := os.ReadFile(r.pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r rabbit) FreezeHost(t testing.TB, _ int) { r.signal(t, syscall.SIGSTOP) }
+func (r rabbit) ThawHost(t testing.TB, _ int)   { r.signal(t, syscall.SIGCONT) }
+
+func (r rabbit) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
+	c := DefaultConfig()
+	c.URLs = r.urls[host : host+1]
+	cons, err := NewConsumer(c, publishers.ConsumerOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	var mu sync.Mutex
+	var got [][]byte
+	var extra *time.Timer
+	err = cons.Consume(ctx, topic, func(d publishers.Delivery) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, d.Body)
+		if len(got) == want && extra == nil {
+			extra = time.AfterFunc(500*time.Millisecond, cancel) // any more would come within this
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if extra != nil {
+		extra.Stop()
+	}
+	return got
+}
+
+// TestIntegrationKill (MQTARGET_AMQP_KILL=1, it restarts the node): the node is killed with -9 under
+// load. Every publish acknowledged before is still held after the restart (persistent messages in a
+// durable queue: the ack came after the write to disk); what failed may or may not be held; the
+// publisher recovers without a restart of its own, and resends nothing.
+func TestIntegrationKill(t *testing.T) {
+	if os.Getenv("MQTARGET_AMQP_KILL") == "" || os.Getenv("RABBITMQ_DATA") == "" {
+		t.Skip("MQTARGET_AMQP_KILL and RABBITMQ_DATA are not set (this test kills and restarts the node)")
+	}
+	urls := integrationURLs(t)
+	r := rabbit{urls: urls, pidFile: os.Getenv("RABBITMQ_DATA") + "/mqtarget-broker.pid"}
+	p, _ := newTestPublisher(t, urls[:1], nil)
+	srv, _ := parse(urls[0])
+	topic := freshName("kill")
+	var mu sync.Mutex
+	var acked, failed int
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := p.Publish(ctxT(t, time.Second), 0, topic, []byte("k"))
+				mu.Lock()
+				if err == nil {
+					acked++
+				} else if !errors.Is(err, publishers.ErrUnavailable) && !errors.Is(err, publishers.ErrTimeout) {
+					t.Errorf("publish during the kill: %v", err)
+				} else {
+					failed++
+				}
+				mu.Unlock()
+				if err != nil {
+					time.Sleep(10 * time.Millisecond) // no busy loop while the node is down
+				}
+			}
+		})
+	}
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return acked > 200 })
+	r.signal(t, syscall.SIGKILL)
+	time.Sleep(500 * time.Millisecond) // publishes meet the dead node
+	close(stop)
+	wg.Wait()
+	mu.Lock()
+	a, f := acked, failed
+	mu.Unlock()
+	if out, err := exec.Command("../../scripts/rabbitmq.sh", "start").CombinedOutput(); err != nil {
+		t.Fatalf("restart: %v\n%s", err, out)
+	}
+	start := time.Now()
+	for {
+		err := p.Publish(ctxT(t, time.Second), 0, topic, []byte("after"))
+		if err == nil {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("no recovery within 30s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	held := queueMessages(t, srv.vhost, topic)
+	t.Logf("acknowledged %d before the kill, %d failed; the queue holds %d (+1 published after the restart); recovered %v after the restart", a, f, held, time.Since(start).Round(time.Millisecond))
+	if held < a+1 || held > a+f+1 {
+		t.Fatalf("held %d, want %d..%d: acknowledged messages lost, or some sent twice", held, a+1, a+f+1)
+	}
+}
