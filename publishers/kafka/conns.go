@@ -1,0 +1,81 @@
+package kafka
+
+import (
+	"net"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+// connCounts are one broker's connection set-ups. franz-go keeps several connections per broker
+// (produce, fetch, group, other requests) and closes idle ones after 30 s: a connection made after
+// one of that broker's closed counts as a reopen, whatever closed it.
+type connCounts struct {
+	opened, reopened, failed atomic.Uint64
+	lost                     atomic.Int64 // closes not yet followed by a new connection
+}
+
+// connHook counts the client's connections per broker (kgo.HookBrokerConnect, HookBrokerDisconnect).
+type connHook cluster
+
+// hostTable maps broker addresses to hosts; set once the brokers are known (the hook runs before).
+type hostTable struct {
+	index map[string]int
+	conns []connCounts
+}
+
+func (h *connHook) host(m kgo.BrokerMetadata) (*connCounts, bool) {
+	t := h.table.Load()
+	if t == nil {
+		return nil, false
+	}
+	i, ok := t.index[net.JoinHostPort(m.Host, strconv.Itoa(int(m.Port)))]
+	if !ok {
+		return nil, false
+	}
+	return &t.conns[i], true
+}
+
+// OnBrokerConnect implements kgo.HookBrokerConnect.
+func (h *connHook) OnBrokerConnect(m kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	c, ok := h.host(m)
+	if !ok {
+		return // a bootstrap address before the brokers were known
+	}
+	if err != nil {
+		c.failed.Add(1)
+		return
+	}
+	c.opened.Add(1)
+	for {
+		n := c.lost.Load()
+		if n <= 0 {
+			return
+		}
+		if c.lost.CompareAndSwap(n, n-1) {
+			c.reopened.Add(1)
+			return
+		}
+	}
+}
+
+// OnBrokerDisconnect implements kgo.HookBrokerDisconnect.
+func (h *connHook) OnBrokerDisconnect(m kgo.BrokerMetadata, _ net.Conn) {
+	if c, ok := h.host(m); ok {
+		c.lost.Add(1)
+	}
+}
+
+// ConnCounts is host's connection set-ups since the client started (publishers.ConnCounter).
+func (k *cluster) ConnCounts(host int) publishers.ConnCounts {
+	t := k.table.Load()
+	if t == nil || host < 0 || host >= len(t.conns) {
+		return publishers.ConnCounts{}
+	}
+	c := &t.conns[host]
+	return publishers.ConnCounts{Opened: c.opened.Load(), Reopened: c.reopened.Load(), DialFailures: c.failed.Load()}
+}

@@ -1,0 +1,369 @@
+package kafka_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/kafka"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
+)
+
+// The integration tests run against a real cluster, e.g. the one scripts/kafka.sh starts:
+//
+//	KAFKA_PORT=23092 KAFKA_CONTROLLER_PORT=23094 scripts/kafka.sh start
+//	MQTARGET_KAFKA_BROKERS=127.0.0.1:23092 go test ./publishers/kafka/
+//
+// With MQTARGET_KAFKA_SCRIPT (the path of scripts/kafka.sh, with the KAFKA_* settings of that start in
+// the environment) the ledger is also counted with Kafka's own GetOffsetShell, and the conformance
+// suite freezes brokers (SIGSTOP of the PID the script names).
+func integrationConfig(t testing.TB) kafka.Config {
+	t.Helper()
+	brokers := os.Getenv("MQTARGET_KAFKA_BROKERS")
+	if brokers == "" {
+		t.Skip("MQTARGET_KAFKA_BROKERS is not set (a Kafka cluster to test against, e.g. from scripts/kafka.sh)")
+	}
+	c := kafka.DefaultConfig()
+	c.Brokers = strings.Split(brokers, ",")
+	return c
+}
+
+func newPublisher(t testing.TB, c kafka.Config) *kafka.Publisher {
+	t.Helper()
+	p, err := kafka.New(c, publishertest.Logger(t))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return p
+}
+
+func freshTopic(prefix string) string {
+	return fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
+}
+
+// endOffsets are the topic's end offsets per partition, from the cluster (kadm: ListOffsets).
+func endOffsets(t testing.TB, c kafka.Config, topic string) map[int32]int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("ListEndOffsets %s: %v", topic, err)
+	}
+	out := map[int32]int64{}
+	offs.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			t.Fatalf("end offset of %s/%d: %v", topic, o.Partition, o.Err)
+		}
+		out[o.Partition] = o.Offset
+	})
+	return out
+}
+
+// toolOffsets counts with Kafka's own tool: scripts/kafka.sh tool GetOffsetShell, T:PARTITION:OFFSET lines.
+func toolOffsets(t testing.TB, c kafka.Config, topic string) (map[int32]int64, bool) {
+	t.Helper()
+	script := os.Getenv("MQTARGET_KAFKA_SCRIPT")
+	if script == "" {
+		return nil, false
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(script, "tool", "org.apache.kafka.tools.GetOffsetShell", "--bootstrap-server", c.Brokers[0], "--topic", topic)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("GetOffsetShell: %v\n%s", err, stderr.String())
+	}
+	offs := map[int32]int64{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), ":")
+		if len(f) != 3 || f[0] != topic {
+			t.Fatalf("GetOffsetShell printed %q, want only %s:PARTITION:OFFSET lines", sc.Text(), topic)
+		}
+		p, err1 := strconv.Atoi(f[1])
+		o, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("GetOffsetShell line %q", sc.Text())
+		}
+		offs[int32(p)] = o
+	}
+	return offs, true
+}
+
+// leaders maps each partition of topic to its leader's node id.
+func leaders(t testing.TB, c kafka.Config, topic string) map[int32]int32 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	md, err := kadm.NewClient(cl).Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int32{}
+	for _, p := range md.Topics[topic].Partitions {
+		out[p.Partition] = p.Leader
+	}
+	return out
+}
+
+// TestIntegrationLedger: for every host and method, the end offset of the partition led by that host's
+// broker equals what was acknowledged, and no other partition holds anything.
+func TestIntegrationLedger(t *testing.T) {
+	c := integrationConfig(t)
+	p := newPublisher(t, c)
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, method := range []string{"Publish", "PublishBatch", "PublishAsync"} {
+		t.Run(method, func(t *testing.T) {
+			topic := freshTopic("ledger_" + method)
+			acked := make([]int64, len(p.Hosts()))
+			for host := range p.Hosts() {
+				for i := range 20 {
+					body := fmt.Appendf(nil, "%s host %d #%d", method, host, i)
+					switch method {
+					case "Publish":
+						if err := p.Publish(ctx, host, topic, body); err != nil {
+							t.Fatalf("host %d: %v", host, err)
+						}
+						acked[host]++
+					case "PublishBatch":
+						if err := p.PublishBatch(ctx, host, topic, [][]byte{body, append(body, '+'), append(body, '-')}); err != nil {
+							t.Fatalf("host %d: %v", host, err)
+						}
+						acked[host] += 3
+					case "PublishAsync":
+						var wg sync.WaitGroup
+						var mu sync.Mutex
+						wg.Add(1)
+						if err := p.PublishAsync(host, topic, body, func(err error) {
+							defer wg.Done()
+							mu.Lock()
+							defer mu.Unlock()
+							if err == nil {
+								acked[host]++
+							} else {
+								t.Errorf("host %d: done: %v", host, err)
+							}
+						}); err != nil {
+							t.Fatalf("host %d: %v", host, err)
+						}
+						wg.Wait()
+					}
+				}
+			}
+			lead := leaders(t, c, topic)
+			if len(lead) < len(p.Hosts()) {
+				t.Fatalf("topic %s has %d partitions, want at least one per broker (%d)", topic, len(lead), len(p.Hosts()))
+			}
+			check := func(who string, offs map[int32]int64) {
+				var total, want int64
+				for _, n := range acked {
+					want += n
+				}
+				for part, n := range offs {
+					total += n
+					host := int(part)
+					if host < len(p.Hosts()) {
+						if n != acked[host] {
+							t.Errorf("%s: partition %d (leader %d) holds %d, host %d acknowledged %d", who, part, lead[part], n, host, acked[host])
+						}
+					} else if n != 0 {
+						t.Errorf("%s: partition %d holds %d, nothing was published to it", who, part, n)
+					}
+				}
+				if total != want {
+					t.Errorf("%s: the topic holds %d records, %d were acknowledged", who, total, want)
+				}
+				t.Logf("%s: end offsets %v, acknowledged per host %v", who, offs, acked)
+			}
+			for part, node := range lead {
+				if int(part) < len(p.Hosts()) && p.Hosts()[part] != brokerAddr(t, c, node) {
+					t.Errorf("partition %d is led by node %d (%s), want host %d's broker %s", part, node, brokerAddr(t, c, node), part, p.Hosts()[part])
+				}
+			}
+			check("kadm end offsets", endOffsets(t, c, topic))
+			if offs, ok := toolOffsets(t, c, topic); ok {
+				check("GetOffsetShell", offs)
+			}
+		})
+	}
+}
+
+func brokerAddr(t testing.TB, c kafka.Config, node int32) string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range md.Brokers {
+		if b.NodeID == node {
+			return fmt.Sprintf("%s:%d", b.Host, b.Port)
+		}
+	}
+	return ""
+}
+
+// TestIntegrationConsumer: what the publisher acknowledged comes back through the group consumer, each
+// record once, with Delivery.Host the host it was published to.
+func TestIntegrationConsumer(t *testing.T) {
+	c := integrationConfig(t)
+	p := newPublisher(t, c)
+	defer p.Close()
+	topic := freshTopic("consume")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	want := map[string]int{}
+	for host := range p.Hosts() {
+		for i := range 10 {
+			body := fmt.Sprintf("host %d #%d", host, i)
+			if err := p.Publish(ctx, host, topic, []byte(body)); err != nil {
+				t.Fatal(err)
+			}
+			want[body] = host
+		}
+	}
+	cs, err := kafka.NewConsumer(c, publishers.ConsumerOptions{Group: freshTopic("group")}, publishertest.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var mu sync.Mutex
+	got := map[string]int{}
+	cctx, ccancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- cs.Consume(cctx, topic, func(d publishers.Delivery) {
+			mu.Lock()
+			defer mu.Unlock()
+			got[string(d.Body)]++
+			if h, ok := want[string(d.Body)]; ok && h != d.Host {
+				t.Errorf("%q: Delivery.Host %d, published to host %d", d.Body, d.Host, h)
+			}
+			if len(got) == len(want) {
+				ccancel()
+			}
+		})
+	}()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(45 * time.Second):
+		ccancel()
+		<-errc
+	}
+	for body := range want {
+		if got[body] != 1 {
+			t.Errorf("%q consumed %d times, want once", body, got[body])
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("consumed %d distinct records, published %d", len(got), len(want))
+	}
+}
+
+// cluster is the conformance suite's broker side: a host's messages are its partition's records.
+type cluster struct {
+	c       kafka.Config
+	p       *kafka.Publisher // for the host -> partition map of the topics it made
+	script  string
+	pidsMu  sync.Mutex
+	frozen  map[int]int
+	nodeIDs []int32
+}
+
+func (k *cluster) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
+	t.Helper()
+	offs := endOffsets(t, k.c, topic)
+	part := int32(host) // the topics the publisher creates: partition k led by broker k
+	end := offs[part]
+	if end == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.c.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {part: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	var out [][]byte
+	for int64(len(out)) < end && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r.Value) })
+	}
+	return out
+}
+
+func (k *cluster) signal(t testing.TB, host int, sig syscall.Signal) {
+	t.Helper()
+	out, err := exec.Command(k.script, "pid", fmt.Sprintf("broker-%d", host)).Output()
+	if err != nil {
+		t.Fatalf("%s pid broker-%d: %v", k.script, host, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("pid %q: %v", out, err)
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatalf("kill %d: %v", pid, err)
+	}
+}
+
+func (k *cluster) FreezeHost(t testing.TB, host int) { k.signal(t, host, syscall.SIGSTOP) }
+func (k *cluster) ThawHost(t testing.TB, host int)   { k.signal(t, host, syscall.SIGCONT) }
+
+// TestIntegrationConformance runs the publishers' conformance suite against the cluster.
+func TestIntegrationConformance(t *testing.T) {
+	c := integrationConfig(t)
+	c.PublishTimeout = 3 * time.Second
+	k := &cluster{c: c, script: os.Getenv("MQTARGET_KAFKA_SCRIPT")}
+	f := publishertest.Features{
+		Rejections: []publishertest.Rejection{
+			{Name: "over the client's batch bound", Topic: freshTopic("reject"), Body: bytes.Repeat([]byte("x"), 2<<20), Kind: publishers.ErrTooLarge},
+			{Name: "internal topic", Topic: "__consumer_offsets", Body: []byte("x")},
+		},
+		AsyncTimeout: c.PublishTimeout,
+	}
+	if k.script == "" {
+		f.NoFreeze = "MQTARGET_KAFKA_SCRIPT is not set: no broker PIDs to stop"
+	}
+	publishertest.Run(t, f, k, func(t testing.TB) publishers.Publisher { return newPublisher(t, c) })
+}
+
+var _ = errors.Is

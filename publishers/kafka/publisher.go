@@ -1,0 +1,258 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+// Publisher publishes to a Kafka cluster with one franz-go producer (see the package documentation for
+// the settings and why). It implements publishers.Publisher, BrokerVersioner and ConnCounter.
+type Publisher struct {
+	*cluster
+
+	// gate is held for reading while a publish registers its pending entry and hands its records to
+	// the client, for writing by Close when it marks the publisher closed: a publish that passed the
+	// check is registered before Close fails every pending one.
+	gate    sync.RWMutex
+	closed  bool
+	pmu     sync.Mutex
+	pending map[*pending]struct{}
+	once    sync.Once
+
+	versions []atomic.Pointer[string] // per host: what its ApiVersions answer says it runs
+}
+
+// pending is one publish handed to the client: finish runs done exactly once, with the first outcome of
+// its records, the deadline, or Close.
+type pending struct {
+	p      *Publisher
+	left   atomic.Int32 // records not answered yet
+	fired  atomic.Bool
+	done   func(error)
+	cancel func() // releases the record context (and its timer)
+}
+
+func (q *pending) finish(err error) {
+	if q.fired.Swap(true) {
+		return
+	}
+	q.p.pmu.Lock()
+	delete(q.p.pending, q)
+	q.p.pmu.Unlock()
+	q.cancel()
+	q.done(err)
+}
+
+// New discovers the cluster's brokers (within 10 s: New fails when the cluster does not answer) and
+// makes the producer. Topics are created on first use.
+func New(c Config, log *slog.Logger) (*Publisher, error) {
+	acks := kgo.AllISRAcks()
+	if c.Acks == AcksLeader {
+		acks = kgo.LeaderAck()
+	}
+	k, err := newCluster(c, log,
+		kgo.RequiredAcks(acks),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0), // a record goes out at once; records buffered meanwhile share a request
+		kgo.RecordDeliveryTimeout(c.PublishTimeout),
+		kgo.ProduceRequestTimeout(c.PublishTimeout),
+		kgo.MaxBufferedRecords(maxBufferedRecords),
+		kgo.MaxBufferedBytes(maxBufferedBytes),
+		kgo.UnknownTopicRetries(2),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &Publisher{cluster: k, pending: map[*pending]struct{}{}, versions: make([]atomic.Pointer[string], len(k.hosts))}, nil
+}
+
+// Hosts implements publishers.Publisher: the cluster's brokers in node-id order.
+func (p *Publisher) Hosts() []string { return p.hosts }
+
+// ValidateTopic implements publishers.Publisher (the package's ValidateTopic).
+func (p *Publisher) ValidateTopic(name string) error { return ValidateTopic(name) }
+
+// Publish implements publishers.Publisher: it returns once the partition leader answered per acks.
+func (p *Publisher) Publish(ctx context.Context, host int, topic string, body []byte) error {
+	return p.await(ctx, host, topic, [][]byte{body})
+}
+
+// PublishBatch implements publishers.Publisher: every body goes to host's partition, handed to the
+// client together so they share a produce request (linger 0: unless a request to that broker is cut
+// between two of them); it returns once all are answered, with the first failure.
+func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
+	if len(bodies) == 0 {
+		return nil
+	}
+	return p.await(ctx, host, topic, bodies)
+}
+
+func (p *Publisher) await(ctx context.Context, host int, topic string, bodies [][]byte) error {
+	if ctx.Err() != nil {
+		return ctxErr(ctx) // nothing sent
+	}
+	ch := make(chan error, 1)
+	q, err := p.send(ctx, host, topic, bodies, func(err error) { ch <- err })
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		// Not resent by us. The client drops records not yet in a request once their context ended;
+		// one in flight may still be stored (the idempotent producer then stores it once).
+		q.finish(ctxErr(ctx))
+		return <-ch
+	}
+}
+
+// PublishAsync implements publishers.Publisher: done runs once with the answer, or with ErrTimeout
+// after publish_timeout, or ErrClosed at Close. A topic not seen before is looked up (and created)
+// first, within publish_timeout.
+func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.PublishTimeout)
+	q, err := p.sendCtx(ctx, cancel, host, topic, [][]byte{body}, done)
+	if err != nil {
+		return err
+	}
+	// A record in a request to a broker that stopped answering is kept by the client until the
+	// connection fails; the caller hears at publish_timeout.
+	stop := context.AfterFunc(ctx, func() { q.finish(kind(publishers.ErrTimeout, context.DeadlineExceeded)) })
+	_ = stop // the context's cancel (finish) releases it
+	return nil
+}
+
+func (p *Publisher) send(ctx context.Context, host int, topic string, bodies [][]byte, done func(error)) (*pending, error) {
+	return p.sendCtx(ctx, func() {}, host, topic, bodies, done)
+}
+
+// sendCtx hands bodies to the client with ctx as their record context (the client fails records not
+// yet sent when it ends); cancel is called once the publish finished.
+func (p *Publisher) sendCtx(ctx context.Context, cancel func(), host int, topic string, bodies [][]byte, done func(error)) (*pending, error) {
+	fail := func(err error) (*pending, error) { cancel(); return nil, err }
+	if err := p.checkHost(host); err != nil {
+		return fail(err)
+	}
+	if err := ValidateTopic(topic); err != nil {
+		return fail(kind(publishers.ErrRejected, err))
+	}
+	if p.isClosed() {
+		return fail(kind(publishers.ErrClosed, errors.New("kafka publisher closed")))
+	}
+	st, err := p.topic(ctx, topic)
+	if err != nil {
+		return fail(err)
+	}
+	part := st.parts[host]
+	if part < 0 {
+		return fail(kind(publishers.ErrUnavailable, fmt.Errorf("kafka: topic %s has no partition for host %d (broker %d)", topic, host, p.nodes[host])))
+	}
+	p.gate.RLock()
+	defer p.gate.RUnlock()
+	if p.closed {
+		return fail(kind(publishers.ErrClosed, errors.New("kafka publisher closed")))
+	}
+	q := &pending{p: p, done: done, cancel: cancel}
+	q.left.Store(int32(len(bodies)))
+	p.pmu.Lock()
+	p.pending[q] = struct{}{}
+	p.pmu.Unlock()
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			q.finish(classify(err))
+		} else if q.left.Add(-1) == 0 {
+			q.finish(nil)
+		}
+	}
+	for _, b := range bodies {
+		// TryProduce: at the buffer's bound the record fails at once (ErrMaxBuffered) instead of
+		// blocking the caller.
+		p.cl.TryProduce(ctx, &kgo.Record{Topic: topic, Partition: part, Value: b}, promise)
+	}
+	return q, nil
+}
+
+func (p *Publisher) isClosed() bool {
+	p.gate.RLock()
+	defer p.gate.RUnlock()
+	return p.closed
+}
+
+// Ping implements publishers.Publisher: an ApiVersions request to host's broker, which also tells
+// what it runs (BrokerVersion).
+func (p *Publisher) Ping(ctx context.Context, host int) error {
+	if err := p.checkHost(host); err != nil {
+		return err
+	}
+	if p.isClosed() {
+		return kind(publishers.ErrClosed, errors.New("kafka publisher closed"))
+	}
+	v, err := p.ping(ctx, host)
+	if err != nil {
+		return err
+	}
+	p.versions[host].Store(&v)
+	return nil
+}
+
+// ping asks host's broker for its API versions and returns the Kafka version they make.
+func (k *cluster) ping(ctx context.Context, host int) (string, error) {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "mqtarget", "1"
+	resp, err := req.RequestWith(ctx, k.cl.Broker(int(k.nodes[host])))
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctxErr(ctx)
+		}
+		return "", kind(publishers.ErrUnavailable, fmt.Errorf("kafka: broker %d (%s): %w", k.nodes[host], k.hosts[host], err))
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return "", classify(fmt.Errorf("kafka: broker %d (%s): ApiVersions: %w", k.nodes[host], k.hosts[host], err))
+	}
+	return "Kafka " + kversion.FromApiVersionsResponse(resp).VersionGuess(), nil
+}
+
+// BrokerVersion implements publishers.BrokerVersioner: Kafka tells no version, so this is franz-go's
+// guess from the broker's API versions (e.g. "Kafka v4.1"), learned by Ping; "" before.
+func (p *Publisher) BrokerVersion(host int) string {
+	if host < 0 || host >= len(p.versions) {
+		return ""
+	}
+	if v := p.versions[host].Load(); v != nil {
+		return *v
+	}
+	return ""
+}
+
+// Close implements publishers.Publisher: every pending publish ends with ErrClosed, then the client
+// closes (its goroutines end). Idempotent; a concurrent call waits for the first.
+func (p *Publisher) Close() error {
+	p.once.Do(func() {
+		p.gate.Lock()
+		p.closed = true
+		p.gate.Unlock()
+		p.pmu.Lock()
+		qs := make([]*pending, 0, len(p.pending))
+		for q := range p.pending {
+			qs = append(qs, q)
+		}
+		p.pmu.Unlock()
+		for _, q := range qs {
+			q.finish(kind(publishers.ErrClosed, errors.New("kafka publisher closed")))
+		}
+		p.cl.Close()
+	})
+	return nil
+}
