@@ -46,8 +46,8 @@ type Config struct {
 	Acks string `yaml:"acks" help:"what a produce waits for: all (every in-sync replica) or leader"`
 	// Partitions and ReplicationFactor are those of the topics mqtarget creates: max(partitions,
 	// brokers) partitions, partition i led by the i-th broker.
-	Partitions        int `yaml:"partitions" help:"partitions of the topics mqtarget creates (at least one per broker: max(partitions, brokers))"`
-	ReplicationFactor int `yaml:"replication_factor" help:"replicas of each partition of the topics mqtarget creates (at most the number of brokers)"`
+	Partitions        int    `yaml:"partitions" help:"partitions of the topics mqtarget creates (at least one per broker: max(partitions, brokers))"`
+	ReplicationFactor int    `yaml:"replication_factor" help:"replicas of each partition of the topics mqtarget creates (at most the number of brokers)"`
 	ClientID          string `yaml:"client_id" help:"Kafka client.id of mqtarget's producer and consumers"`
 	// SASL: the mechanism, the user and a file holding the password (its first line).
 	SASLMechanism    string `yaml:"sasl_mechanism" help:"SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)"`
