@@ -30,7 +30,14 @@ const (
 	// maxBufferedBytes bounds what the producer holds for unanswered records, whatever their number.
 	maxBufferedBytes   = 256 << 20
 	maxBufferedRecords = 100000
+	// batchMaxBytes is the producer's record batch bound, Kafka's default max.message.bytes (1 MB).
+	batchMaxBytes = 1000012
 )
+
+// MaxBody is the largest message the publisher sends: what fits in one record batch with room for the
+// batch and record headers. A larger one is refused before it is sent (ErrTooLarge); a broker or topic
+// with a lower max.message.bytes refuses more (ErrRejected).
+const MaxBody = batchMaxBytes - 512
 
 // cluster is what the publisher and the consumer share: the client, the brokers in node-id order and
 // the partition chosen for each host in each topic.
@@ -42,6 +49,8 @@ type cluster struct {
 	nodes []int32  // broker node ids, ascending: host k is nodes[k]
 	hosts []string // their host:port
 	table atomic.Pointer[hostTable]
+	lost  atomic.Pointer[func(host int, err error)] // the publisher's: a produce connection to host failed
+	proto protocolErrors
 
 	mu     sync.Mutex
 	topics map[string]*topicState
@@ -54,23 +63,22 @@ type topicState struct {
 	err   error
 }
 
-// clientOpts are the options of every client mqtarget makes for c: bootstrap addresses, client id, TLS,
-// SASL, bounded dials, a rate-limited logger and the connection counting hook.
-func clientOpts(c Config, log *slog.Logger, hook kgo.Hook) ([]kgo.Opt, error) {
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(c.Brokers...),
-		kgo.ClientID(c.ClientID),
-		kgo.DialTimeout(dialTimeout),
-		kgo.WithLogger(logger{log}),
-		kgo.DisableClientMetrics(), // nothing of ours to push; Close would wait up to 1 s for it
-		kgo.WithHooks(hook),
-	}
+// clientOpts are the options of every client mqtarget makes for the cluster: bootstrap addresses,
+// client id, checked connections (TLS when configured), SASL, a rate-limited logger and the connection
+// counting hook.
+func (k *cluster) clientOpts() ([]kgo.Opt, error) {
+	c := k.cfg
 	tc, err := c.TLSConfig.Client(Section)
 	if err != nil {
 		return nil, err
 	}
-	if tc != nil {
-		opts = append(opts, kgo.DialTLSConfig(tc))
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.Brokers...),
+		kgo.ClientID(c.ClientID),
+		kgo.Dialer(k.dialer(tc)),
+		kgo.WithLogger(logger{k.log}),
+		kgo.DisableClientMetrics(), // nothing of ours to push; Close would wait up to 1 s for it
+		kgo.WithHooks((*connHook)(k)),
 	}
 	mech, err := c.saslMechanism(Section)
 	if err != nil {
@@ -92,7 +100,7 @@ func newCluster(c Config, log *slog.Logger, extra ...kgo.Opt) (*cluster, error) 
 	}
 	log = lograte.Logger(log, lograte.New(lograte.Interval)) // a failing cluster must not flood the log
 	k := &cluster{cfg: c, log: log, topics: map[string]*topicState{}}
-	opts, err := clientOpts(c, log, (*connHook)(k))
+	opts, err := k.clientOpts()
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +130,7 @@ func newCluster(c Config, log *slog.Logger, extra ...kgo.Opt) (*cluster, error) 
 		k.hosts = append(k.hosts, addr)
 		t.index[addr] = i
 	}
+	k.proto.n = make([]atomic.Uint64, len(md.Brokers))
 	k.table.Store(t)
 	if c.ReplicationFactor > len(k.nodes) {
 		k.cl.Close()

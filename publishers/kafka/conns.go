@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/mqtarget/mqtarget/publishers"
 )
@@ -67,6 +68,28 @@ func (h *connHook) OnBrokerConnect(m kgo.BrokerMetadata, _ time.Duration, _ net.
 func (h *connHook) OnBrokerDisconnect(m kgo.BrokerMetadata, _ net.Conn) {
 	if c, ok := h.host(m); ok {
 		c.lost.Add(1)
+	}
+}
+
+// OnBrokerE2E implements kgo.HookBrokerE2E: a produce request whose connection failed (written or
+// answered wrongly, closed under it) fails the publishes pending on that broker at once as unavailable,
+// as the other brokers' connections do, instead of leaving them to their deadline while franz-go
+// retries on a new connection.
+func (h *connHook) OnBrokerE2E(m kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	err := e2e.WriteErr
+	if err == nil {
+		err = e2e.ReadErr
+	}
+	if key != kmsg.Produce.Int16() || err == nil {
+		return
+	}
+	t := h.table.Load()
+	if t == nil {
+		return
+	}
+	i, ok := t.index[net.JoinHostPort(m.Host, strconv.Itoa(int(m.Port)))]
+	if f := h.lost.Load(); ok && f != nil {
+		(*f)(i, err)
 	}
 }
 

@@ -77,7 +77,7 @@ func (c *Consumer) Consume(ctx context.Context, topic string, handle func(publis
 		}
 		return err
 	}
-	opts, err := clientOpts(c.cfg, c.log, (*connHook)(c.k))
+	opts, err := c.k.clientOpts()
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/kafka"
-	"github.com/mqtarget/mqtarget/publishers/publishertest"
+	pt "github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // The integration tests run against a real cluster, e.g. the one scripts/kafka.sh starts:
@@ -44,7 +44,7 @@ func integrationConfig(t testing.TB) kafka.Config {
 
 func newPublisher(t testing.TB, c kafka.Config) *kafka.Publisher {
 	t.Helper()
-	p, err := kafka.New(c, publishertest.Logger(t))
+	p, err := kafka.New(c, pt.Logger(t))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -255,7 +255,7 @@ func TestIntegrationConsumer(t *testing.T) {
 			want[body] = host
 		}
 	}
-	cs, err := kafka.NewConsumer(c, publishers.ConsumerOptions{Group: freshTopic("group")}, publishertest.Logger(t))
+	cs, err := kafka.NewConsumer(c, publishers.ConsumerOptions{Group: freshTopic("group")}, pt.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,8 +353,8 @@ func TestIntegrationConformance(t *testing.T) {
 	c := integrationConfig(t)
 	c.PublishTimeout = 3 * time.Second
 	k := &cluster{c: c, script: os.Getenv("MQTARGET_KAFKA_SCRIPT")}
-	f := publishertest.Features{
-		Rejections: []publishertest.Rejection{
+	f := pt.Features{
+		Rejections: []pt.Rejection{
 			{Name: "over the client's batch bound", Topic: freshTopic("reject"), Body: bytes.Repeat([]byte("x"), 2<<20), Kind: publishers.ErrTooLarge},
 			{Name: "internal topic", Topic: "__consumer_offsets", Body: []byte("x")},
 		},
@@ -363,7 +363,7 @@ func TestIntegrationConformance(t *testing.T) {
 	if k.script == "" {
 		f.NoFreeze = "MQTARGET_KAFKA_SCRIPT is not set: no broker PIDs to stop"
 	}
-	publishertest.Run(t, f, k, func(t testing.TB) publishers.Publisher { return newPublisher(t, c) })
+	pt.Run(t, f, k, func(t testing.TB) publishers.Publisher { return newPublisher(t, c) })
 }
 
 var _ = errors.Is

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,12 +32,26 @@ type Publisher struct {
 	once    sync.Once
 
 	versions []atomic.Pointer[string] // per host: what its ApiVersions answer says it runs
+	down     []hostDown               // per host: its produce connection's last failure
 }
+
+// hostDown is a host whose produce connection failed: publishes to it are refused as unavailable for
+// downFor after the failure, unless a produce to it succeeded since (franz-go redials meanwhile and
+// retries what it holds), so a dead broker costs its callers no deadline each.
+type hostDown struct {
+	at  atomic.Int64 // unix nanoseconds of the last failure; 0: up
+	err atomic.Pointer[error]
+}
+
+// downFor is how long a failed produce connection refuses publishes: franz-go's retry backoff is about
+// as long.
+const downFor = time.Second
 
 // pending is one publish handed to the client: finish runs done exactly once, with the first outcome of
 // its records, the deadline, or Close.
 type pending struct {
 	p      *Publisher
+	host   int
 	left   atomic.Int32 // records not answered yet
 	fired  atomic.Bool
 	done   func(error)
@@ -67,6 +82,8 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 		kgo.ProducerLinger(0), // a record goes out at once; records buffered meanwhile share a request
 		kgo.RecordDeliveryTimeout(c.PublishTimeout),
 		kgo.ProduceRequestTimeout(c.PublishTimeout),
+		kgo.ProducerBatchMaxBytes(batchMaxBytes),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), // the broker stores what was sent: sizes are as requested
 		kgo.MaxBufferedRecords(maxBufferedRecords),
 		kgo.MaxBufferedBytes(maxBufferedBytes),
 		kgo.UnknownTopicRetries(2),
@@ -74,7 +91,29 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Publisher{cluster: k, pending: map[*pending]struct{}{}, versions: make([]atomic.Pointer[string], len(k.hosts))}, nil
+	p := &Publisher{cluster: k, pending: map[*pending]struct{}{}, versions: make([]atomic.Pointer[string], len(k.hosts)), down: make([]hostDown, len(k.hosts))}
+	lost := p.failHost
+	k.lost.Store(&lost)
+	return p, nil
+}
+
+// failHost fails every publish pending on host: its produce connection failed. franz-go retries the
+// records on a new connection (the idempotent producer stores each once); the callers hear now.
+func (p *Publisher) failHost(host int, err error) {
+	p.pmu.Lock()
+	var qs []*pending
+	for q := range p.pending {
+		if q.host == host {
+			qs = append(qs, q)
+		}
+	}
+	p.pmu.Unlock()
+	err = kind(publishers.ErrUnavailable, fmt.Errorf("kafka: the produce connection to broker %d (%s) failed: %w", p.nodes[host], p.hosts[host], err))
+	p.down[host].err.Store(&err)
+	p.down[host].at.Store(time.Now().UnixNano())
+	for _, q := range qs {
+		q.finish(err)
+	}
 }
 
 // Hosts implements publishers.Publisher: the cluster's brokers in node-id order.
@@ -151,6 +190,14 @@ func (p *Publisher) sendCtx(ctx context.Context, cancel func(), host int, topic 
 	if p.isClosed() {
 		return fail(kind(publishers.ErrClosed, errors.New("kafka publisher closed")))
 	}
+	for _, b := range bodies {
+		if len(b) > MaxBody {
+			return fail(kind(publishers.ErrTooLarge, fmt.Errorf("kafka: a %d-byte message, at most %d fit in a record batch", len(b), MaxBody)))
+		}
+	}
+	if at := p.down[host].at.Load(); at != 0 && time.Since(time.Unix(0, at)) < downFor {
+		return fail(*p.down[host].err.Load())
+	}
 	st, err := p.topic(ctx, topic)
 	if err != nil {
 		return fail(err)
@@ -164,7 +211,7 @@ func (p *Publisher) sendCtx(ctx context.Context, cancel func(), host int, topic 
 	if p.closed {
 		return fail(kind(publishers.ErrClosed, errors.New("kafka publisher closed")))
 	}
-	q := &pending{p: p, done: done, cancel: cancel}
+	q := &pending{p: p, host: host, done: done, cancel: cancel}
 	q.left.Store(int32(len(bodies)))
 	p.pmu.Lock()
 	p.pending[q] = struct{}{}
@@ -172,7 +219,10 @@ func (p *Publisher) sendCtx(ctx context.Context, cancel func(), host int, topic 
 	promise := func(_ *kgo.Record, err error) {
 		if err != nil {
 			q.finish(classify(err))
-		} else if q.left.Add(-1) == 0 {
+			return
+		}
+		p.down[host].at.Store(0)
+		if q.left.Add(-1) == 0 {
 			q.finish(nil)
 		}
 	}

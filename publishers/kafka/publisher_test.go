@@ -1,0 +1,237 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/kafka"
+	pt "github.com/mqtarget/mqtarget/publishers/publishertest"
+)
+
+func anyOf(err error, kinds ...error) bool {
+	for _, k := range kinds {
+		if k == nil && err == nil || k != nil && errors.Is(err, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestFakes drives the publisher against publishertest's misbehaving brokers (garbage, closes, answers
+// before any command, twice, ahead, floods, a stray answer and a dropped command) through its fake Kafka
+// broker: nothing acknowledged that the fake did not store, every failure unavailable or timed out.
+func TestFakes(t *testing.T) {
+	pt.RunFakes(t, pt.FakeFeatures{
+		NoProtocolErrors: "franz-go reads the answers; it closes a connection whose answer does not match and tells no count",
+		Few:              true, // a dropped produce costs its deadline
+	}, func(t testing.TB, m pt.Misbehaviour) pt.Fake { return startFake(t, m) },
+		func(t testing.TB, f pt.Fake) publishers.Publisher {
+			c := kafka.DefaultConfig()
+			c.Brokers = f.Addrs()
+			c.PublishTimeout = 2 * time.Second
+			p, err := kafka.New(c, pt.Logger(t))
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			f.(*fakeBroker).arm()
+			return p
+		})
+}
+
+// TestBrokerAnswers: against a broker that answers produce requests with an error code or not at all,
+// every publish ends by its deadline with the kind that fits, nothing is acknowledged that the broker
+// did not store, Close ends what is pending and no goroutine is left.
+func TestBrokerAnswers(t *testing.T) {
+	const deadline = time.Second
+	for _, tc := range []struct {
+		m    pt.Misbehaviour
+		want []error // kinds a publish may end with
+	}{
+		{pt.Honest, []error{nil}},
+		{reject, []error{publishers.ErrRejected}},
+		{notLeader, []error{publishers.ErrTimeout, publishers.ErrUnavailable}},
+		{silent, []error{publishers.ErrTimeout}},
+	} {
+		t.Run(string(tc.m), func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			f := startFake(t, tc.m)
+			c := kafka.DefaultConfig()
+			c.Brokers = []string{f.addr()}
+			c.PublishTimeout = deadline
+			p, err := kafka.New(c, pt.Logger(t))
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			f.arm()
+			if got := p.Hosts(); len(got) != 1 || got[0] != f.addr() {
+				t.Fatalf("Hosts %v, want [%s]", got, f.addr())
+			}
+			const topic = "answers"
+			var acked []string
+			check := func(what string, took time.Duration, err error, bodies ...string) {
+				t.Helper()
+				if !anyOf(err, tc.want...) {
+					t.Errorf("%s: %v, want one of %v", what, err, tc.want)
+				}
+				if took > deadline+500*time.Millisecond {
+					t.Errorf("%s: answered after %v, deadline %v", what, took, deadline)
+				}
+				if err == nil {
+					acked = append(acked, bodies...)
+				}
+			}
+			for i := range 3 {
+				ctx, cancel := context.WithTimeout(context.Background(), deadline)
+				start := time.Now()
+				body := fmt.Sprintf("sync %d", i)
+				err := p.Publish(ctx, 0, topic, []byte(body))
+				cancel()
+				check("Publish "+body, time.Since(start), err, body)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			start := time.Now()
+			err = p.PublishBatch(ctx, 0, topic, [][]byte{[]byte("b1"), []byte("b2"), []byte("b3")})
+			cancel()
+			check("PublishBatch", time.Since(start), err, "b1", "b2", "b3")
+			var wg sync.WaitGroup
+			var calls atomic.Int32
+			wg.Add(1)
+			start = time.Now()
+			if err := p.PublishAsync(0, topic, []byte("async"), func(err error) {
+				calls.Add(1)
+				check("PublishAsync's done", time.Since(start), err, "async")
+				wg.Done()
+			}); err != nil {
+				check("PublishAsync", time.Since(start), err)
+				wg.Done()
+			}
+			wg.Wait()
+			stored := f.Stored()
+			for _, b := range acked {
+				if stored[b] < 1 {
+					t.Errorf("%q acknowledged, not stored", b)
+				}
+			}
+			if tc.m == pt.Honest && len(stored) != len(acked) {
+				t.Errorf("stored %d bodies, acknowledged %d", len(stored), len(acked))
+			}
+			for i := range 2 {
+				if err := p.Close(); err != nil {
+					t.Errorf("Close #%d: %v", i+1, err)
+				}
+			}
+			if err := p.Publish(context.Background(), 0, topic, []byte("x")); !errors.Is(err, publishers.ErrClosed) {
+				t.Errorf("Publish after Close: %v, want ErrClosed", err)
+			}
+			if n := calls.Load(); n != 1 {
+				t.Errorf("PublishAsync's done ran %d times", n)
+			}
+			f.Close()
+			goleak.VerifyNone(t, ignore)
+		})
+	}
+}
+
+// TestPendingAtClose: publishes waiting for a broker that never answers end with ErrClosed at Close,
+// the sync one too, and Close does not wait for the broker.
+func TestPendingAtClose(t *testing.T) {
+	f := startFake(t, silent)
+	defer f.Close()
+	c := kafka.DefaultConfig()
+	c.Brokers = []string{f.addr()}
+	c.PublishTimeout = time.Minute
+	p, err := kafka.New(c, pt.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.arm()
+	results := make(chan error, 11)
+	for range 10 {
+		if err := p.PublishAsync(0, "pending", []byte("x"), func(err error) { results <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() { results <- p.Publish(context.Background(), 0, "pending", []byte("sync")) }()
+	time.Sleep(200 * time.Millisecond) // let them reach the broker; the check below does not depend on it
+	start := time.Now()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Close took %v", took)
+	}
+	for i := range 11 {
+		select {
+		case err := <-results:
+			if !errors.Is(err, publishers.ErrClosed) {
+				t.Errorf("result %d: %v, want ErrClosed", i, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("only %d of 11 publishes ended after Close", i)
+		}
+	}
+}
+
+// TestHostsAndInput: a host the cluster has no broker for, a bad topic, an oversize message and an
+// expired deadline are refused with their kind before anything is sent.
+func TestHostsAndInput(t *testing.T) {
+	f := startFake(t, pt.Honest)
+	c := kafka.DefaultConfig()
+	c.Brokers = []string{f.addr()}
+	p, err := kafka.New(c, pt.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	for _, tc := range []struct {
+		name  string
+		ctx   context.Context
+		host  int
+		topic string
+		body  []byte
+		want  error
+	}{
+		{"host beyond the brokers", context.Background(), 1, "t", []byte("x"), publishers.ErrUnavailable},
+		{"negative host", context.Background(), -1, "t", []byte("x"), publishers.ErrUnavailable},
+		{"invalid topic", context.Background(), 0, "a b", []byte("x"), publishers.ErrRejected},
+		{"internal topic", context.Background(), 0, "__consumer_offsets", []byte("x"), publishers.ErrRejected},
+		{"oversize", context.Background(), 0, "t", make([]byte, kafka.MaxBody+1), publishers.ErrTooLarge},
+		{"expired deadline", expired, 0, "t", []byte("x"), publishers.ErrTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := p.Publish(tc.ctx, tc.host, tc.topic, tc.body); !errors.Is(err, tc.want) {
+				t.Errorf("Publish: %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if n := len(f.Stored()); n != 0 {
+		t.Errorf("the broker stored %d records of refused publishes", n)
+	}
+	if err := p.Publish(context.Background(), 0, "t", make([]byte, kafka.MaxBody)); err != nil {
+		t.Errorf("Publish of MaxBody bytes: %v", err)
+	}
+}
+
+// TestNewWithoutCluster: New fails with ErrUnavailable naming kafka.brokers when nothing answers.
+func TestNewWithoutCluster(t *testing.T) {
+	f := startFake(t, pt.Honest)
+	addr := f.addr()
+	f.Close() // a port nobody listens on any more
+	c := kafka.DefaultConfig()
+	c.Brokers = []string{addr}
+	_, err := kafka.New(c, pt.Logger(t))
+	if !errors.Is(err, publishers.ErrUnavailable) || !strings.Contains(err.Error(), "kafka.brokers") {
+		t.Errorf("New without a cluster: %v, want ErrUnavailable naming kafka.brokers", err)
+	}
+}
