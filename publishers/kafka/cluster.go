@@ -57,10 +57,12 @@ type cluster struct {
 }
 
 type topicState struct {
-	ready chan struct{} // closed once parts and err are set
-	parts []int32       // per host: the partition its publishes go to; -1: none
-	host  map[int32]int // partition -> host whose broker is its first replica
-	err   error
+	ready   chan struct{}   // closed once parts and err are set
+	parts   []int32         // per host: the partition its publishes go to; -1: none
+	host    map[int32]int   // partition -> host whose broker is its first replica
+	leaders map[int32]int32 // partition -> its leader's node id, when looked up
+	id      [16]byte        // the topic's id (produce v13 names topics by it)
+	err     error
 }
 
 // clientOpts are the options of every client mqtarget makes for the cluster: bootstrap addresses,
@@ -159,7 +161,7 @@ func (k *cluster) topic(ctx context.Context, topic string) (*topicState, error) 
 		st = &topicState{ready: make(chan struct{})}
 		k.topics[topic] = st
 		k.mu.Unlock()
-		st.parts, st.host, st.err = k.lookup(ctx, topic)
+		st.err = k.lookup(ctx, topic, st)
 		if st.err != nil {
 			k.mu.Lock()
 			if k.topics[topic] == st {
@@ -183,30 +185,34 @@ func (k *cluster) topic(ctx context.Context, topic string) (*topicState, error) 
 // brokers) partitions, partition i with replicas brokers i, i+1, ... (replication_factor of them), so
 // broker i is its preferred leader. Host k then publishes to the lowest partition whose first replica
 // is broker k; in a topic made elsewhere without one, to partition k if there is one.
-func (k *cluster) lookup(ctx context.Context, topic string) ([]int32, map[int32]int, error) {
+func (k *cluster) lookup(ctx context.Context, topic string, st *topicState) error {
 	created := false
 	for try := 0; ; try++ {
 		td, err := k.metadata(ctx, try, topic)
 		if err != nil {
-			return nil, nil, k.lookupErr(ctx, topic, err)
+			return k.lookupErr(ctx, topic, err)
 		}
 		terr := kerr.ErrorForCode(td.ErrorCode)
 		switch {
 		case errors.Is(terr, kerr.UnknownTopicOrPartition) && !created:
 			if err := k.create(ctx, topic); err != nil {
-				return nil, nil, err
+				return err
 			}
 			created = true
 			continue
 		case terr != nil && !kerr.IsRetriable(terr):
-			return nil, nil, kind(publishers.ErrRejected, fmt.Errorf("kafka: topic %s: %w", topic, terr))
+			return kind(publishers.ErrRejected, fmt.Errorf("kafka: topic %s: %w", topic, terr))
 		case terr == nil && len(td.Partitions) > 0 && leadersKnown(td):
-			parts, host := k.partitionMap(td)
-			return parts, host, nil
+			st.parts, st.host = k.partitionMap(td)
+			st.leaders, st.id = map[int32]int32{}, td.TopicID
+			for _, p := range td.Partitions {
+				st.leaders[p.Partition] = p.Leader
+			}
+			return nil
 		}
 		select { // just created, or leaders being elected
 		case <-ctx.Done():
-			return nil, nil, ctxErr(ctx)
+			return ctxErr(ctx)
 		case <-time.After(topicPoll):
 		}
 	}

@@ -41,7 +41,8 @@ type fakeBroker struct {
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
-	stored map[string]int // by body
+	stored map[string]int   // by body
+	reqs   []map[string]int // records of each produce request stored, by topic, in order
 }
 
 func startFake(t testing.TB, m pt.Misbehaviour) *fakeBroker {
@@ -273,6 +274,8 @@ func (fc *fakeConn) answer(req kmsg.Request) (kmsg.Response, bool) {
 		case bad && f.m == pt.CloseAfterHandshake:
 			return nil, false
 		}
+		counts := map[string]int{}
+		defer fc.countRequest(counts)
 		for _, rt := range req.(*kmsg.ProduceRequest).Topics {
 			t := kmsg.NewProduceResponseTopic()
 			t.Topic = rt.Topic
@@ -285,7 +288,9 @@ func (fc *fakeConn) answer(req kmsg.Request) (kmsg.Response, bool) {
 				case bad && f.m == notLeader:
 					p.ErrorCode = kerr.NotLeaderForPartition.Code
 				default:
-					p.BaseOffset = fc.store(rp.Records)
+					var n int
+					p.BaseOffset, n = fc.store(rp.Records)
+					counts[rt.Topic] += n
 				}
 				t.Partitions = append(t.Partitions, p)
 			}
@@ -297,14 +302,36 @@ func (fc *fakeConn) answer(req kmsg.Request) (kmsg.Response, bool) {
 	return resp, true
 }
 
+// countRequest notes the records a produce request stored, by topic.
+func (fc *fakeConn) countRequest(counts map[string]int) {
+	if len(counts) > 0 {
+		fc.f.mu.Lock()
+		fc.f.reqs = append(fc.f.reqs, counts)
+		fc.f.mu.Unlock()
+	}
+}
+
+// requests returns the records of topic in each produce request that held some.
+func (f *fakeBroker) requests(topic string) []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []int
+	for _, r := range f.reqs {
+		if n := r[topic]; n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // store records the bodies of a record batch (uncompressed: the publisher compresses nothing) and
-// returns the offset of its first.
-func (fc *fakeConn) store(records []byte) int64 {
+// returns the offset of its first and how many it held.
+func (fc *fakeConn) store(records []byte) (int64, int) {
 	f := fc.f
 	var batch kmsg.RecordBatch
 	if err := batch.ReadFrom(records); err != nil || batch.Attributes&7 != 0 {
 		f.t.Errorf("fake: a record batch it cannot read (compression %d): %v", batch.Attributes&7, err)
-		return 0
+		return 0, 0
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -314,15 +341,15 @@ func (fc *fakeConn) store(records []byte) int64 {
 		l, n := binary.Varint(rs)
 		if n <= 0 || int(l) > len(rs)-n {
 			f.t.Errorf("fake: a record that does not fit its batch")
-			return base
+			return base, 0
 		}
 		var rec kmsg.Record
 		if err := rec.ReadFrom(rs[:n+int(l)]); err != nil {
 			f.t.Errorf("fake: record: %v", err)
-			return base
+			return base, 0
 		}
 		f.stored[string(rec.Value)]++
 		rs = rs[n+int(l):]
 	}
-	return base
+	return base, int(batch.NumRecords)
 }

@@ -127,14 +127,42 @@ func (p *Publisher) Publish(ctx context.Context, host int, topic string, body []
 	return p.await(ctx, host, topic, [][]byte{body})
 }
 
-// PublishBatch implements publishers.Publisher: every body goes to host's partition, handed to the
-// client together so they share a produce request (linger 0: unless a request to that broker is cut
-// between two of them); it returns once all are answered, with the first failure.
+// PublishBatch implements publishers.Publisher: bodies go to host's partition as one record batch in one
+// produce request (batch.go), answered per acks.
 func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
 	if len(bodies) == 0 {
 		return nil
 	}
-	return p.await(ctx, host, topic, bodies)
+	if ctx.Err() != nil {
+		return ctxErr(ctx) // nothing sent
+	}
+	if err := p.check(host, topic, bodies); err != nil {
+		return err
+	}
+	return p.produceBatch(ctx, host, topic, bodies)
+}
+
+// check refuses what no publish may send: a host the cluster lacks, a topic Kafka refuses, a message
+// over MaxBody, anything after Close.
+func (p *Publisher) check(host int, topic string, bodies [][]byte) error {
+	if err := p.checkHost(host); err != nil {
+		return err
+	}
+	if err := ValidateTopic(topic); err != nil {
+		return kind(publishers.ErrRejected, err)
+	}
+	if p.isClosed() {
+		return kind(publishers.ErrClosed, errors.New("kafka publisher closed"))
+	}
+	for _, b := range bodies {
+		if len(b) > MaxBody {
+			return kind(publishers.ErrTooLarge, fmt.Errorf("kafka: a %d-byte message, at most %d fit in a record batch", len(b), MaxBody))
+		}
+	}
+	if at := p.down[host].at.Load(); at != 0 && time.Since(time.Unix(0, at)) < downFor {
+		return *p.down[host].err.Load()
+	}
+	return nil
 }
 
 func (p *Publisher) await(ctx context.Context, host int, topic string, bodies [][]byte) error {
@@ -181,22 +209,8 @@ func (p *Publisher) send(ctx context.Context, host int, topic string, bodies [][
 // yet sent when it ends); cancel is called once the publish finished.
 func (p *Publisher) sendCtx(ctx context.Context, cancel func(), host int, topic string, bodies [][]byte, done func(error)) (*pending, error) {
 	fail := func(err error) (*pending, error) { cancel(); return nil, err }
-	if err := p.checkHost(host); err != nil {
+	if err := p.check(host, topic, bodies); err != nil {
 		return fail(err)
-	}
-	if err := ValidateTopic(topic); err != nil {
-		return fail(kind(publishers.ErrRejected, err))
-	}
-	if p.isClosed() {
-		return fail(kind(publishers.ErrClosed, errors.New("kafka publisher closed")))
-	}
-	for _, b := range bodies {
-		if len(b) > MaxBody {
-			return fail(kind(publishers.ErrTooLarge, fmt.Errorf("kafka: a %d-byte message, at most %d fit in a record batch", len(b), MaxBody)))
-		}
-	}
-	if at := p.down[host].at.Load(); at != 0 && time.Since(time.Unix(0, at)) < downFor {
-		return fail(*p.down[host].err.Load())
 	}
 	st, err := p.topic(ctx, topic)
 	if err != nil {

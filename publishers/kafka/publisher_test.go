@@ -235,3 +235,50 @@ func TestNewWithoutCluster(t *testing.T) {
 		t.Errorf("New without a cluster: %v, want ErrUnavailable naming kafka.brokers", err)
 	}
 }
+
+// TestBatchOneRequest: PublishBatch's records travel in one produce request (the /send2 contract),
+// also while other publishes to the broker are in flight.
+func TestBatchOneRequest(t *testing.T) {
+	f := startFake(t, pt.Honest)
+	c := kafka.DefaultConfig()
+	c.Brokers = []string{f.addr()}
+	p, err := kafka.New(c, pt.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for g := range 4 { // concurrent single publishes, so requests are being cut meanwhile
+		wg.Go(func() {
+			for i := range 50 {
+				if err := p.Publish(ctx, 0, "single", fmt.Appendf(nil, "s%d-%d", g, i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	const batches, size = 50, 5
+	for i := range batches {
+		var bodies [][]byte
+		for j := range size {
+			bodies = append(bodies, fmt.Appendf(nil, "b%d-%d", i, j))
+		}
+		if err := p.PublishBatch(ctx, 0, "batch", bodies); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	split := 0
+	for _, n := range f.requests("batch") {
+		if n%size != 0 {
+			split++
+		}
+	}
+	t.Logf("records of the batches per produce request: %v", f.requests("batch"))
+	if split > 0 {
+		t.Errorf("%d produce requests held part of a batch", split)
+	}
+}
