@@ -26,6 +26,24 @@ func anyOf(err error, kinds ...error) bool {
 	return false
 }
 
+// fakePublisher starts a fake broker misbehaving as m once armed, and a publisher for it with
+// publish_timeout timeout (0: the default), then arms the fake. The test closes the publisher.
+func fakePublisher(t testing.TB, m pt.Misbehaviour, timeout time.Duration) (*fakeBroker, *kafka.Publisher) {
+	t.Helper()
+	f := startFake(t, m)
+	c := kafka.DefaultConfig()
+	c.Brokers = f.Addrs()
+	if timeout > 0 {
+		c.PublishTimeout = timeout
+	}
+	p, err := kafka.New(c, pt.Logger(t))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	f.arm()
+	return f, p
+}
+
 // TestFakes drives the publisher against publishertest's misbehaving brokers (garbage, closes, answers
 // before any command, twice, ahead, floods, a stray answer and a dropped command) through its fake Kafka
 // broker: nothing acknowledged that the fake did not store, every failure unavailable or timed out.
@@ -42,7 +60,7 @@ func TestFakes(t *testing.T) {
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
-			f.(*fakeBroker).arm()
+			f.(*fakeBroker).arm() // after New: discovery is not what these check
 			return p
 		})
 }
@@ -63,15 +81,7 @@ func TestBrokerAnswers(t *testing.T) {
 	} {
 		t.Run(string(tc.m), func(t *testing.T) {
 			ignore := goleak.IgnoreCurrent()
-			f := startFake(t, tc.m)
-			c := kafka.DefaultConfig()
-			c.Brokers = []string{f.addr()}
-			c.PublishTimeout = deadline
-			p, err := kafka.New(c, pt.Logger(t))
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
-			f.arm()
+			f, p := fakePublisher(t, tc.m, deadline)
 			if got := p.Hosts(); len(got) != 1 || got[0] != f.addr() {
 				t.Fatalf("Hosts %v, want [%s]", got, f.addr())
 			}
@@ -99,7 +109,7 @@ func TestBrokerAnswers(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), deadline)
 			start := time.Now()
-			err = p.PublishBatch(ctx, 0, topic, [][]byte{[]byte("b1"), []byte("b2"), []byte("b3")})
+			err := p.PublishBatch(ctx, 0, topic, [][]byte{[]byte("b1"), []byte("b2"), []byte("b3")})
 			cancel()
 			check("PublishBatch", time.Since(start), err, "b1", "b2", "b3")
 			var wg sync.WaitGroup
@@ -144,16 +154,8 @@ func TestBrokerAnswers(t *testing.T) {
 // TestPendingAtClose: publishes waiting for a broker that never answers end with ErrClosed at Close,
 // the sync one too, and Close does not wait for the broker.
 func TestPendingAtClose(t *testing.T) {
-	f := startFake(t, silent)
+	f, p := fakePublisher(t, silent, time.Minute)
 	defer f.Close()
-	c := kafka.DefaultConfig()
-	c.Brokers = []string{f.addr()}
-	c.PublishTimeout = time.Minute
-	p, err := kafka.New(c, pt.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.arm()
 	results := make(chan error, 11)
 	for range 10 {
 		if err := p.PublishAsync(0, "pending", []byte("x"), func(err error) { results <- err }); err != nil {
@@ -184,13 +186,7 @@ func TestPendingAtClose(t *testing.T) {
 // TestHostsAndInput: a host the cluster has no broker for, a bad topic, an oversize message and an
 // expired deadline are refused with their kind before anything is sent.
 func TestHostsAndInput(t *testing.T) {
-	f := startFake(t, pt.Honest)
-	c := kafka.DefaultConfig()
-	c.Brokers = []string{f.addr()}
-	p, err := kafka.New(c, pt.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, p := fakePublisher(t, pt.Honest, 0)
 	defer p.Close()
 	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
@@ -239,13 +235,7 @@ func TestNewWithoutCluster(t *testing.T) {
 // TestBatchOneRequest: PublishBatch's records travel in one produce request (the /send2 contract),
 // also while other publishes to the broker are in flight.
 func TestBatchOneRequest(t *testing.T) {
-	f := startFake(t, pt.Honest)
-	c := kafka.DefaultConfig()
-	c.Brokers = []string{f.addr()}
-	p, err := kafka.New(c, pt.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, p := fakePublisher(t, pt.Honest, 0)
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
