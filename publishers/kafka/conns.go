@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"context"
+	"errors"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -80,8 +82,8 @@ func (h *connHook) OnBrokerE2E(m kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2
 	if err == nil {
 		err = e2e.ReadErr
 	}
-	if key != kmsg.Produce.Int16() || err == nil {
-		return
+	if key != kmsg.Produce.Int16() || err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return // ours: a publish that ended gave its record up (AllowIdempotentProduceCancellation)
 	}
 	t := h.table.Load()
 	if t == nil {

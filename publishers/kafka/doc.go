@@ -22,11 +22,15 @@
 // default) or leader (kafka.acks), a manual partitioner, no linger, no compression (the broker stores
 // what was sent). The producer is idempotent: franz-go retries a produce whose connection failed on a
 // new connection, and the broker stores a retried batch once (producer id and sequence numbers), so
-// "acknowledged" means stored exactly once. mqtarget itself never resends. A record's life in the
-// client is bounded by publish_timeout (RecordDeliveryTimeout and the broker-side produce timeout): a
-// record not yet sent by then is failed and never stored. Publish returns when the leader answered (per
-// acks), or at the caller's deadline with ErrTimeout; a record already in flight then may still be
-// stored (once). PublishAsync's done runs exactly once: with the answer, with ErrTimeout at
+// "acknowledged" means stored exactly once. mqtarget itself never resends, and what a caller heard
+// failed is not resent by franz-go either: every record's context ends with its publish (deadline,
+// publish_timeout, a failed connection, Close) and the producer may fail records in flight
+// (AllowIdempotentProduceCancellation). Without that, a record in flight on a connection that died was
+// kept and resent when the broker came back (measured: stored 15 s after a kill -9 and a restart,
+// though its caller got 503). The cost: the producer bumps its epoch after such a record, and the one
+// attempt in flight when it failed may be stored. A record's life in the client is bounded by
+// publish_timeout (RecordDeliveryTimeout and the broker-side produce timeout). Publish returns when the
+// leader answered (per acks), or at the caller's deadline with ErrTimeout. PublishAsync's done runs exactly once: with the answer, with ErrTimeout at
 // publish_timeout (a broker that stopped answering holds franz-go's request until its connection
 // fails), or with ErrClosed at Close.
 //
