@@ -56,17 +56,25 @@ func freshTopic(prefix string) string {
 	return fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
 }
 
-// endOffsets are the topic's end offsets per partition, from the cluster (kadm: ListOffsets).
-func endOffsets(t testing.TB, c kafka.Config, topic string) map[int32]int64 {
+// admin is an admin client of the cluster and a 10 s context for its requests, both ended at the
+// test's cleanup.
+func admin(t testing.TB, c kafka.Config) (*kadm.Client, context.Context) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	t.Cleanup(cl.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	offs, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	t.Cleanup(cancel)
+	return kadm.NewClient(cl), ctx
+}
+
+// endOffsets are the topic's end offsets per partition, from the cluster (kadm: ListOffsets).
+func endOffsets(t testing.TB, c kafka.Config, topic string) map[int32]int64 {
+	t.Helper()
+	adm, ctx := admin(t, c)
+	offs, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatalf("ListEndOffsets %s: %v", topic, err)
 	}
@@ -114,14 +122,8 @@ func toolOffsets(t testing.TB, c kafka.Config, topic string) (map[int32]int64, b
 // leaders maps each partition of topic to its leader's node id.
 func leaders(t testing.TB, c kafka.Config, topic string) map[int32]int32 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	md, err := kadm.NewClient(cl).Metadata(ctx, topic)
+	adm, ctx := admin(t, c)
+	md, err := adm.Metadata(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,14 +220,8 @@ func TestIntegrationLedger(t *testing.T) {
 
 func brokerAddr(t testing.TB, c kafka.Config, node int32) string {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	adm, ctx := admin(t, c)
+	md, err := adm.BrokerMetadata(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,16 +348,10 @@ func (k *cluster) ThawHost(t testing.TB, host int)   { k.signal(t, host, syscall
 // smallTopic creates a topic whose max.message.bytes is 1024, where the broker refuses larger batches.
 func smallTopic(t testing.TB, c kafka.Config) string {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	adm, ctx := admin(t, c)
 	topic := freshTopic("small")
 	max := "1024"
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &max}, topic)
+	resp, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &max}, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -389,7 +379,6 @@ func TestIntegrationConformance(t *testing.T) {
 	}
 	pt.Run(t, f, k, func(t testing.TB) publishers.Publisher { return newPublisher(t, c) })
 }
-
 
 // TestIntegrationKill: kill -9 of broker 1 under publishing: its publishes fail as unavailable or
 // timed out within publish_timeout, host 0's go on, and once the script started the broker again the
