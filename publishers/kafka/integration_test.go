@@ -29,7 +29,7 @@ import (
 //	KAFKA_PORT=23092 KAFKA_CONTROLLER_PORT=23094 scripts/kafka.sh start
 //	MQTARGET_KAFKA_BROKERS=127.0.0.1:23092 go test ./publishers/kafka/
 //
-// With MQTARGET_KAFKA_SCRIPT (the path of scripts/kafka.sh, with the KAFKA_* settings of that start in
+// With KAFKA_SCRIPT (the path of scripts/kafka.sh, with the KAFKA_* settings of that start in
 // the environment) the ledger is also counted with Kafka's own GetOffsetShell, and the conformance
 // suite freezes brokers (SIGSTOP of the PID the script names).
 func integrationConfig(t testing.TB) kafka.Config {
@@ -91,7 +91,7 @@ func endOffsets(t testing.TB, c kafka.Config, topic string) map[int32]int64 {
 // toolOffsets counts with Kafka's own tool: scripts/kafka.sh tool GetOffsetShell, T:PARTITION:OFFSET lines.
 func toolOffsets(t testing.TB, c kafka.Config, topic string) (map[int32]int64, bool) {
 	t.Helper()
-	script := os.Getenv("MQTARGET_KAFKA_SCRIPT")
+	script := os.Getenv("KAFKA_SCRIPT")
 	if script == "" {
 		return nil, false
 	}
@@ -365,7 +365,7 @@ func smallTopic(t testing.TB, c kafka.Config) string {
 func TestIntegrationConformance(t *testing.T) {
 	c := integrationConfig(t)
 	c.PublishTimeout = 3 * time.Second
-	k := &cluster{c: c, script: os.Getenv("MQTARGET_KAFKA_SCRIPT")}
+	k := &cluster{c: c, script: os.Getenv("KAFKA_SCRIPT")}
 	f := pt.Features{
 		Rejections: []pt.Rejection{
 			{Name: "over the client's batch bound", Topic: freshTopic("reject"), Body: bytes.Repeat([]byte("x"), 2<<20), Kind: publishers.ErrTooLarge},
@@ -375,19 +375,19 @@ func TestIntegrationConformance(t *testing.T) {
 		AsyncTimeout: c.PublishTimeout,
 	}
 	if k.script == "" {
-		f.NoFreeze = "MQTARGET_KAFKA_SCRIPT is not set: no broker PIDs to stop"
+		f.NoFreeze = "KAFKA_SCRIPT is not set: no broker PIDs to stop"
 	}
 	pt.Run(t, f, k, func(t testing.TB) publishers.Publisher { return newPublisher(t, c) })
 }
 
 // TestIntegrationKill: kill -9 of broker 1 under publishing: its publishes fail as unavailable or
 // timed out within publish_timeout, host 0's go on, and once the script started the broker again the
-// same publisher delivers to it, with its goroutines back to what they were. Needs MQTARGET_KAFKA_SCRIPT.
+// same publisher delivers to it, with its goroutines back to what they were. Needs KAFKA_SCRIPT.
 func TestIntegrationKill(t *testing.T) {
 	c := integrationConfig(t)
-	script := os.Getenv("MQTARGET_KAFKA_SCRIPT")
+	script := os.Getenv("KAFKA_SCRIPT")
 	if script == "" {
-		t.Skip("MQTARGET_KAFKA_SCRIPT is not set: no broker to kill and start again")
+		t.Skip("KAFKA_SCRIPT is not set: no broker to kill and start again")
 	}
 	c.PublishTimeout = 3 * time.Second
 	p := newPublisher(t, c)
