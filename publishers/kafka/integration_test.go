@@ -283,6 +283,16 @@ func TestIntegrationConsumer(t *testing.T) {
 		ccancel()
 		<-errc
 	}
+	for host := range p.Hosts() {
+		if err := p.Ping(ctx, host); err != nil {
+			t.Errorf("Ping(%d): %v", host, err)
+		}
+		v, n := p.BrokerVersion(host), p.ConnCounts(host)
+		if !strings.HasPrefix(v, "Kafka v") || n.Opened == 0 {
+			t.Errorf("host %d: BrokerVersion %q, ConnCounts %+v; want a version and a connection", host, v, n)
+		}
+		t.Logf("host %d (%s): %s, connections %+v", host, p.Hosts()[host], v, n)
+	}
 	for body := range want {
 		if got[body] != 1 {
 			t.Errorf("%q consumed %d times, want once", body, got[body])
