@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"io"
 	"maps"
@@ -45,11 +46,17 @@ type fakeBroker struct {
 	reqs   []map[string]int // records of each produce request stored, by topic, in order
 }
 
-func startFake(t testing.TB, m pt.Misbehaviour) *fakeBroker {
+func startFake(t testing.TB, m pt.Misbehaviour) *fakeBroker { return startFakeTLS(t, m, nil) }
+
+// startFakeTLS starts a fake broker, serving TLS with tc when it is not nil.
+func startFakeTLS(t testing.TB, m pt.Misbehaviour, tc *tls.Config) *fakeBroker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
 	}
 	f := &fakeBroker{t: t, m: m, ln: ln, conns: map[net.Conn]struct{}{}, stored: map[string]int{}, done: make(chan struct{})}
 	f.wg.Add(1)
