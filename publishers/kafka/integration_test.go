@@ -18,6 +18,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
 
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/kafka"
@@ -477,4 +478,35 @@ func TestIntegrationKill(t *testing.T) {
 			t.Errorf("partition %d holds %d, host %d acknowledged %d", host, offs[int32(host)], host, acked[host])
 		}
 	}
+}
+
+// TestIntegrationConsumerClose: Close ends a running Consume (which returns nil), is idempotent, and
+// leaves no goroutine; Consume after Close is refused.
+func TestIntegrationConsumerClose(t *testing.T) {
+	c := integrationConfig(t)
+	ignore := goleak.IgnoreCurrent()
+	cs, err := kafka.NewConsumer(c, publishers.ConsumerOptions{Group: freshTopic("close")}, pt.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- cs.Consume(context.Background(), freshTopic("close"), func(publishers.Delivery) {}) }()
+	time.Sleep(time.Second) // let it join; Close must end it whatever it is doing
+	for i := range 2 {
+		if err := cs.Close(); err != nil {
+			t.Errorf("Close #%d: %v", i+1, err)
+		}
+	}
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("Consume ended by Close: %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Consume still runs 10 s after Close returned")
+	}
+	if err := cs.Consume(context.Background(), "t", func(publishers.Delivery) {}); !errors.Is(err, publishers.ErrClosed) {
+		t.Errorf("Consume after Close: %v, want ErrClosed", err)
+	}
+	goleak.VerifyNone(t, ignore)
 }
