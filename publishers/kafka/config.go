@@ -14,8 +14,12 @@ import (
 	"github.com/mqtarget/mqtarget/publishers"
 )
 
-// Section is the name of the configuration section, the prefix of every key (kafka.brokers, ...).
-const Section = "kafka"
+// Section is the name of the configuration section, the prefix of every key (kafka.brokers, ...), and
+// the broker's name; AddrsKey is the key, under it, of the addresses that enable it.
+const (
+	Section  = "kafka"
+	AddrsKey = "brokers"
+)
 
 // Values of acks.
 const (
@@ -64,6 +68,14 @@ type Config struct {
 // DefaultConfig returns the Kafka defaults.
 func DefaultConfig() Config {
 	return Config{Acks: AcksAll, Partitions: 1, ReplicationFactor: 1, ClientID: "mqtarget", PublishTimeout: 5 * time.Second}
+}
+
+// Setup is what GET / shows of the section beside the hosts.
+func (c Config) Setup() map[string]any {
+	return map[string]any{
+		"brokers": c.Brokers, "acks": c.Acks, "partitions": c.Partitions, "replication_factor": c.ReplicationFactor,
+		"client_id": c.ClientID, "sasl_mechanism": c.SASLMechanism,
+	}
 }
 
 // Validate checks c; errors name the key under prefix (e.g. "kafka").
