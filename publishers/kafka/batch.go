@@ -98,6 +98,7 @@ func (p *Publisher) produceBatch(ctx context.Context, host int, topic string, bo
 	case err != nil && ctx.Err() != nil:
 		q.finish(ctxErr(ctx))
 	case err != nil:
+		p.forget(topic, st) // the leader may have moved while its broker was away
 		q.finish(classify(err))
 	default:
 		q.finish(p.checkProduce(resp, topic, st, part))

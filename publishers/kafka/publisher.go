@@ -183,8 +183,8 @@ func (p *Publisher) await(ctx context.Context, host int, topic string, bodies []
 	case err := <-ch:
 		return err
 	case <-ctx.Done():
-		// Not resent by us. The client drops records not yet in a request once their context ended;
-		// one in flight may still be stored (the idempotent producer then stores it once).
+		// Not resent by us, nor by the client: finish ends the record's context, which fails it there
+		// (AllowIdempotentProduceCancellation); an attempt in flight may still be stored, once.
 		q.finish(ctxErr(ctx))
 		return <-ch
 	}
