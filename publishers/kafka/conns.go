@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -51,6 +52,11 @@ func (h *connHook) OnBrokerConnect(m kgo.BrokerMetadata, _ time.Duration, _ net.
 	}
 	if err != nil {
 		c.failed.Add(1)
+		if f := h.lost.Load(); f != nil {
+			if i := h.hostOf(m); i >= 0 {
+				(*f)(i, fmt.Errorf("dial: %w", err)) // a dead broker: its publishes fail now, not at their deadline
+			}
+		}
 		return
 	}
 	c.opened.Add(1)
@@ -85,14 +91,21 @@ func (h *connHook) OnBrokerE2E(m kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2
 	if key != kmsg.Produce.Int16() || err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return // ours: a publish that ended gave its record up (AllowIdempotentProduceCancellation)
 	}
-	t := h.table.Load()
-	if t == nil {
-		return
+	if f := h.lost.Load(); f != nil {
+		if i := h.hostOf(m); i >= 0 {
+			(*f)(i, err)
+		}
 	}
-	i, ok := t.index[net.JoinHostPort(m.Host, strconv.Itoa(int(m.Port)))]
-	if f := h.lost.Load(); ok && f != nil {
-		(*f)(i, err)
+}
+
+// hostOf is the host index of m's broker; -1 when it is none of the hosts.
+func (h *connHook) hostOf(m kgo.BrokerMetadata) int {
+	if t := h.table.Load(); t != nil {
+		if i, ok := t.index[net.JoinHostPort(m.Host, strconv.Itoa(int(m.Port)))]; ok {
+			return i
+		}
 	}
+	return -1
 }
 
 // ConnCounts is host's connection set-ups since the client started (publishers.ConnCounter).

@@ -430,7 +430,9 @@ func TestIntegrationKill(t *testing.T) {
 			_ = exec.Command(script, "start").Run()
 		}
 	})
-	for i := range 5 {
+	// Longer than the publisher's one second of refusals after a failure: then dials fail instead.
+	for i := range 10 {
+		time.Sleep(300 * time.Millisecond)
 		took, err := publish(1, fmt.Sprintf("during %d", i))
 		if err == nil {
 			t.Errorf("publish %d to the killed broker acknowledged", i)
@@ -454,6 +456,7 @@ func TestIntegrationKill(t *testing.T) {
 	}
 	restarted = true
 	t.Logf("broker 1 started again in %v", time.Since(start).Round(time.Second))
+	start = time.Now()
 	var err error
 	for end := time.Now().Add(60 * time.Second); ; {
 		if _, err = publish(1, "after"); err == nil {

@@ -102,7 +102,7 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 	return p, nil
 }
 
-// failHost fails every publish pending on host: its produce connection failed. franz-go retries the
+// failHost fails every publish pending on host: its produce connection failed, or a dial to it. franz-go retries the
 // records on a new connection (the idempotent producer stores each once); the callers hear now.
 func (p *Publisher) failHost(host int, err error) {
 	p.pmu.Lock()
@@ -113,7 +113,7 @@ func (p *Publisher) failHost(host int, err error) {
 		}
 	}
 	p.pmu.Unlock()
-	err = kind(publishers.ErrUnavailable, fmt.Errorf("kafka: the produce connection to broker %d (%s) failed: %w", p.nodes[host], p.hosts[host], err))
+	err = kind(publishers.ErrUnavailable, fmt.Errorf("kafka: broker %d (%s): %w", p.nodes[host], p.hosts[host], err))
 	p.down[host].err.Store(&err)
 	p.down[host].at.Store(time.Now().UnixNano())
 	for _, q := range qs {
