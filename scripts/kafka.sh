@@ -26,6 +26,8 @@
 #   KAFKA_BROKERS          [2]     brokers, 1..16
 #   KAFKA_PORT             [9092]  broker 0's port; broker K listens on KAFKA_PORT+K
 #   KAFKA_CONTROLLER_PORT  [9094]  the controller's port (not 9093, where a second broker would listen)
+#   KAFKA_TLS_PORT         [unset: none]  broker K also listens over TLS on KAFKA_TLS_PORT+K, with a test
+#                          certificate for 127.0.0.1 made in $KAFKA_DATA/tls (clients trust tls/ca.pem)
 #   KAFKA_HEAP             [256m]  -Xmx and -Xms of each node
 #   KAFKA_START_TIMEOUT    [90]    seconds until every broker is registered
 #   KAFKA_STOP_TIMEOUT     [30]    seconds between SIGTERM and SIGKILL
@@ -42,6 +44,8 @@ readonly CONTROLLER_ID=1000
 NAME=kafka
 # shellcheck source=scripts/lib/broker.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/broker.sh"
+# shellcheck source=scripts/lib/tls.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/tls.sh"
 
 KAFKA_HOME=$MQTARGET_CACHE/kafka-$KAFKA_VERSION
 LIB_DIR=$KAFKA_HOME/lib
@@ -51,6 +55,7 @@ RUN_DIR=$DATA_DIR/run
 BROKERS=${KAFKA_BROKERS:-2}
 PORT=${KAFKA_PORT:-9092}
 CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-9094}
+TLS_PORT=${KAFKA_TLS_PORT:-}
 HEAP=${KAFKA_HEAP:-256m}
 START_TIMEOUT=${KAFKA_START_TIMEOUT:-90}
 STOP_TIMEOUT=${KAFKA_STOP_TIMEOUT:-30}
@@ -72,6 +77,15 @@ check_settings() {
     die "KAFKA_CONTROLLER_PORT=$CONTROLLER_PORT is one of the brokers' ports $PORT..$((PORT + BROKERS - 1)) (set KAFKA_CONTROLLER_PORT)"
   fi
   [[ $HEAP =~ ^[0-9]+[kKmMgG]$ ]] || die "KAFKA_HEAP='$HEAP': want a JVM size such as 256m"
+  if [[ -n $TLS_PORT ]]; then
+    if ! [[ $TLS_PORT =~ ^[0-9]+$ ]] || ((TLS_PORT < 1 || TLS_PORT + BROKERS - 1 > 65535)); then
+      die "KAFKA_TLS_PORT='$TLS_PORT': brokers would listen on $TLS_PORT..$((TLS_PORT + BROKERS - 1))"
+    fi
+    if ((TLS_PORT < PORT + BROKERS && PORT < TLS_PORT + BROKERS)) ||
+      ((CONTROLLER_PORT >= TLS_PORT && CONTROLLER_PORT < TLS_PORT + BROKERS)); then
+      die "KAFKA_TLS_PORT=$TLS_PORT: its ports $TLS_PORT..$((TLS_PORT + BROKERS - 1)) meet the brokers' or the controller's"
+    fi
+  fi
 }
 
 # nodes: the controller first (brokers register with it), then the brokers.
@@ -204,7 +218,7 @@ write_properties() {
   {
     echo "controller.quorum.voters=$CONTROLLER_ID@127.0.0.1:$CONTROLLER_PORT"
     echo "controller.listener.names=CONTROLLER"
-    echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+    echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL"
     echo "log.dirs=$home/data"
     if [[ $node == controller ]]; then
       echo "process.roles=controller"
@@ -216,8 +230,19 @@ write_properties() {
     else
       echo "process.roles=broker"
       echo "node.id=${node#broker-}"
-      echo "listeners=PLAINTEXT://127.0.0.1:$port"
-      echo "advertised.listeners=PLAINTEXT://127.0.0.1:$port"
+      if [[ -n $TLS_PORT ]]; then
+        local tls=$((TLS_PORT + ${node#broker-}))
+        echo "listeners=PLAINTEXT://127.0.0.1:$port,SSL://127.0.0.1:$tls"
+        echo "advertised.listeners=PLAINTEXT://127.0.0.1:$port,SSL://127.0.0.1:$tls"
+        echo "ssl.keystore.type=PKCS12"
+        echo "ssl.keystore.location=$DATA_DIR/tls/server.p12"
+        echo "ssl.keystore.password=$TLS_STORE_PASSWORD"
+        echo "ssl.key.password=$TLS_STORE_PASSWORD"
+        echo "ssl.client.auth=none"
+      else
+        echo "listeners=PLAINTEXT://127.0.0.1:$port"
+        echo "advertised.listeners=PLAINTEXT://127.0.0.1:$port"
+      fi
       echo "inter.broker.listener.name=PLAINTEXT"
       # internal topics on one broker: a cluster of any size works, and losing a broker under test
       # loses no group coordinator unless it is that one
@@ -253,6 +278,10 @@ launch() {
     return 0
   fi
   port_in_use "$port" && die "port $port ($node) is in use by another process"
+  if [[ -n $TLS_PORT && $node == broker-* ]]; then
+    port_in_use $((TLS_PORT + ${node#broker-})) && die "port $((TLS_PORT + ${node#broker-})) ($node, TLS) is in use by another process"
+    test_certs "$DATA_DIR/tls"
+  fi
   write_properties "$node"
   format_storage "$node"
   mkdir -p "$RUN_DIR"

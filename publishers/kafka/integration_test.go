@@ -35,9 +35,14 @@ import (
 // suite freezes brokers (SIGSTOP of the PID the script names).
 func integrationConfig(t testing.TB) kafka.Config {
 	t.Helper()
-	brokers := os.Getenv("MQTARGET_KAFKA_BROKERS")
+	return configFrom(t, "MQTARGET_KAFKA_BROKERS")
+}
+
+func configFrom(t testing.TB, env string) kafka.Config {
+	t.Helper()
+	brokers := os.Getenv(env)
 	if brokers == "" {
-		t.Skip("MQTARGET_KAFKA_BROKERS is not set (a Kafka cluster to test against, e.g. from scripts/kafka.sh)")
+		t.Skip(env + " is not set (a Kafka cluster to test against, e.g. from scripts/kafka.sh)")
 	}
 	c := kafka.DefaultConfig()
 	c.Brokers = strings.Split(brokers, ",")
@@ -511,4 +516,36 @@ func TestIntegrationConsumerClose(t *testing.T) {
 		t.Errorf("Consume after Close: %v, want ErrClosed", err)
 	}
 	goleak.VerifyNone(t, ignore)
+}
+
+// TestIntegrationTLS: over the brokers' TLS listeners (scripts/kafka.sh with KAFKA_TLS_PORT;
+// KAFKA_TLS_BROKERS their addresses, KAFKA_TLS_CA the CA file it made) the hosts are the TLS
+// addresses, publishes are acknowledged and land where the ledger says; without the CA, New fails.
+func TestIntegrationTLS(t *testing.T) {
+	c := configFrom(t, "KAFKA_TLS_BROKERS")
+	c.Enabled, c.CAFile = true, os.Getenv("KAFKA_TLS_CA")
+	p := newPublisher(t, c)
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topic := freshTopic("tls")
+	for host := range p.Hosts() {
+		if err := p.Publish(ctx, host, topic, []byte("over TLS")); err != nil {
+			t.Fatalf("host %d (%s): %v", host, p.Hosts()[host], err)
+		}
+		if err := p.PublishBatch(ctx, host, topic, [][]byte{[]byte("b1"), []byte("b2")}); err != nil {
+			t.Fatalf("host %d: PublishBatch: %v", host, err)
+		}
+	}
+	t.Logf("hosts over TLS: %v", p.Hosts())
+	plain := integrationConfig(t)
+	for part, n := range endOffsets(t, plain, topic) {
+		if int(part) < len(p.Hosts()) && n != 3 {
+			t.Errorf("partition %d holds %d, want 3", part, n)
+		}
+	}
+	c.CAFile = ""
+	if _, err := kafka.New(c, pt.Logger(t)); !errors.Is(err, publishers.ErrUnavailable) {
+		t.Errorf("New with the system's roots: %v, want ErrUnavailable (unknown CA)", err)
+	}
 }
