@@ -1,12 +1,13 @@
 package kafka
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -88,14 +89,23 @@ func (h *connHook) OnBrokerE2E(m kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2
 	if err == nil {
 		err = e2e.ReadErr
 	}
-	if key != kmsg.Produce.Int16() || err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return // ours: a publish that ended gave its record up (AllowIdempotentProduceCancellation)
+	if key != kmsg.Produce.Int16() || !brokerFailure(err) {
+		return
 	}
 	if f := h.lost.Load(); f != nil {
 		if i := h.hostOf(m); i >= 0 {
 			(*f)(i, err)
 		}
 	}
+}
+
+// brokerFailure reports whether err is the connection's own failure: the peer closed or reset it, the
+// network failed, or the checker found a stray answer. Not franz-go closing a connection itself (to
+// abandon a request: errChosenBrokerDead) nor a context ending.
+func brokerFailure(err error) bool {
+	var op *net.OpError
+	return err != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errStray) ||
+		errors.As(err, &op) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE))
 }
 
 // hostOf is the host index of m's broker; -1 when it is none of the hosts.

@@ -22,17 +22,17 @@
 // default) or leader (kafka.acks), a manual partitioner, no linger, no compression (the broker stores
 // what was sent). The producer is idempotent: franz-go retries a produce whose connection failed on a
 // new connection, and the broker stores a retried batch once (producer id and sequence numbers), so
-// "acknowledged" means stored exactly once. mqtarget itself never resends, and what a caller heard
-// failed is not resent by franz-go either: every record's context ends with its publish (deadline,
-// publish_timeout, a failed connection, Close) and the producer may fail records in flight
-// (AllowIdempotentProduceCancellation). Without that, a record in flight on a connection that died was
-// kept and resent when the broker came back (measured: stored 15 s after a kill -9 and a restart,
-// though its caller got 503). The cost: the producer bumps its epoch after such a record, and the one
-// attempt in flight when it failed may be stored. A record's life in the client is bounded by
-// publish_timeout (RecordDeliveryTimeout and the broker-side produce timeout). Publish returns when the
-// leader answered (per acks), or at the caller's deadline with ErrTimeout. PublishAsync's done runs exactly once: with the answer, with ErrTimeout at
-// publish_timeout (a broker that stopped answering holds franz-go's request until its connection
-// fails), or with ErrClosed at Close.
+// "acknowledged" means stored exactly once. mqtarget itself never resends. A record's life in the
+// client is bounded by publish_timeout (RecordDeliveryTimeout and the broker-side produce timeout), in
+// flight too (AllowIdempotentProduceCancellation): without that, franz-go kept a record that was in
+// flight on a connection that died and resent it when the broker came back (measured: stored 15 s
+// after a kill -9 and a restart, though its caller got 503); the cost is an epoch bump after such a
+// record. Records carry no caller context: franz-go fails all of a partition's buffered records when
+// the first one's context ends, so one caller's deadline would fail its neighbours. Publish returns
+// when the leader answered (per acks), or at the caller's deadline with ErrTimeout; a publish that
+// timed out or failed as unavailable may still be stored (once) within publish_timeout, never later.
+// PublishAsync's done runs exactly once: with the answer, with ErrTimeout at publish_timeout, or with
+// ErrClosed at Close.
 //
 // PublishBatch sends its records as one record batch in one produce request of its own (batch.go), on
 // franz-go's connection to the partition's leader: Kafka appends a batch whole or not at all. Those

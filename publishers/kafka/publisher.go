@@ -87,8 +87,8 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 		kgo.MaxBufferedRecords(maxBufferedRecords),
 		kgo.MaxBufferedBytes(maxBufferedBytes),
 		kgo.UnknownTopicRetries(2),
-		// What the caller heard failed is not resent: without this, franz-go keeps a record that was in
-		// flight on a connection that died and resends it whenever the broker is back (measured: 15 s
+		// publish_timeout bounds a record in flight too: without this, franz-go keeps a record that was
+		// in flight on a connection that died and resends it whenever the broker is back (measured: 15 s
 		// after a kill -9 and a restart, a record answered 503 was stored). The cost: the idempotent
 		// producer bumps its epoch after such a record, and one in flight when it failed may be stored.
 		kgo.AllowIdempotentProduceCancellation(),
@@ -183,8 +183,8 @@ func (p *Publisher) await(ctx context.Context, host int, topic string, bodies []
 	case err := <-ch:
 		return err
 	case <-ctx.Done():
-		// Not resent by us, nor by the client: finish ends the record's context, which fails it there
-		// (AllowIdempotentProduceCancellation); an attempt in flight may still be stored, once.
+		// Not resent by us. The client may still send it within publish_timeout (then it is stored
+		// once); past that it fails the record, in flight or not.
 		q.finish(ctxErr(ctx))
 		return <-ch
 	}
@@ -207,14 +207,15 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 }
 
 func (p *Publisher) send(ctx context.Context, host int, topic string, bodies [][]byte, done func(error)) (*pending, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	return p.sendCtx(ctx, cancel, host, topic, bodies, done)
+	return p.sendCtx(ctx, func() {}, host, topic, bodies, done)
 }
 
-// sendCtx hands bodies to the client with ctx as their record context; cancel ends it once the publish
-// finished. A record whose publish failed (deadline, a failed connection, Close) is thereby failed in
-// the client too, in flight or not (AllowIdempotentProduceCancellation): franz-go does not resend it
-// after the caller heard it failed.
+// sendCtx hands bodies to the client; ctx bounds the topic lookup, cancel is called once the publish
+// finished. The records' own context is the background: franz-go fails every record buffered for a
+// partition when the first one's context ends (gapless order), so one caller's deadline would fail its
+// neighbours' publishes (measured: a timed-out Publish failed 10 PublishAsync with "context
+// canceled"). Their life is bounded by publish_timeout instead (RecordDeliveryTimeout), in flight too
+// (AllowIdempotentProduceCancellation).
 func (p *Publisher) sendCtx(ctx context.Context, cancel func(), host int, topic string, bodies [][]byte, done func(error)) (*pending, error) {
 	fail := func(err error) (*pending, error) { cancel(); return nil, err }
 	if err := p.check(host, topic, bodies); err != nil {
@@ -251,7 +252,7 @@ func (p *Publisher) sendCtx(ctx context.Context, cancel func(), host int, topic 
 	for _, b := range bodies {
 		// TryProduce: at the buffer's bound the record fails at once (ErrMaxBuffered) instead of
 		// blocking the caller.
-		p.cl.TryProduce(ctx, &kgo.Record{Topic: topic, Partition: part, Value: b}, promise)
+		p.cl.TryProduce(context.Background(), &kgo.Record{Topic: topic, Partition: part, Value: b}, promise)
 	}
 	return q, nil
 }

@@ -156,6 +156,16 @@ func TestBrokerAnswers(t *testing.T) {
 func TestPendingAtClose(t *testing.T) {
 	f, p := fakePublisher(t, silent, time.Minute)
 	defer f.Close()
+	// One caller's deadline ends its own publish only. franz-go fails all of a partition's buffered
+	// records when the first one's context ends: with record contexts, this first publish's deadline
+	// failed every one after it.
+	short := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		short <- p.Publish(ctx, 0, "pending", []byte("short"))
+	}()
+	time.Sleep(50 * time.Millisecond) // it goes first; the checks below do not depend on it
 	results := make(chan error, 11)
 	for range 10 {
 		if err := p.PublishAsync(0, "pending", []byte("x"), func(err error) { results <- err }); err != nil {
@@ -163,7 +173,14 @@ func TestPendingAtClose(t *testing.T) {
 		}
 	}
 	go func() { results <- p.Publish(context.Background(), 0, "pending", []byte("sync")) }()
-	time.Sleep(200 * time.Millisecond) // let them reach the broker; the check below does not depend on it
+	if err := <-short; !errors.Is(err, publishers.ErrTimeout) {
+		t.Errorf("Publish with a 300 ms deadline to a broker that never answers: %v, want ErrTimeout", err)
+	}
+	select {
+	case err := <-results:
+		t.Fatalf("a pending publish ended when another's deadline passed: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
 	start := time.Now()
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
