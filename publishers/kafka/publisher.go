@@ -1,0 +1,331 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+// Publisher publishes to a Kafka cluster with one franz-go producer (see the package documentation for
+// the settings and why). It implements publishers.Publisher, BrokerVersioner and ConnCounter.
+type Publisher struct {
+	*cluster
+
+	// gate is held for reading while a publish registers its pending entry and hands its records to
+	// the client, for writing by Close when it marks the publisher closed: a publish that passed the
+	// check is registered before Close fails every pending one.
+	gate    sync.RWMutex
+	closed  bool
+	pmu     sync.Mutex
+	pending map[*pending]struct{}
+	once    sync.Once
+
+	versions []atomic.Pointer[string] // per host: what its ApiVersions answer says it runs
+	down     []hostDown               // per host: its produce connection's last failure
+}
+
+// hostDown is a host whose produce connection failed: publishes to it are refused as unavailable for
+// downFor after the failure, unless a produce to it succeeded since (franz-go redials meanwhile and
+// retries what it holds), so a dead broker costs its callers no deadline each.
+type hostDown struct {
+	at  atomic.Int64 // unix nanoseconds of the last failure; 0: up
+	err atomic.Pointer[error]
+}
+
+// downFor is how long a failed produce connection refuses publishes: franz-go's retry backoff is about
+// as long.
+const downFor = time.Second
+
+// pending is one publish handed to the client: finish runs done exactly once, with the first outcome of
+// its records, the deadline, or Close.
+type pending struct {
+	p      *Publisher
+	host   int
+	left   atomic.Int32 // records not answered yet
+	fired  atomic.Bool
+	done   func(error)
+	cancel func() // releases the record context (and its timer)
+}
+
+func (q *pending) finish(err error) {
+	if q.fired.Swap(true) {
+		return
+	}
+	q.p.pmu.Lock()
+	delete(q.p.pending, q)
+	q.p.pmu.Unlock()
+	q.cancel()
+	q.done(err)
+}
+
+// New discovers the cluster's brokers (within 10 s: New fails when the cluster does not answer) and
+// makes the producer. Topics are created on first use.
+func New(c Config, log *slog.Logger) (*Publisher, error) {
+	acks := kgo.AllISRAcks()
+	if c.Acks == AcksLeader {
+		acks = kgo.LeaderAck()
+	}
+	k, err := newCluster(c, log,
+		kgo.RequiredAcks(acks),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0), // a record goes out at once; records buffered meanwhile share a request
+		kgo.RecordDeliveryTimeout(c.PublishTimeout),
+		kgo.ProduceRequestTimeout(c.PublishTimeout),
+		kgo.ProducerBatchMaxBytes(batchMaxBytes),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), // the broker stores what was sent: sizes are as requested
+		kgo.MaxBufferedRecords(maxBufferedRecords),
+		kgo.MaxBufferedBytes(maxBufferedBytes),
+		kgo.UnknownTopicRetries(2),
+		// publish_timeout bounds a record in flight too: without this, franz-go keeps a record that was
+		// in flight on a connection that died and resends it whenever the broker is back (measured: 15 s
+		// after a kill -9 and a restart, a record answered 503 was stored). The cost: the idempotent
+		// producer bumps its epoch after such a record, and one in flight when it failed may be stored.
+		kgo.AllowIdempotentProduceCancellation(),
+	)
+	if err != nil {
+		return nil, err
+	}
+	p := &Publisher{cluster: k, pending: map[*pending]struct{}{}, versions: make([]atomic.Pointer[string], len(k.hosts)), down: make([]hostDown, len(k.hosts))}
+	lost := p.failHost
+	k.lost.Store(&lost)
+	return p, nil
+}
+
+// failHost fails every publish pending on host: its produce connection failed, or a dial to it. franz-go retries the
+// records on a new connection (the idempotent producer stores each once); the callers hear now.
+func (p *Publisher) failHost(host int, err error) {
+	p.pmu.Lock()
+	var qs []*pending
+	for q := range p.pending {
+		if q.host == host {
+			qs = append(qs, q)
+		}
+	}
+	p.pmu.Unlock()
+	err = kind(publishers.ErrUnavailable, fmt.Errorf("kafka: broker %d (%s): %w", p.nodes[host], p.hosts[host], err))
+	p.down[host].err.Store(&err)
+	p.down[host].at.Store(time.Now().UnixNano())
+	for _, q := range qs {
+		q.finish(err)
+	}
+}
+
+// Hosts implements publishers.Publisher: the cluster's brokers in node-id order.
+func (p *Publisher) Hosts() []string { return p.hosts }
+
+// ValidateTopic implements publishers.Publisher (the package's ValidateTopic).
+func (p *Publisher) ValidateTopic(name string) error { return ValidateTopic(name) }
+
+// Publish implements publishers.Publisher: it returns once the partition leader answered per acks.
+func (p *Publisher) Publish(ctx context.Context, host int, topic string, body []byte) error {
+	return p.await(ctx, host, topic, [][]byte{body})
+}
+
+// PublishBatch implements publishers.Publisher: bodies go to host's partition as one record batch in one
+// produce request (batch.go), answered per acks.
+func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
+	if len(bodies) == 0 {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctxErr(ctx) // nothing sent
+	}
+	if err := p.check(host, topic, bodies); err != nil {
+		return err
+	}
+	return p.produceBatch(ctx, host, topic, bodies)
+}
+
+// check refuses what no publish may send: a host the cluster lacks, a topic Kafka refuses, a message
+// over MaxBody, anything after Close.
+func (p *Publisher) check(host int, topic string, bodies [][]byte) error {
+	if err := p.checkHost(host); err != nil {
+		return err
+	}
+	if err := ValidateTopic(topic); err != nil {
+		return kind(publishers.ErrRejected, err)
+	}
+	if p.isClosed() {
+		return kind(publishers.ErrClosed, errors.New("kafka publisher closed"))
+	}
+	for _, b := range bodies {
+		if len(b) > MaxBody {
+			return kind(publishers.ErrTooLarge, fmt.Errorf("kafka: a %d-byte message, at most %d fit in a record batch", len(b), MaxBody))
+		}
+	}
+	if at := p.down[host].at.Load(); at != 0 && time.Since(time.Unix(0, at)) < downFor {
+		return *p.down[host].err.Load()
+	}
+	return nil
+}
+
+func (p *Publisher) await(ctx context.Context, host int, topic string, bodies [][]byte) error {
+	if ctx.Err() != nil {
+		return ctxErr(ctx) // nothing sent
+	}
+	ch := make(chan error, 1)
+	q, err := p.send(ctx, host, topic, bodies, func(err error) { ch <- err })
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		// Not resent by us. The client may still send it within publish_timeout (then it is stored
+		// once); past that it fails the record, in flight or not.
+		q.finish(ctxErr(ctx))
+		return <-ch
+	}
+}
+
+// PublishAsync implements publishers.Publisher: done runs once with the answer, or with ErrTimeout
+// after publish_timeout, or ErrClosed at Close. A topic not seen before is looked up (and created)
+// first, within publish_timeout.
+func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.PublishTimeout)
+	q, err := p.sendCtx(ctx, cancel, host, topic, [][]byte{body}, done)
+	if err != nil {
+		return err
+	}
+	// A record in a request to a broker that stopped answering is kept by the client until the
+	// connection fails; the caller hears at publish_timeout.
+	stop := context.AfterFunc(ctx, func() { q.finish(kind(publishers.ErrTimeout, context.DeadlineExceeded)) })
+	_ = stop // the context's cancel (finish) releases it
+	return nil
+}
+
+func (p *Publisher) send(ctx context.Context, host int, topic string, bodies [][]byte, done func(error)) (*pending, error) {
+	return p.sendCtx(ctx, func() {}, host, topic, bodies, done)
+}
+
+// sendCtx hands bodies to the client; ctx bounds the topic lookup, cancel is called once the publish
+// finished. The records' own context is the background: franz-go fails every record buffered for a
+// partition when the first one's context ends (gapless order), so one caller's deadline would fail its
+// neighbours' publishes (measured: a timed-out Publish failed 10 PublishAsync with "context
+// canceled"). Their life is bounded by publish_timeout instead (RecordDeliveryTimeout), in flight too
+// (AllowIdempotentProduceCancellation).
+func (p *Publisher) sendCtx(ctx context.Context, cancel func(), host int, topic string, bodies [][]byte, done func(error)) (*pending, error) {
+	fail := func(err error) (*pending, error) { cancel(); return nil, err }
+	if err := p.check(host, topic, bodies); err != nil {
+		return fail(err)
+	}
+	st, err := p.topic(ctx, topic)
+	if err != nil {
+		return fail(err)
+	}
+	part := st.parts[host]
+	if part < 0 {
+		return fail(kind(publishers.ErrUnavailable, fmt.Errorf("kafka: topic %s has no partition for host %d (broker %d)", topic, host, p.nodes[host])))
+	}
+	p.gate.RLock()
+	defer p.gate.RUnlock()
+	if p.closed {
+		return fail(kind(publishers.ErrClosed, errors.New("kafka publisher closed")))
+	}
+	q := &pending{p: p, host: host, done: done, cancel: cancel}
+	q.left.Store(int32(len(bodies)))
+	p.pmu.Lock()
+	p.pending[q] = struct{}{}
+	p.pmu.Unlock()
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			q.finish(classify(err))
+			return
+		}
+		p.down[host].at.Store(0)
+		if q.left.Add(-1) == 0 {
+			q.finish(nil)
+		}
+	}
+	for _, b := range bodies {
+		// TryProduce: at the buffer's bound the record fails at once (ErrMaxBuffered) instead of
+		// blocking the caller.
+		p.cl.TryProduce(context.Background(), &kgo.Record{Topic: topic, Partition: part, Value: b}, promise)
+	}
+	return q, nil
+}
+
+func (p *Publisher) isClosed() bool {
+	p.gate.RLock()
+	defer p.gate.RUnlock()
+	return p.closed
+}
+
+// Ping implements publishers.Publisher: an ApiVersions request to host's broker, which also tells
+// what it runs (BrokerVersion).
+func (p *Publisher) Ping(ctx context.Context, host int) error {
+	if err := p.checkHost(host); err != nil {
+		return err
+	}
+	if p.isClosed() {
+		return kind(publishers.ErrClosed, errors.New("kafka publisher closed"))
+	}
+	v, err := p.ping(ctx, host)
+	if err != nil {
+		return err
+	}
+	p.versions[host].Store(&v)
+	return nil
+}
+
+// ping asks host's broker for its API versions and returns the Kafka version they make.
+func (k *cluster) ping(ctx context.Context, host int) (string, error) {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "mqtarget", "1"
+	resp, err := req.RequestWith(ctx, k.cl.Broker(int(k.nodes[host])))
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctxErr(ctx)
+		}
+		return "", kind(publishers.ErrUnavailable, fmt.Errorf("kafka: broker %d (%s): %w", k.nodes[host], k.hosts[host], err))
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return "", classify(fmt.Errorf("kafka: broker %d (%s): ApiVersions: %w", k.nodes[host], k.hosts[host], err))
+	}
+	return "Kafka " + kversion.FromApiVersionsResponse(resp).VersionGuess(), nil
+}
+
+// BrokerVersion implements publishers.BrokerVersioner: Kafka tells no version, so this is franz-go's
+// guess from the broker's API versions (e.g. "Kafka v4.1"), learned by Ping; "" before.
+func (p *Publisher) BrokerVersion(host int) string {
+	if host < 0 || host >= len(p.versions) {
+		return ""
+	}
+	if v := p.versions[host].Load(); v != nil {
+		return *v
+	}
+	return ""
+}
+
+// Close implements publishers.Publisher: every pending publish ends with ErrClosed, then the client
+// closes (its goroutines end). Idempotent; a concurrent call waits for the first.
+func (p *Publisher) Close() error {
+	p.once.Do(func() {
+		p.gate.Lock()
+		p.closed = true
+		p.gate.Unlock()
+		p.pmu.Lock()
+		qs := make([]*pending, 0, len(p.pending))
+		for q := range p.pending {
+			qs = append(qs, q)
+		}
+		p.pmu.Unlock()
+		for _, q := range qs {
+			q.finish(kind(publishers.ErrClosed, errors.New("kafka publisher closed")))
+		}
+		p.cl.Close()
+	})
+	return nil
+}
