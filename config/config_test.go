@@ -51,22 +51,24 @@ func (s sources) load(t *testing.T) (config.Config, config.Options, error) {
 
 // normalize treats a nil and an empty host list alike (a YAML "hosts: []" decodes to an empty slice).
 func normalize(c config.Config) config.Config {
-	if len(c.NSQ.Hosts) == 0 {
-		c.NSQ.Hosts = nil
-	}
-	if len(c.STOMP.Hosts) == 0 {
-		c.STOMP.Hosts = nil
-	}
-	if len(c.RocketMQ.NameServers) == 0 {
-		c.RocketMQ.NameServers = nil
-	}
-	if len(c.EmbeddedBrokers) == 0 {
-		c.EmbeddedBrokers = nil
-	}
-	if len(c.Readyz.Brokers) == 0 {
-		c.Readyz.Brokers = nil
-	}
+	nilEmpty(reflect.ValueOf(&c).Elem())
 	return c
+}
+
+// nilEmpty sets every empty slice under v to nil, so that YAML's [] and a default's nil compare equal.
+func nilEmpty(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				nilEmpty(v.Field(i))
+			}
+		}
+	case reflect.Slice:
+		if v.Len() == 0 && v.CanSet() {
+			v.Set(reflect.Zero(v.Type()))
+		}
+	}
 }
 
 func TestDefaultValidates(t *testing.T) {
@@ -370,9 +372,9 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{"message.size: ", "2000"}, notWant: []string{"message.max_size: "}},
 		{name: "message.max_size zero", src: sources{args: []string{"-message.max_size", "0"}}, want: []string{"message.max_size: "}},
 		{name: "message.max_size too large", src: sources{args: []string{"-message.max_size", "100000000"}}, want: []string{"message.max_size: "}},
-		{name: "unknown broker flag", src: sources{args: []string{"-broker", "kafka"}}, want: []string{"broker: ", `"kafka"`}},
-		{name: "unknown broker env", src: sources{env: map[string]string{"MQTARGET_BROKER": "kafka"}}, want: []string{"broker: ", `"kafka"`}},
-		{name: "unknown broker file", src: sources{args: []string{"-config", "f"}, files: map[string]string{"f": "broker: kafka\n"}}, want: []string{"broker: "}},
+		{name: "unknown broker flag", src: sources{args: []string{"-broker", "pulsar"}}, want: []string{"broker: ", `"pulsar"`}},
+		{name: "unknown broker env", src: sources{env: map[string]string{"MQTARGET_BROKER": "pulsar"}}, want: []string{"broker: ", `"pulsar"`}},
+		{name: "unknown broker file", src: sources{args: []string{"-config", "f"}, files: map[string]string{"f": "broker: pulsar\n"}}, want: []string{"broker: "}},
 		{name: "publish_timeout zero", src: sources{args: []string{"-publish_timeout", "0s"}}, want: []string{"publish_timeout: "}},
 		{name: "publish_timeout negative", src: sources{env: map[string]string{"MQTARGET_PUBLISH_TIMEOUT": "-1s"}}, want: []string{"publish_timeout: "}},
 		{name: "dial_timeout above publish_timeout", src: sources{args: []string{"-publish_timeout", "500ms"}},

@@ -26,8 +26,8 @@ func TestBrokerValidation(t *testing.T) {
 			c.Broker = "rocketmq"
 			c.RocketMQ.NameServers = []string{"ns:9876"}
 		}, nil, nil},
-		{"unknown broker lists the registry", func(c *config.Config) { c.Broker = "kafka" },
-			[]string{"broker: "}, []string{`"kafka"`, strings.Join(brokers.Names(), ", ")}},
+		{"unknown broker lists the registry", func(c *config.Config) { c.Broker = "pulsar" },
+			[]string{"broker: "}, []string{`"pulsar"`, strings.Join(brokers.Names(), ", ")}},
 		{"empty broker", func(c *config.Config) { c.Broker = "" }, []string{"broker: "}, nil},
 		{"broker names are case-sensitive", func(c *config.Config) { c.Broker = "NSQ" }, []string{"broker: "}, nil},
 		{"rocketmq without name servers", func(c *config.Config) { c.Broker = "rocketmq" },
@@ -46,8 +46,8 @@ func TestBrokerValidation(t *testing.T) {
 		{"stomp embedded 0 while not in use", func(c *config.Config) { c.STOMP.Embedded = 0 }, nil, nil},
 		{"nsq embedded 17 still refused", func(c *config.Config) { c.NSQ.Embedded = 17 }, []string{"nsq.embedded: "}, nil},
 		{"embedded_brokers lists stomp", func(c *config.Config) { c.EmbeddedBrokers = []string{"stomp"} }, nil, nil},
-		{"embedded_brokers unknown broker", func(c *config.Config) { c.EmbeddedBrokers = []string{"stomp", "kafka"} },
-			[]string{"embedded_brokers[1]: "}, []string{`"kafka"`}},
+		{"embedded_brokers unknown broker", func(c *config.Config) { c.EmbeddedBrokers = []string{"stomp", "pulsar"} },
+			[]string{"embedded_brokers[1]: "}, []string{`"pulsar"`}},
 		{"embedded_brokers without embedded mode", func(c *config.Config) { c.EmbeddedBrokers = []string{"rocketmq"} },
 			[]string{"embedded_brokers[0]: "}, []string{"rocketmq.name_servers"}},
 		{"embedded_brokers with embedded 0", func(c *config.Config) {
@@ -64,7 +64,7 @@ func TestBrokerValidation(t *testing.T) {
 		{"nsq dial timeout bounded by publish_timeout", func(c *config.Config) { c.PublishTimeout = 100 * time.Millisecond },
 			[]string{"nsq.dial_timeout: "}, []string{"publish_timeout 100ms"}},
 		{"errors of several sections, in registry order", func(c *config.Config) {
-			c.Broker = "kafka"
+			c.Broker = "pulsar"
 			c.NSQ.Hosts = []string{"x"}
 			c.STOMP.Prefix = "queue"
 			c.RocketMQ.Group = ""

@@ -429,7 +429,7 @@ func TestBadInput(t *testing.T) {
 		status                     int
 		field                      string
 	}{
-		{"unknown broker", "GET", "?broker=kafka", "", 400, "broker"},
+		{"unknown broker", "GET", "?broker=pulsar", "", 400, "broker"},
 		{"bad topic", "GET", "?topic=bad%20topic", "", 400, "topic"},
 		{"empty topic", "GET", "?topic=", "", 400, "topic"},
 		{"topic too long", "GET", "?topic=" + long65, "", 400, "topic"},

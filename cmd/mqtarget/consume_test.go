@@ -19,7 +19,7 @@ func TestConsumeBadInput(t *testing.T) {
 		args []string
 		want string // in stderr
 	}{
-		{name: "unknown broker", args: []string{"-broker", "kafka"}, want: "broker: unknown broker"},
+		{name: "unknown broker", args: []string{"-broker", "pulsar"}, want: "broker: unknown broker"},
 		{name: "negative count", args: []string{"-nsq.hosts", "127.0.0.1:1", "-count", "-1"}, want: "-count:"},
 		{name: "count not a number", args: []string{"-count", "many"}, want: "-count"},
 		{name: "negative duration", args: []string{"-duration=-1s"}, want: "-duration:"},

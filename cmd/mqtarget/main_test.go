@@ -160,7 +160,7 @@ func TestCommandLine(t *testing.T) {
 			[]string{"- 127.0.0.1:4150", "- 127.0.0.1:4250"}, nil},
 		{"bad host names the field", []string{"-nsq.hosts", "127.0.0.1:4150,nope"}, nil, 2,
 			nil, []string{"nsq.hosts[1]:"}},
-		{"bad broker", []string{"-broker", "kafka"}, nil, 2, nil, []string{"broker:", "kafka"}},
+		{"bad broker", []string{"-broker", "pulsar"}, nil, 2, nil, []string{"broker:", "pulsar"}},
 		{"rocketmq without name servers", []string{"-broker", "rocketmq"}, nil, 2, nil,
 			[]string{"rocketmq.name_servers:", "not enabled by this configuration"}},
 		{"pprof addr printed", []string{"-print-config", "-pprof.addr", "127.0.0.1:6060"}, nil, 0,

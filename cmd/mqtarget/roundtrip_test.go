@@ -61,7 +61,7 @@ func TestRoundTripCommandBadInput(t *testing.T) {
 		{"wait too long", []string{"-wait", "1000h"}, "-wait: must be > 0 and <= 1h0m0s"},
 		{"batch too large", []string{"-count", "1000000", "-size", "65536", "-message.max_size", "67108864"}, "-count × -size: at most 4294967296 bytes"},
 		{"format", []string{"-o", "xml"}, "-o"},
-		{"broker", []string{"-broker", "kafka"}, "broker"},
+		{"broker", []string{"-broker", "pulsar"}, "broker"},
 		{"rocketmq without name servers", []string{"-broker", "rocketmq"}, "rocketmq.name_servers"},
 		// STOMP, since nsqd v1.3.0's Exit right after its Main races (under -race) with Main's start.
 		{"topic", []string{"-broker", "stomp", "-echo.topics", "/queue/a"}, "echo.topics[0]: \"/queue/a\" starts with '/'"}, // config.Load checks them

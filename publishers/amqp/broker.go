@@ -1,9 +1,3 @@
-//go:build ignore
-
-// The registry entry on the plugin layout (publishers.Broker with Hooks, #18). This tree's main has
-// the old registry, which cannot import this package (an import cycle), so the file is left out of the
-// build until the lead merges the plugin work: then drop the build line above.
-
 package amqp
 
 import (

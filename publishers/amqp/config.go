@@ -80,35 +80,10 @@ func (c Config) Validate(prefix string) error {
 	if c.DialTimeout <= 0 || c.DialTimeout > maxDialTimeout {
 		add("dial_timeout", "must be 1ns..%v, got %v", maxDialTimeout, c.DialTimeout)
 	}
-	errs = append(errs, validateTLS(c.TLSConfig, prefix))
+	errs = append(errs, c.TLSConfig.Validate(prefix))
 	return errors.Join(errs...)
 }
 
-// validateTLS checks the TLS settings' combination, as publishers.TLSConfig's own (unexported on this
-// tree's main; on the plugin layout it is TLSConfig.Validate, which replaces this).
-func validateTLS(c publishers.TLSConfig, prefix string) error {
-	var errs []error
-	if !c.Enabled {
-		for _, f := range []struct {
-			key string
-			set bool
-		}{
-			{"tls_ca_file", c.CAFile != ""}, {"tls_server_name", c.ServerName != ""},
-			{"tls_insecure_skip_verify", c.InsecureSkipVerify}, {"tls_cert_file", c.CertFile != ""}, {"tls_key_file", c.KeyFile != ""},
-		} {
-			if f.set {
-				errs = append(errs, fmt.Errorf("%s.%s: set without %s.tls: true", prefix, f.key, prefix))
-			}
-		}
-	}
-	if (c.CertFile == "") != (c.KeyFile == "") {
-		errs = append(errs, fmt.Errorf("%s.tls_cert_file: tls_cert_file and tls_key_file must be set together", prefix))
-	}
-	if c.InsecureSkipVerify && c.CAFile != "" {
-		errs = append(errs, fmt.Errorf("%s.tls_ca_file: pointless with %s.tls_insecure_skip_verify, which verifies nothing", prefix, prefix))
-	}
-	return errors.Join(errs...)
-}
 
 // URLs are the amqp.urls setting. Printed (YAML, %v), every password shows as "redacted".
 type URLs []string

@@ -160,7 +160,7 @@ func (c *Consumer) subscribe(ctx context.Context, i int, topic string) (*session
 
 // run delivers host i's messages until ctx ends, resubscribing with backoff when the connection breaks.
 func (c *Consumer) run(ctx context.Context, i int, topic string, s *session, handle func(publishers.Delivery)) {
-	var r redial
+	var r publishers.Redial
 	b := c.p.backoff
 	for {
 		c.deliver(ctx, i, topic, s, handle)
@@ -168,7 +168,7 @@ func (c *Consumer) run(ctx context.Context, i int, topic string, s *session, han
 		if ctx.Err() != nil {
 			return
 		}
-		wait := r.lost(b, time.Now(), time.Since(s.born), true, errors.New("consumer connection lost"))
+		wait := r.Lost(b, time.Now(), time.Since(s.born), true, errors.New("consumer connection lost"))
 		for {
 			if !sleep(ctx, wait) {
 				return
@@ -177,7 +177,7 @@ func (c *Consumer) run(ctx context.Context, i int, topic string, s *session, han
 			if s, err = c.subscribe(ctx, i, topic); err == nil {
 				break
 			}
-			wait = r.failed(b, time.Now(), err)
+			wait = r.Failed(b, time.Now(), err)
 			c.log.Warn("AMQP consumer cannot resubscribe", "host", c.names[i], "topic", topic, "err", err, "next_try_in", wait.Round(time.Millisecond))
 		}
 	}

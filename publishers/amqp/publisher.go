@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -302,7 +301,7 @@ type host struct {
 	mu      sync.Mutex
 	cur     *link         // nil: none yet, or the last one was found dead
 	dialing chan struct{} // closed when the dial in progress ends; nil: none
-	redial  redial
+	redial  publishers.Redial
 	down    bool // the last dial failed (for one log line per change)
 }
 
@@ -323,12 +322,12 @@ func (p *Publisher) get(ctx context.Context, i int) (*link, error) {
 			}
 			h.cur = nil
 			lived := time.Since(l.born)
-			if wait := h.redial.lost(p.backoff, time.Now(), lived, l.answered.Load(), l.err()); wait > 0 {
+			if wait := h.redial.Lost(p.backoff, time.Now(), lived, l.answered.Load(), lostError(lived, l.err())); wait > 0 {
 				p.log.Warn("AMQP connection lost soon after it was made: redialling with backoff",
 					"host", h.srv.name, "lived", lived.Round(time.Millisecond), "next_dial_in", wait.Round(time.Millisecond))
 			}
 		}
-		if err := h.redial.check(time.Now()); err != nil {
+		if err := h.redial.Check(time.Now()); err != nil {
 			h.mu.Unlock()
 			return nil, err
 		}
@@ -362,7 +361,7 @@ func (p *Publisher) dial(h *host) {
 	}
 	if err != nil {
 		h.failed.Add(1)
-		h.redial.failed(p.backoff, time.Now(), err)
+		h.redial.Failed(p.backoff, time.Now(), err)
 		if !h.down {
 			p.log.Warn("AMQP server unreachable: cannot connect", "host", h.srv.name, "err", err)
 		}
@@ -380,47 +379,12 @@ func (p *Publisher) dial(h *host) {
 	h.cur = l
 }
 
-// redial is one host's backoff state, the shared policy (publishers.Backoff: exponential, capped,
-// equal jitter; a connection is healthy once it lived Backoff.Healthy or answered). It mirrors the
-// publishers package's own, unexported on this tree's main (on the plugin layout: publishers.Redial).
-type redial struct {
-	failures int
-	err      error
-	retryAt  time.Time
-	churnAt  time.Time
-}
-
-func (r *redial) check(now time.Time) error {
-	if r.err != nil && now.Before(r.retryAt) {
-		return r.err
-	}
-	return nil
-}
-
-func (r *redial) failed(b publishers.Backoff, now time.Time, err error) time.Duration {
-	r.failures++
-	d := b.Max
-	if r.failures <= 30 && b.Base<<(r.failures-1) < b.Max {
-		d = b.Base << (r.failures - 1)
-	}
-	w := d/2 + rand.N(d-d/2+1)
-	r.err, r.retryAt = err, now.Add(w)
-	return w
-}
-
-func (r *redial) lost(b publishers.Backoff, now time.Time, lived time.Duration, answered bool, err error) time.Duration {
-	switch {
-	case lived >= b.Healthy:
-		r.failures, r.err = 0, nil
-		return 0
-	case answered && now.Sub(r.churnAt) >= b.Churn:
-		r.churnAt = now
-		return 0
-	}
+// lostError is the error a lost connection leaves for the callers until the redial.
+func lostError(lived time.Duration, err error) error {
 	if err == nil {
 		err = errors.New("connection lost")
 	}
-	return r.failed(b, now, wrap(publishers.ErrUnavailable, fmt.Errorf("connection lost %v after it was made (%w); redialling with backoff", lived.Round(time.Millisecond), err)))
+	return wrap(publishers.ErrUnavailable, fmt.Errorf("connection lost %v after it was made (%w); redialling with backoff", lived.Round(time.Millisecond), err))
 }
 
 // handshake dials h, runs TLS and the AMQP handshake within ctx.

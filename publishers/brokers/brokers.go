@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/amqp"
+	"github.com/mqtarget/mqtarget/publishers/kafka"
 	"github.com/mqtarget/mqtarget/publishers/nsq"
 	"github.com/mqtarget/mqtarget/publishers/rocketmq"
 	"github.com/mqtarget/mqtarget/publishers/stomp"
@@ -24,6 +26,8 @@ type Sections struct {
 	NSQ      nsq.Config      `yaml:"nsq"`
 	STOMP    stomp.Config    `yaml:"stomp"`
 	RocketMQ rocketmq.Config `yaml:"rocketmq"`
+	Kafka    kafka.Config    `yaml:"kafka"`
+	AMQP     amqp.Config     `yaml:"amqp"`
 }
 
 // entry is implemented by every section type: its broker's registry entry.

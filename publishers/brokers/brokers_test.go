@@ -3,6 +3,8 @@ package brokers_test
 import (
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/brokers"
+	"github.com/mqtarget/mqtarget/publishers/amqp"
+	"github.com/mqtarget/mqtarget/publishers/kafka"
 	"github.com/mqtarget/mqtarget/publishers/nsq"
 	"github.com/mqtarget/mqtarget/publishers/rocketmq"
 	"github.com/mqtarget/mqtarget/publishers/stomp"
@@ -27,10 +29,10 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("brokers.Lookup(%q) is not its entry", b.Name)
 		}
 	}
-	if brokers.Lookup("kafka") != nil {
-		t.Error("brokers.Lookup(kafka) found an entry")
+	if brokers.Lookup("pulsar") != nil {
+		t.Error("brokers.Lookup(pulsar) found an entry")
 	}
-	if got := strings.Join(brokers.Names(), ","); got != "nsq,stomp,rocketmq" {
+	if got := strings.Join(brokers.Names(), ","); got != "nsq,stomp,rocketmq,kafka,amqp" {
 		t.Errorf("brokers.Names() = %s", got)
 	}
 
@@ -47,6 +49,10 @@ func TestRegistry(t *testing.T) {
 		{"stomp with hosts", stomp.Broker, func(s *brokers.Sections) { s.STOMP.Hosts = []string{"a:1"}; s.STOMP.Embedded = 2 }, true, 0},
 		{"rocketmq disabled without name servers", rocketmq.Broker, func(*brokers.Sections) {}, false, 0},
 		{"rocketmq enabled by name servers", rocketmq.Broker, func(s *brokers.Sections) { s.RocketMQ.NameServers = []string{"ns:9876"} }, true, 0},
+		{"kafka disabled without brokers", kafka.Broker, func(*brokers.Sections) {}, false, 0},
+		{"kafka enabled by brokers", kafka.Broker, func(s *brokers.Sections) { s.Kafka.Brokers = []string{"k:9092"} }, true, 0},
+		{"amqp disabled without urls", amqp.Broker, func(*brokers.Sections) {}, false, 0},
+		{"amqp enabled by urls", amqp.Broker, func(s *brokers.Sections) { s.AMQP.URLs = []string{"amqp://h:5672/"} }, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := defaults()
@@ -72,6 +78,7 @@ func TestRegistry(t *testing.T) {
 	t.Run("Validate prefixes errors with the broker's name", func(t *testing.T) {
 		s := defaults()
 		s.NSQ.Hosts, s.STOMP.Hosts, s.RocketMQ.NameServers = []string{"x"}, []string{"x"}, []string{"x"}
+		s.Kafka.Brokers, s.AMQP.URLs = []string{"x"}, []string{"x"}
 		for _, b := range brokers.List {
 			err := b.Validate(s, publishers.Common{})
 			if err == nil || !strings.HasPrefix(err.Error(), b.Name+".") {

@@ -84,7 +84,7 @@ func (c Config) Validate(prefix string) error {
 	add := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s.%s: "+format, append([]any{prefix, key}, args...)...))
 	}
-	errs = append(errs, validateAddrs(prefix+".brokers", c.Brokers))
+	errs = append(errs, publishers.ValidateAddrs(prefix+".brokers", c.Brokers))
 	if c.Acks != AcksAll && c.Acks != AcksLeader {
 		add("acks", "must be %s or %s, got %q", AcksAll, AcksLeader, c.Acks)
 	}
@@ -118,50 +118,7 @@ func (c Config) Validate(prefix string) error {
 	if c.PublishTimeout <= 0 || c.PublishTimeout > publishers.MaxPublishTimeout {
 		errs = append(errs, fmt.Errorf("publish_timeout: must be 1ns..%v, got %v", publishers.MaxPublishTimeout, c.PublishTimeout))
 	}
-	errs = append(errs, validateTLS(prefix, c.TLSConfig))
-	return errors.Join(errs...)
-}
-
-// validateAddrs checks the address list as the other sections do (publishers.ValidateHostPort, at most
-// publishers.MaxHosts, none twice).
-func validateAddrs(key string, addrs []string) error {
-	if len(addrs) > publishers.MaxHosts {
-		return fmt.Errorf("%s: %d addresses, at most %d are allowed", key, len(addrs), publishers.MaxHosts)
-	}
-	var errs []error
-	seen := make(map[string]int, len(addrs))
-	for i, a := range addrs {
-		if err := publishers.ValidateHostPort(a); err != nil {
-			errs = append(errs, fmt.Errorf("%s[%d]: %w", key, i, err))
-		} else if j, dup := seen[a]; dup {
-			errs = append(errs, fmt.Errorf("%s[%d]: %q repeats %s[%d]", key, i, a, key, j))
-		} else {
-			seen[a] = i
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// validateTLS checks the TLS keys' combination the way the other sections do (publishers' own check is
-// unexported today: once it is, this becomes a call to it).
-func validateTLS(prefix string, c publishers.TLSConfig) error {
-	var errs []error
-	if !c.Enabled {
-		for key, set := range map[string]bool{
-			"tls_ca_file": c.CAFile != "", "tls_server_name": c.ServerName != "",
-			"tls_insecure_skip_verify": c.InsecureSkipVerify, "tls_cert_file": c.CertFile != "", "tls_key_file": c.KeyFile != "",
-		} {
-			if set {
-				errs = append(errs, fmt.Errorf("%s.%s: set without %s.tls: true", prefix, key, prefix))
-			}
-		}
-	}
-	if (c.CertFile == "") != (c.KeyFile == "") {
-		errs = append(errs, fmt.Errorf("%s.tls_cert_file: tls_cert_file and tls_key_file must be set together", prefix))
-	}
-	if c.InsecureSkipVerify && c.CAFile != "" {
-		errs = append(errs, fmt.Errorf("%s.tls_ca_file: pointless with %s.tls_insecure_skip_verify, which verifies nothing", prefix, prefix))
-	}
+	errs = append(errs, c.TLSConfig.Validate(prefix))
 	return errors.Join(errs...)
 }
 

@@ -77,7 +77,7 @@ func TestParseErrorsNameTheField(t *testing.T) {
 		{"no endpoints", "axes:\n  connections: [1]\n  durations: [1s]\n", "axes.endpoints: at least one"},
 		{"endpoint without slash", "axes:\n  endpoints: [send1]\n  connections: [1]\n  durations: [1s]\n", "axes.endpoints[0]"},
 		{"endpoint with query", "axes:\n  endpoints: ['/send1?size=3']\n  connections: [1]\n  durations: [1s]\n", "axes.endpoints[0]"},
-		{"unknown broker", base + "  brokers: [nsq, kafka]\n", `axes.brokers[1]: unknown broker "kafka"`},
+		{"unknown broker", base + "  brokers: [nsq, pulsar]\n", `axes.brokers[1]: unknown broker "pulsar"`},
 		{"duplicate", base + "  sizes: [10, 10]\n", "axes.sizes: a value is listed twice"},
 		{"key twice", base + "axes: {}\n", "axes: given twice"},
 		{"url scheme", base + "url: ftp://127.0.0.1:1\n", "url:"},
