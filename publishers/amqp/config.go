@@ -84,7 +84,6 @@ func (c Config) Validate(prefix string) error {
 	return errors.Join(errs...)
 }
 
-
 // URLs are the amqp.urls setting. Printed (YAML, %v), every password shows as "redacted".
 type URLs []string
 

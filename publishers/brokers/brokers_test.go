@@ -2,8 +2,8 @@ package brokers_test
 
 import (
 	"github.com/mqtarget/mqtarget/publishers"
-	"github.com/mqtarget/mqtarget/publishers/brokers"
 	"github.com/mqtarget/mqtarget/publishers/amqp"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 	"github.com/mqtarget/mqtarget/publishers/kafka"
 	"github.com/mqtarget/mqtarget/publishers/nsq"
 	"github.com/mqtarget/mqtarget/publishers/rocketmq"
