@@ -52,6 +52,23 @@ func typedObjects(t *testing.T) map[string]any {
 	return out
 }
 
+// subsetObjects decodes every manifest under deploy/kubernetes into the subset types that
+// loadSidecarConfig reads, and returns the ConfigMaps by name beside them.
+func subsetObjects(t *testing.T) ([]object, map[string]object) {
+	t.Helper()
+	var subset []object
+	for _, f := range manifestFiles(t) {
+		subset = append(subset, yamlDocs[object](t, f)...)
+	}
+	configMaps := map[string]object{}
+	for _, o := range subset {
+		if o.Kind == "ConfigMap" {
+			configMaps[o.Metadata.Name] = o
+		}
+	}
+	return subset, configMaps
+}
+
 func get[T any](t *testing.T, objs map[string]any, key string) T {
 	t.Helper()
 	o, ok := objs[key].(T)
@@ -159,17 +176,10 @@ func TestScaledDeployment(t *testing.T) {
 	}
 
 	// mqtarget's configuration, loaded as mqtarget loads it.
-	var subset []object
-	for _, f := range manifestFiles(t) {
-		subset = append(subset, yamlDocs[object](t, f)...)
-	}
-	configMaps := map[string]object{}
+	subset, configMaps := subsetObjects(t)
 	var dep object
 	for _, o := range subset {
-		switch {
-		case o.Kind == "ConfigMap":
-			configMaps[o.Metadata.Name] = o
-		case o.Kind == "Deployment" && o.Metadata.Name == d.Name:
+		if o.Kind == "Deployment" && o.Metadata.Name == d.Name {
 			dep = o
 		}
 	}
@@ -216,16 +226,7 @@ func TestScaledDeployment(t *testing.T) {
 // TestManifestsLeaveEchoOff: outside the embedded setup the echo would create mqtarget_roundtrip
 // topics (and consume them) on the user's real brokers, so every manifest turns it off.
 func TestManifestsLeaveEchoOff(t *testing.T) {
-	var subset []object
-	for _, f := range manifestFiles(t) {
-		subset = append(subset, yamlDocs[object](t, f)...)
-	}
-	configMaps := map[string]object{}
-	for _, o := range subset {
-		if o.Kind == "ConfigMap" {
-			configMaps[o.Metadata.Name] = o
-		}
-	}
+	subset, configMaps := subsetObjects(t)
 	var n int
 	for _, o := range subset {
 		for _, c := range o.Spec.Template.Spec.Containers {
