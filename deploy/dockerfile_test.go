@@ -79,13 +79,7 @@ func TestDockerfileRevision(t *testing.T) {
 	for arg, v := range values {
 		flags = strings.ReplaceAll(flags, "${"+arg+"}", v)
 	}
-	bin := filepath.Join(t.TempDir(), "mqtarget")
-	b := exec.Command("go", "build", "-buildvcs=false", "-ldflags="+flags, "-o", bin, "./cmd/mqtarget")
-	b.Dir = ".."
-	if out, err := b.CombinedOutput(); err != nil {
-		t.Fatalf("go build -ldflags=%q: %v\n%s", flags, err, out)
-	}
-	out, err := exec.Command(bin, "version").CombinedOutput()
+	out, err := exec.Command(buildMqtarget(t, flags), "version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("mqtarget version: %v\n%s", err, out)
 	}
@@ -94,4 +88,17 @@ func TestDockerfileRevision(t *testing.T) {
 			t.Errorf("mqtarget version printed %q, without %q", out, v)
 		}
 	}
+}
+
+// buildMqtarget builds cmd/mqtarget with ldflags and no VCS information (as in the image) and returns
+// the binary's path.
+func buildMqtarget(t *testing.T, ldflags string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "mqtarget")
+	b := exec.Command("go", "build", "-buildvcs=false", "-ldflags="+ldflags, "-o", bin, "./cmd/mqtarget")
+	b.Dir = ".."
+	if out, err := b.CombinedOutput(); err != nil {
+		t.Fatalf("go build -ldflags=%q: %v\n%s", ldflags, err, out)
+	}
+	return bin
 }
