@@ -1,19 +1,21 @@
 # syntax=docker/dockerfile:1
 # Multi-stage build: a static mqtarget binary on a distroless base, running as a non-root user.
 #   docker build --build-arg VERSION=v1.2.3 --build-arg REVISION=$(git rev-parse HEAD) -t mqtarget .
-# VERSION lands in `mqtarget -version` and mqtarget_build_info; the Go toolchain adds vcs.revision itself
-# when the build context holds .git, REVISION labels the image either way.
+# VERSION and REVISION land in `mqtarget -version`, mqtarget_build_info, GET / and the image's labels.
+# .dockerignore keeps .git out of the context, so the Go toolchain has no VCS information to embed:
+# REVISION (internal/version.Revision) stands in for it; without the build arg it stays "unknown".
 ARG VERSION=devel
 ARG REVISION=unknown
 
 FROM golang:1.26-bookworm AS build
 ARG VERSION
+ARG REVISION
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath \
-    -ldflags="-s -w -X github.com/mqtarget/mqtarget/internal/version.Version=${VERSION}" \
+    -ldflags="-s -w -X github.com/mqtarget/mqtarget/internal/version.Version=${VERSION} -X github.com/mqtarget/mqtarget/internal/version.Revision=${REVISION}" \
     -o /out/mqtarget ./cmd/mqtarget
 
 FROM gcr.io/distroless/static-debian12:nonroot

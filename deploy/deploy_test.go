@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,7 +19,9 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/encoding/protodelim"
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/handlers"
@@ -497,7 +500,9 @@ var (
 	lvRE      = regexp.MustCompile(`label_values\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s*,\s*([a-zA-Z_]+)\s*\)`)
 	labelRE   = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="`)
 	byLeRE    = regexp.MustCompile(`by \([^)]*\ble\b`)
-	metricPfx = []string{"mqtarget_", "process_", "go_"}
+	// histogram_quantile(φ, sum(...)) or histogram_quantile(φ, sum by (...) (...)).
+	quantileOfSumRE = regexp.MustCompile(`histogram_quantile\(\s*[0-9.]+\s*,\s*sum\s*(?:by\s*\([^)]*\)\s*)?\(`)
+	metricPfx       = []string{"mqtarget_", "process_", "go_"}
 )
 
 // TestDashboardQueriesExportedMetrics starts mqtarget with embedded nsqd, sends one request to every
@@ -505,18 +510,27 @@ var (
 // label the dashboard's queries use is there.
 func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	exprs := dashboardExprs(t)
-	samples := scrape(t)
+	samples, native := scrape(t)
 
 	used := map[string]bool{}
+	var nativeQueries int
 	for _, expr := range exprs {
 		var metrics []string
 		for _, id := range identRE.FindAllString(expr, -1) {
 			if slices.ContainsFunc(metricPfx, func(p string) bool { return strings.HasPrefix(id, p) }) {
-				metrics = append(metrics, id)
 				used[strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(id, "_bucket"), "_count"), "_sum")] = true
-				if _, ok := samples[id]; !ok {
-					t.Errorf("%s: metric %s is not in /metrics", expr, id)
+				if _, ok := samples[id]; ok {
+					metrics = append(metrics, id)
+					continue
 				}
+				// A histogram's bare name is its native histogram (the text format shows only the
+				// classic series, so its labels are those of its _bucket series).
+				if !native[id] {
+					t.Errorf("%s: metric %s is not in /metrics, nor a native histogram", expr, id)
+					continue
+				}
+				nativeQueries++
+				metrics = append(metrics, id+"_bucket")
 			}
 		}
 		if len(metrics) == 0 {
@@ -525,6 +539,11 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 		}
 		if strings.Contains(expr, "_bucket") && !byLeRE.MatchString(expr) {
 			t.Errorf("%s: a histogram's buckets summed without by (le)", expr)
+		}
+		// Every replica's histogram is summed before the quantile: a quantile per replica cannot be
+		// averaged into the fleet's.
+		if n := strings.Count(expr, "histogram_quantile("); n != len(quantileOfSumRE.FindAllString(expr, -1)) {
+			t.Errorf("%s: histogram_quantile of something not summed first (sum or sum by (...))", expr)
 		}
 		var labels []string
 		for _, m := range byRE.FindAllStringSubmatch(expr, -1) {
@@ -546,6 +565,9 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 				t.Errorf("%s: label %q is on none of %v", expr, l, metrics)
 			}
 		}
+	}
+	if nativeQueries == 0 {
+		t.Error("no panel queries a native histogram")
 	}
 	// The panels the dashboard exists for.
 	for _, want := range []string{
@@ -622,8 +644,9 @@ func dashboardExprs(t *testing.T) []string {
 }
 
 // scrape runs mqtarget in-process, sends one request of each kind and returns /metrics' series names,
-// each with the label names it carries.
-func scrape(t *testing.T) map[string]map[string]bool {
+// each with the label names it carries, and the names of the histograms it also exports as native
+// histograms (read from the protobuf exposition, which Prometheus negotiates for them).
+func scrape(t *testing.T) (map[string]map[string]bool, map[string]bool) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.HTTP.Addr = "127.0.0.1:0"
@@ -673,6 +696,7 @@ func scrape(t *testing.T) map[string]map[string]bool {
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d", code)
 	}
+	native := nativeHistograms(t, client, base+"/metrics")
 	out := map[string]map[string]bool{}
 	for _, line := range strings.Split(string(body), "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -689,17 +713,55 @@ func scrape(t *testing.T) map[string]map[string]bool {
 			}
 		}
 	}
-	return out
+	return out, native
 }
 
-// TestPrometheusConfig checks prometheus.yml: its relabelling regexes compile (Prometheus uses RE2, as
-// Go does), the pod job keeps only annotated pods, and the static target is docker-compose.yml's mqtarget
-// on the port its http.addr listens on.
+// nativeHistograms scrapes url in the protobuf exposition format and returns the histogram families
+// whose series carry a native histogram (a schema and a zero threshold, or spans).
+func nativeHistograms(t *testing.T, client *http.Client, url string) map[string]bool {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s (protobuf): %v", url, err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/vnd.google.protobuf") {
+		t.Fatalf("GET %s (protobuf): Content-Type %q", url, ct)
+	}
+	out := map[string]bool{}
+	r := bufio.NewReader(resp.Body)
+	for {
+		var mf dto.MetricFamily
+		err := protodelim.UnmarshalFrom(r, &mf)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("GET %s (protobuf): %v", url, err)
+		}
+		for _, m := range mf.GetMetric() {
+			if h := m.GetHistogram(); h != nil && (h.Schema != nil || len(h.GetPositiveSpan()) > 0 || h.ZeroThreshold != nil) {
+				out[mf.GetName()] = true
+			}
+		}
+	}
+}
+
+// TestPrometheusConfig checks the scrape configurations: their relabelling regexes compile (Prometheus
+// uses RE2, as Go does); prometheus.yml, which docker-compose.yml mounts, scrapes only compose services
+// (mqtarget on the port its http.addr listens on among them) and keeps the classic histograms beside
+// native ones; kubernetes.yml's pod job keeps only annotated pods.
 func TestPrometheusConfig(t *testing.T) {
 	var prom struct {
 		ScrapeConfigs []struct {
-			JobName       string `yaml:"job_name"`
-			StaticConfigs []struct {
+			JobName             string `yaml:"job_name"`
+			AlwaysScrapeClassic bool   `yaml:"always_scrape_classic_histograms"`
+			StaticConfigs       []struct {
 				Targets []string `yaml:"targets"`
 			} `yaml:"static_configs"`
 			KubernetesSDConfigs []struct {
@@ -712,27 +774,50 @@ func TestPrometheusConfig(t *testing.T) {
 			} `yaml:"relabel_configs"`
 		} `yaml:"scrape_configs"`
 	}
-	data, err := os.ReadFile("prometheus/prometheus.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(data, &prom); err != nil {
-		t.Fatalf("prometheus.yml: %v", err)
-	}
+	compose := composeServices(t)
 	var static, pods bool
-	for _, sc := range prom.ScrapeConfigs {
-		for _, rc := range sc.RelabelConfigs {
-			if _, err := regexp.Compile("^(?:" + rc.Regex + ")$"); err != nil {
-				t.Errorf("job %s: regex %q: %v", sc.JobName, rc.Regex, err)
-			}
-			if rc.Action == "keep" && slices.Contains(rc.SourceLabels, "__meta_kubernetes_pod_annotation_prometheus_io_scrape") {
-				pods = true
-			}
+	for _, file := range []string{"prometheus/prometheus.yml", "prometheus/kubernetes.yml"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, st := range sc.StaticConfigs {
-			for _, target := range st.Targets {
-				if target == "mqtarget:"+fmt.Sprint(portOf(t, config.Default().HTTP.Addr)) {
-					static = true
+		prom.ScrapeConfigs = nil
+		if err := yaml.Unmarshal(data, &prom); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if len(prom.ScrapeConfigs) == 0 {
+			t.Errorf("%s: no scrape_configs", file)
+		}
+		for _, sc := range prom.ScrapeConfigs {
+			for _, rc := range sc.RelabelConfigs {
+				if _, err := regexp.Compile("^(?:" + rc.Regex + ")$"); err != nil {
+					t.Errorf("%s: job %s: regex %q: %v", file, sc.JobName, rc.Regex, err)
+				}
+				if rc.Action == "keep" && slices.Contains(rc.SourceLabels, "__meta_kubernetes_pod_annotation_prometheus_io_scrape") {
+					pods = pods || file == "prometheus/kubernetes.yml"
+				}
+			}
+			if strings.HasPrefix(sc.JobName, "mqtarget") || strings.HasPrefix(sc.JobName, "kubernetes") {
+				if !sc.AlwaysScrapeClassic {
+					t.Errorf("%s: job %s: without always_scrape_classic_histograms a Prometheus that ingests native histograms drops the classic buckets the dashboard's classic panels read", file, sc.JobName)
+				}
+			}
+			for _, st := range sc.StaticConfigs {
+				for _, target := range st.Targets {
+					host, port, err := net.SplitHostPort(target)
+					if err != nil {
+						t.Errorf("%s: job %s: target %q: %v", file, sc.JobName, target, err)
+						continue
+					}
+					if file != "prometheus/prometheus.yml" {
+						t.Errorf("%s: job %s: static target %q in the Kubernetes configuration", file, sc.JobName, target)
+					}
+					if _, ok := compose[host]; !ok && host != "localhost" {
+						t.Errorf("%s: job %s: target %q is no docker-compose.yml service", file, sc.JobName, target)
+					}
+					if host == "mqtarget" && port == fmt.Sprint(portOf(t, config.Default().HTTP.Addr)) {
+						static = true
+					}
 				}
 			}
 		}

@@ -6,13 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -22,10 +27,70 @@ import (
 // kinds maps the apiVersion and kind of every object the examples use to a new value of its Go type
 // from k8s.io/api, the types the API server decodes into; an object of another kind fails the test.
 var kinds = map[string]func() (any, *metav1.ObjectMeta){
-	"v1/ConfigMap":       func() (any, *metav1.ObjectMeta) { o := &corev1.ConfigMap{}; return o, &o.ObjectMeta },
-	"v1/Service":         func() (any, *metav1.ObjectMeta) { o := &corev1.Service{}; return o, &o.ObjectMeta },
-	"v1/Pod":             func() (any, *metav1.ObjectMeta) { o := &corev1.Pod{}; return o, &o.ObjectMeta },
-	"apps/v1/Deployment": func() (any, *metav1.ObjectMeta) { o := &appsv1.Deployment{}; return o, &o.ObjectMeta },
+	"v1/ConfigMap":        func() (any, *metav1.ObjectMeta) { o := &corev1.ConfigMap{}; return o, &o.ObjectMeta },
+	"v1/Service":          func() (any, *metav1.ObjectMeta) { o := &corev1.Service{}; return o, &o.ObjectMeta },
+	"v1/Pod":              func() (any, *metav1.ObjectMeta) { o := &corev1.Pod{}; return o, &o.ObjectMeta },
+	"apps/v1/Deployment":  func() (any, *metav1.ObjectMeta) { o := &appsv1.Deployment{}; return o, &o.ObjectMeta },
+	"apps/v1/StatefulSet": func() (any, *metav1.ObjectMeta) { o := &appsv1.StatefulSet{}; return o, &o.ObjectMeta },
+	"batch/v1/Job":        func() (any, *metav1.ObjectMeta) { o := &batchv1.Job{}; return o, &o.ObjectMeta },
+	"policy/v1/PodDisruptionBudget": func() (any, *metav1.ObjectMeta) {
+		o := &policyv1.PodDisruptionBudget{}
+		return o, &o.ObjectMeta
+	},
+	"autoscaling/v2/HorizontalPodAutoscaler": func() (any, *metav1.ObjectMeta) {
+		o := &autoscalingv2.HorizontalPodAutoscaler{}
+		return o, &o.ObjectMeta
+	},
+	"monitoring.coreos.com/v1/PodMonitor": func() (any, *metav1.ObjectMeta) { o := &podMonitor{}; return o, &o.ObjectMeta },
+}
+
+// podMonitor is the Prometheus Operator's PodMonitor (monitoring.coreos.com/v1), the fields of its CRD
+// that the example uses or could plausibly misspell, transcribed with their JSON names and types: its Go
+// module is not a dependency here. A field the CRD has and this type lacks fails the test, so add it
+// here (with the CRD's name and type) before using it.
+type podMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		JobLabel          string               `json:"jobLabel,omitempty"`
+		PodTargetLabels   []string             `json:"podTargetLabels,omitempty"`
+		Selector          metav1.LabelSelector `json:"selector"`
+		NamespaceSelector *struct {
+			Any        bool     `json:"any,omitempty"`
+			MatchNames []string `json:"matchNames,omitempty"`
+		} `json:"namespaceSelector,omitempty"`
+		SampleLimit             *uint64  `json:"sampleLimit,omitempty"`
+		ScrapeProtocols         []string `json:"scrapeProtocols,omitempty"`
+		ScrapeClassicHistograms *bool    `json:"scrapeClassicHistograms,omitempty"`
+		PodMetricsEndpoints     []struct {
+			Port          string              `json:"port,omitempty"`
+			Path          string              `json:"path,omitempty"`
+			Scheme        string              `json:"scheme,omitempty"`
+			Interval      string              `json:"interval,omitempty"`
+			ScrapeTimeout string              `json:"scrapeTimeout,omitempty"`
+			HonorLabels   bool                `json:"honorLabels,omitempty"`
+			Params        map[string][]string `json:"params,omitempty"`
+		} `json:"podMetricsEndpoints"`
+	} `json:"spec"`
+}
+
+// scrapeProtocols are the values the PodMonitor CRD's scrapeProtocols enum allows.
+var scrapeProtocols = []string{"PrometheusProto", "OpenMetricsText0.0.1", "OpenMetricsText1.0.0", "PrometheusText0.0.4", "PrometheusText1.0.0"}
+
+// manifestFiles returns every manifest under deploy/kubernetes, in its subdirectories too.
+func manifestFiles(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir("kubernetes", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && filepath.Ext(path) == ".yaml" {
+			files = append(files, path)
+		}
+		return err
+	})
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests in deploy/kubernetes: %v", err)
+	}
+	return files
 }
 
 // TestManifestsMatchKubernetesSchemas decodes every manifest strictly into the k8s.io/api types: an
@@ -34,12 +99,8 @@ var kinds = map[string]func() (any, *metav1.ObjectMeta){
 // kubeconform is not a Go module here and its schemas would have to be downloaded, so the types stand in
 // for the OpenAPI schemas they are generated with.
 func TestManifestsMatchKubernetesSchemas(t *testing.T) {
-	files, err := filepath.Glob("kubernetes/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no manifests in deploy/kubernetes: %v", err)
-	}
 	seen := map[string]int{}
-	for _, f := range files {
+	for _, f := range manifestFiles(t) {
 		raw, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -70,12 +131,23 @@ func TestManifestsMatchKubernetesSchemas(t *testing.T) {
 					t.Errorf("%s: %s label %s=%s: %s", f, kind, k, v, msg)
 				}
 			}
-			if d, ok := obj.(*appsv1.Deployment); ok {
-				checkPodSpec(t, f, d.Spec.Template.Spec)
+			switch o := obj.(type) {
+			case *appsv1.Deployment:
+				checkPodSpec(t, f, o.Spec.Template.Spec)
+			case *appsv1.StatefulSet:
+				checkPodSpec(t, f, o.Spec.Template.Spec)
+			case *batchv1.Job:
+				checkPodSpec(t, f, o.Spec.Template.Spec)
+			case *podMonitor:
+				for _, p := range o.Spec.ScrapeProtocols {
+					if !slices.Contains(scrapeProtocols, p) {
+						t.Errorf("%s: PodMonitor scrapeProtocols %q: not one of %v", f, p, scrapeProtocols)
+					}
+				}
 			}
 		}
 	}
-	for _, kind := range []string{"ConfigMap", "Deployment", "Service"} {
+	for _, kind := range []string{"ConfigMap", "Deployment", "Service", "StatefulSet", "Job", "PodDisruptionBudget", "HorizontalPodAutoscaler", "PodMonitor"} {
 		if seen[kind] == 0 {
 			t.Errorf("no %s among the manifests (%v)", kind, seen)
 		}
@@ -113,6 +185,10 @@ func TestDecodeManifestRejects(t *testing.T) {
 		{"bad quantity", pod + "    resources: {limits: {memory: 512MB}}\n", "quantities must match"},
 		{"duplicate key", pod + "    image: j\n", "image"},
 		{"unknown kind", "apiVersion: v1\nkind: Secrett\nmetadata: {name: s}\n", "Secrett"},
+		{"Job field misspelt", "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec: {completionsMode: Indexed}\n", "completionsMode"},
+		{"PodMonitor field misspelt", "apiVersion: monitoring.coreos.com/v1\nkind: PodMonitor\nmetadata: {name: m}\nspec:\n  podMetricEndpoints: [{port: a}]\n", "podMetricEndpoints"},
+		{"PodMonitor endpoint field misspelt", "apiVersion: monitoring.coreos.com/v1\nkind: PodMonitor\nmetadata: {name: m}\nspec:\n  podMetricsEndpoints: [{targetPortt: a}]\n", "targetPortt"},
+		{"HPA string for a number", "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: h}\nspec: {maxReplicas: \"3\"}\n", "maxReplicas"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, _, err := decodeManifest([]byte(tc.doc))

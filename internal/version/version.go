@@ -12,19 +12,27 @@ import (
 // -ldflags "-X github.com/mqtarget/mqtarget/internal/version.Version=v1.2.3".
 var Version = ""
 
+// Revision is the VCS revision when the binary's build information has none: a build from a tree
+// without .git (the Dockerfile's, whose context .dockerignore keeps .git out of) sets it with
+// -ldflags "-X github.com/mqtarget/mqtarget/internal/version.Revision=$(git rev-parse HEAD)".
+var Revision = ""
+
 // Info identifies a build.
 type Info struct {
 	Version   string // Version, else the main module's version, else "devel"
-	Revision  string // vcs.revision, with "-dirty" when vcs.modified; "unknown" without VCS information
+	Revision  string // vcs.revision, with "-dirty" when vcs.modified; else Revision; else "unknown"
 	GoVersion string
 }
 
 // Get reads the running binary's build information.
-func Get() Info { return fromBuild(Version, debug.ReadBuildInfo) }
+func Get() Info { return fromBuild(Version, Revision, debug.ReadBuildInfo) }
 
 // fromBuild is Get with its inputs passed in, for tests.
-func fromBuild(override string, read func() (*debug.BuildInfo, bool)) Info {
-	in := Info{Version: override, Revision: "unknown", GoVersion: runtime.Version()}
+func fromBuild(override, revision string, read func() (*debug.BuildInfo, bool)) Info {
+	if revision == "" {
+		revision = "unknown"
+	}
+	in := Info{Version: override, Revision: revision, GoVersion: runtime.Version()}
 	bi, ok := read()
 	if !ok {
 		if in.Version == "" {
@@ -41,16 +49,16 @@ func fromBuild(override string, read func() (*debug.BuildInfo, bool)) Info {
 	if in.Version == "" {
 		in.Version = "devel"
 	}
-	var modified bool
+	var vcs, modified bool
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			in.Revision = s.Value
+			in.Revision, vcs = s.Value, true
 		case "vcs.modified":
 			modified = s.Value == "true"
 		}
 	}
-	if modified && in.Revision != "unknown" {
+	if modified && vcs {
 		in.Revision += "-dirty"
 	}
 	return in
