@@ -578,6 +578,9 @@ func (h *hostConn) answer(m *nats.Msg) {
 	w.done(w.check(m))
 }
 
+// errStreamNotFound is JetStream's err_code for a stream that does not exist (JSStreamNotFoundErr).
+const errStreamNotFound = 10059
+
 // pubAck is JetStream's answer to a publish.
 type pubAck struct {
 	Stream    string `json:"stream"`
@@ -606,7 +609,7 @@ func (h *hostConn) checker(st *streamState, batch string, n int) func(*nats.Msg)
 			return h.protocolError(fmt.Errorf("the answer to a publish is not a PubAck: %.80q", m.Data))
 		}
 		if a.Error != nil {
-			if a.Error.ErrCode == 10118 || a.Error.ErrCode == 10054 { // stream not found, no longer?
+			if a.Error.ErrCode == errStreamNotFound {
 				h.streams.drop(st.topic)
 			}
 			return wrap(publishers.ErrRejected, fmt.Errorf("nats.servers[%d] %s: JetStream refused the publish: %s (code %d, err_code %d)",
