@@ -17,9 +17,13 @@ import (
 // jsBroker counts what servers hold with JetStream itself: the stream's state and its messages read
 // back by sequence.
 type jsBroker struct {
-	addrs  []string
-	stream string // "": one stream per topic
+	addrs   []string
+	stream  string        // "": one stream per topic
+	proxies []*stallProxy // what the publishers dial, one per server: FreezeHost stalls it
 }
+
+func (b jsBroker) FreezeHost(_ testing.TB, host int) { b.proxies[host].stall(true) }
+func (b jsBroker) ThawHost(_ testing.TB, host int)   { b.proxies[host].stall(false) }
 
 func (b jsBroker) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
 	t.Helper()
@@ -87,9 +91,17 @@ func TestConformanceEmbedded(t *testing.T) {
 			t.Cleanup(func() { _ = e.Close() })
 			small := "rejected.small"
 			makeStream(t, e.Addrs()[0], jetstream.StreamConfig{Name: nats.StreamName(small), Subjects: []string{small}, MaxMsgSize: 16})
+			// The embedded servers run in the test process, where a SIGSTOP would stop the test too: the
+			// publishers dial them through proxies that stall on FreezeHost.
+			b := jsBroker{addrs: e.Addrs(), stream: tc.stream}
+			var dial []string
+			for _, a := range e.Addrs() {
+				px := startProxy(t, a)
+				b.proxies = append(b.proxies, px)
+				dial = append(dial, px.addr())
+			}
 			f := publishertest.Features{
-				NoFreeze: "the embedded nats-server runs in the test process, a SIGSTOP would stop the test too " +
-					"(TestMisbehaving stalls it through a proxy)",
+				AsyncTimeout:     nats.AsyncMaxWait,
 				IgnoreGoroutines: embeddedServer(),
 				Rejections: []publishertest.Rejection{
 					{Name: "over max_payload", Topic: "rejected.big", Body: make([]byte, 100<<10), Kind: publishers.ErrTooLarge},
@@ -98,9 +110,9 @@ func TestConformanceEmbedded(t *testing.T) {
 			if tc.stream == "" {
 				f.Rejections = append(f.Rejections, publishertest.Rejection{Name: "over the stream's max_msg_size", Topic: small, Body: make([]byte, 100)})
 			}
-			publishertest.Run(t, f, jsBroker{addrs: e.Addrs(), stream: tc.stream}, func(t testing.TB) publishers.Publisher {
+			publishertest.Run(t, f, b, func(t testing.TB) publishers.Publisher {
 				c := nats.DefaultConfig()
-				c.Servers = e.Addrs()
+				c.Servers = dial
 				c.Stream = tc.stream
 				p, err := nats.New(c, publishertest.Logger(t))
 				if err != nil {

@@ -20,8 +20,9 @@ import (
 
 // Timings and bounds of the publisher.
 const (
-	// asyncMaxWait bounds a PublishAsync: by then its done has run (ErrTimeout when no PubAck came).
-	asyncMaxWait = 5 * time.Second
+	// AsyncMaxWait bounds a PublishAsync: by then its done has run (ErrTimeout when no PubAck came).
+	AsyncMaxWait = 5 * time.Second
+	asyncMaxWait = AsyncMaxWait
 	// maxAsync bounds the async publishes in flight per publisher: beyond it PublishAsync refuses
 	// (ErrUnavailable) instead of queueing without limit.
 	maxAsync = 16384
@@ -218,6 +219,9 @@ func (h *hostConn) handlers(log *slog.Logger, role string) []nats.Option {
 			if err != nil {
 				log.Warn("nats "+role+" connection lost; redialling with backoff", "addr", h.addr, "err", err)
 			}
+			// What was written on the lost connection is answered on it or never: fail it now (its
+			// outcome is unknown, so unavailable, not rejected) instead of at its deadline.
+			h.failAll(wrap(publishers.ErrUnavailable, fmt.Errorf("nats.servers[%d] %s: connection lost before the PubAck (%v)", h.host, h.addr, err)))
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			log.Warn("nats "+role+" error", "addr", h.addr, "err", err)
