@@ -107,4 +107,3 @@ func jszMessages(t testing.TB, mon, stream string) int {
 	}
 	return 0
 }
-
