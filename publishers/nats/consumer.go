@@ -113,7 +113,7 @@ func (k *Consumer) subscribe(ctx context.Context, host int, addr, topic string, 
 	if !k.jetstream {
 		sub, err := nc.QueueSubscribe(topic, k.group, func(m *nats.Msg) { deliver(m.Data) })
 		if err == nil {
-			err = nc.FlushWithContext(ctx) // the subscription is in place when Consume runs
+			err = flush(ctx, nc) // the subscription is in place when Consume runs
 		}
 		if err != nil {
 			nc.Close()
@@ -129,6 +129,15 @@ func (k *Consumer) subscribe(ctx context.Context, host int, addr, topic string, 
 	stream := k.stream
 	if stream == "" {
 		stream = StreamName(topic)
+	}
+	if _, err := js.Stream(ctx, stream); errors.Is(err, jetstream.ErrStreamNotFound) && k.stream == "" {
+		// Nothing published yet: make the topic's stream as the publisher would, so a consumer can
+		// start first (the round trip's echo does).
+		_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{topic}, Storage: jetstream.FileStorage, AllowAtomicPublish: true})
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			nc.Close()
+			return nil, wrap(publishers.ErrUnavailable, fmt.Errorf("nats.servers[%d] %s: stream %q: %w", host, addr, stream, err))
+		}
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
 		Durable:       strings.NewReplacer(".", "_").Replace(k.group),

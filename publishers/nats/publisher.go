@@ -326,7 +326,7 @@ func (p *Publisher) publishSync(ctx context.Context, host int, topic string, bod
 		if err := p.write(h, topic, bodies); err != nil {
 			return err
 		}
-		if err := h.nc.FlushWithContext(ctx); err != nil {
+		if err := flush(ctx, h.nc); err != nil {
 			if ctx.Err() != nil {
 				return p.ended(ctx)
 			}
@@ -382,7 +382,7 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 			return refuse(err)
 		}
 		go func() { // owned: Close waits for p.async
-			err := h.nc.FlushWithContext(ctx)
+			err := flush(ctx, h.nc)
 			switch {
 			case err != nil && p.root.Err() != nil:
 				err = publishers.ErrClosed
@@ -672,7 +672,7 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 	}
 	ctx, cancel := p.scope(ctx)
 	defer cancel()
-	if err := h.nc.FlushWithContext(ctx); err != nil {
+	if err := flush(ctx, h.nc); err != nil {
 		if ctx.Err() != nil {
 			return p.ended(ctx)
 		}
@@ -705,4 +705,15 @@ func (p *Publisher) Close() error {
 	}
 	p.async.Wait()
 	return nil
+}
+
+// flush is a PING/PONG round trip on nc within ctx, or within AsyncMaxWait when ctx has no deadline
+// (nats.go refuses a flush without one).
+func flush(ctx context.Context, nc *nats.Conn) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, AsyncMaxWait)
+		defer cancel()
+	}
+	return nc.FlushWithContext(ctx)
 }

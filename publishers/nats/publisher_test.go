@@ -144,3 +144,23 @@ func TestLedger(t *testing.T) {
 		})
 	}
 }
+
+// TestNoDeadline: a publish or ping whose context has no deadline works (nats.go refuses a flush
+// without one; core NATS answers after a flush), in both modes.
+func TestNoDeadline(t *testing.T) {
+	e := embedded(t, 1)
+	for _, js := range []bool{true, false} {
+		t.Run(fmt.Sprintf("jetstream %v", js), func(t *testing.T) {
+			p := open(t, e.Addrs(), func(c *nats.Config) { c.JetStream = js })
+			if err := p.Publish(context.Background(), 0, "nodeadline", []byte("x")); err != nil {
+				t.Errorf("Publish: %v", err)
+			}
+			if err := p.PublishBatch(context.Background(), 0, "nodeadline", [][]byte{[]byte("a"), []byte("b")}); err != nil {
+				t.Errorf("PublishBatch: %v", err)
+			}
+			if err := p.Ping(context.Background(), 0); err != nil {
+				t.Errorf("Ping: %v", err)
+			}
+		})
+	}
+}
