@@ -15,6 +15,16 @@ import (
 // embeddedReady bounds an embedded server's start (it is ready in milliseconds).
 const embeddedReady = 10 * time.Second
 
+// maxEmbeddedPayload is the largest max_payload an embedded server is given (nats-server's own limit is
+// 64 MiB; more than 8 MiB it warns about).
+const maxEmbeddedPayload = 8 << 20
+
+// EmbeddedPayload is the max_payload an embedded server needs for messages of maxMessage bytes: room
+// for the JetStream batch headers on top, at least nats-server's 1 MiB default, at most 8 MiB.
+func EmbeddedPayload(maxMessage int) int32 {
+	return int32(min(max(maxMessage+4<<10, 1<<20), maxEmbeddedPayload))
+}
+
 // EmbeddedOptions configure the in-process servers.
 type EmbeddedOptions struct {
 	// MaxStore bounds each server's JetStream file store (nats.embedded_max_store).
