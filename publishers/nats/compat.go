@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/mqtarget/mqtarget/publishers"
@@ -70,4 +72,57 @@ func redialWait(b publishers.Backoff, attempts int) time.Duration {
 	}
 	half := d / 2
 	return half + rand.N(d-half+1)
+}
+
+// limitLog is log with each message (per level, text and addr attribute) at most once per logEvery, the number
+// suppressed in between added to the next (publishers.LimitLog, over internal/lograte, which this
+// package may not import on main).
+func limitLog(log *slog.Logger) *slog.Logger {
+	return slog.New(&limitHandler{Handler: log.Handler(), last: &sync.Map{}})
+}
+
+const logEvery = 10 * time.Second
+
+type limitHandler struct {
+	slog.Handler
+	last *sync.Map // level, message and addr -> *limitState; bounded by the messages and hosts
+}
+
+type limitState struct {
+	mu         sync.Mutex
+	at         time.Time
+	suppressed int
+}
+
+func (h *limitHandler) Handle(ctx context.Context, r slog.Record) error {
+	key := r.Level.String() + " " + r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "addr" { // per host
+			key += " " + a.Value.String()
+		}
+		return true
+	})
+	v, _ := h.last.LoadOrStore(key, &limitState{})
+	st := v.(*limitState)
+	st.mu.Lock()
+	if !st.at.IsZero() && r.Time.Sub(st.at) < logEvery {
+		st.suppressed++
+		st.mu.Unlock()
+		return nil
+	}
+	n := st.suppressed
+	st.at, st.suppressed = r.Time, 0
+	st.mu.Unlock()
+	if n > 0 {
+		r.AddAttrs(slog.Int("suppressed", n))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *limitHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &limitHandler{Handler: h.Handler.WithAttrs(as), last: h.last}
+}
+
+func (h *limitHandler) WithGroup(name string) slog.Handler {
+	return &limitHandler{Handler: h.Handler.WithGroup(name), last: h.last}
 }

@@ -2,6 +2,7 @@ package nats_test
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -78,5 +79,17 @@ func TestStreamName(t *testing.T) {
 		if got := nats.StreamName(in); got != want {
 			t.Errorf("StreamName(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestLimitLog(t *testing.T) {
+	var buf strings.Builder
+	log := nats.LimitLog(slog.New(slog.NewTextHandler(&buf, nil)))
+	for range 5 {
+		log.Warn("lost", "addr", "a:1")
+		log.Warn("lost", "addr", "b:1")
+	}
+	if n := strings.Count(buf.String(), "msg=lost"); n != 2 {
+		t.Errorf("%d lines for 10 repeats over 2 hosts, want 2 (one per host):\n%s", n, buf.String())
 	}
 }

@@ -55,6 +55,7 @@ func NewConsumer(c Config, o publishers.ConsumerOptions, log *slog.Logger) (*Con
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	log = limitLog(log)
 	k := &Consumer{hosts: c.Servers, opts: opts, jetstream: c.JetStream, stream: c.Stream, group: o.Group, log: log}
 	k.root, k.cancel = context.WithCancel(context.Background())
 	return k, nil

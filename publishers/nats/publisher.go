@@ -99,6 +99,7 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	log = limitLog(log) // a failing server must not flood the log
 	p := &Publisher{hosts: c.Servers, jetstream: c.JetStream, stream: c.Stream, log: log, slots: make(chan struct{}, maxAsync)}
 	p.root, p.cancel = context.WithCancel(context.Background())
 	p.conns = make([]*hostConn, len(c.Servers))
@@ -465,9 +466,8 @@ func (p *Publisher) send(h *hostConn, st *streamState, topic string, bodies [][]
 			}
 			// Part of it was written: what was written is answered (or times out) as registered;
 			// the rest fails now.
-			h.forget(tokens[min(i, len(tokens)-1):])
 			err = h.publishErr(err)
-			for range tokens[min(i, len(tokens)-1):] {
+			for range h.forget(tokens[min(i, len(tokens)-1):]) { // those Close did not fail already
 				done(err)
 			}
 			return tokens, nil

@@ -1,0 +1,4 @@
+package nats
+
+// LimitLog is limitLog for the external tests.
+var LimitLog = limitLog
