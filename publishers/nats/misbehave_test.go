@@ -152,9 +152,7 @@ func TestServerKilled(t *testing.T) {
 	if got := countStream(t, addr, nats.StreamName(topic)); got != 1 {
 		t.Errorf("the new server holds %d messages, 1 was acknowledged since it started", got)
 	}
-	if c := p.ConnCounts(0); c.Reopened != 1 {
-		t.Errorf("ConnCounts(0) = %+v, want one reconnect", c)
-	}
+	waitFor(t, 5*time.Second, "one reconnect counted", func() bool { return p.ConnCounts(0).Reopened == 1 })
 }
 
 // TestServerFrozen: a server that stops answering (behind a stalled proxy) ends sync publishes by their

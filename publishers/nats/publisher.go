@@ -173,6 +173,9 @@ func (p *Publisher) connect(host int, addr string, opts []nats.Option) (*hostCon
 	}
 	if nc.IsReconnecting() { // the first dial failed; nats.go redials in the background
 		h.dialFailures.Add(1)
+	} else if v := nc.ConnectedServerVersion(); v != "" { // known now, not only once the callback ran
+		s := "nats-server " + v
+		h.version.Store(&s)
 	}
 	h.nc = nc
 	h.reply = nc.NewInbox() + "."
