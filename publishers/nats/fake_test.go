@@ -13,7 +13,8 @@ import (
 
 // fakeAnswer is how the fake server answers a publish into JetStream: subject is where it was
 // published, seq the message's number, reply the publish's reply subject. It returns the reply
-// subject to answer on ("": none) and the answer's payload ("TWICE:" first: sent twice); store says
+// subject to answer on ("": none) and the answer's payload ("TWICE:" first: sent twice; "AHEAD:<to>
+// <payload>\n" first: that answer sent before); store says
 // whether the fake keeps the message.
 type fakeAnswer func(subject string, seq int, reply string) (to, payload string, store bool)
 
@@ -127,6 +128,12 @@ func (f *fakeServer) serve(c net.Conn) {
 					f.mu.Lock()
 					f.stored++
 					f.mu.Unlock()
+				}
+				if ahead, ok := strings.CutPrefix(payload, "AHEAD:"); ok { // "AHEAD:<to> <payload>\n" first
+					first, rest, _ := strings.Cut(ahead, "\n")
+					aheadTo, aheadPayload, _ := strings.Cut(first, " ")
+					msg(aheadTo, aheadPayload)
+					payload = rest
 				}
 				if again, ok := strings.CutPrefix(payload, "TWICE:"); ok { // the answer sent twice
 					msg(to, again)

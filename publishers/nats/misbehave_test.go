@@ -42,10 +42,9 @@ func TestMisbehavingServer(t *testing.T) {
 			return r, pubAck(s, n, `,"duplicate":true`), false
 		}, publishers.ErrUnavailable, true},
 		{"answer to a token never issued", func(s string, n int, r string) (string, string, bool) {
-			i := strings.LastIndexByte(r, '.')
-			tok, _ := strconv.Atoi(r[i+1:])
-			return r[:i+1] + strconv.Itoa(tok+1000), pubAck(s, n, ""), false
+			return guessed(r, 1000), pubAck(s, n, ""), false
 		}, publishers.ErrTimeout, true},
+
 		{"JetStream error", func(_ string, _ int, r string) (string, string, bool) {
 			return r, `{"error":{"code":503,"err_code":10023,"description":"insufficient resources"}}`, false
 		}, publishers.ErrRejected, false},
@@ -210,3 +209,53 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool, 
 }
 
 var _ = publishertest.Logger
+
+// guessed is the reply subject a server would guess for the publish k after the one whose reply
+// subject is r: the token counted on, the nonce kept (it cannot know the next one).
+func guessed(r string, k int) string {
+	i := strings.LastIndexByte(r, '.')
+	tok, nonce, _ := strings.Cut(r[i+1:], "_")
+	n, _ := strconv.Atoi(tok)
+	return r[:i+1] + strconv.Itoa(n+k) + "_" + nonce
+}
+
+// TestStrayThenDrop: a server that answers a publish, sends the answer it guesses for the next one
+// before getting it, and then drops that next publish (stores and answers nothing): with publishes in
+// flight the next token is issued already, and only the reply subject's nonce tells the guess from an
+// answer. Nothing dropped may be acknowledged.
+func TestStrayThenDrop(t *testing.T) {
+	topic := "fake.ahead"
+	f := startFake(t, topic, func(s string, n int, r string) (string, string, bool) {
+		if n%2 == 0 {
+			return "", "", false // dropped
+		}
+		return r, "AHEAD:" + guessed(r, 1) + " " + pubAck(s, n+1, "") + "\n" + pubAck(s, n, ""), true
+	})
+	p := open(t, []string{f.addr()}, nil)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	acked := 0
+	for range 40 {
+		wg.Add(1)
+		if err := p.PublishAsync(0, topic, []byte("z"), func(err error) {
+			defer wg.Done()
+			if err == nil {
+				mu.Lock()
+				acked++
+				mu.Unlock()
+			} else if !errors.Is(err, publishers.ErrTimeout) && !errors.Is(err, publishers.ErrUnavailable) {
+				t.Errorf("done: %v", err)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if stored := f.storedCount(); acked > stored {
+		t.Errorf("%d acknowledged, the fake stored %d", acked, stored)
+	}
+	if p.ProtocolErrors(0) == 0 {
+		t.Error("no protocol error counted for the guessed answers")
+	}
+	t.Logf("%d acknowledged, %d stored, %d protocol errors", acked, f.storedCount(), p.ProtocolErrors(0))
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -80,6 +81,7 @@ type waiting struct {
 	done  func(error)
 	timer *time.Timer // async publishes: asyncMaxWait
 	async bool
+	nonce uint64 // the reply subject's second half
 }
 
 // New creates the publisher and starts one connection per server (in parallel, each within
@@ -455,9 +457,9 @@ func (p *Publisher) send(h *hostConn, st *streamState, topic string, bodies [][]
 			done = together(n, done)
 		}
 	}
-	tokens := h.register(checks, done, async)
+	tokens, nonces := h.register(checks, done, async)
 	for i, t := range tokens {
-		msgs[replyAt[i]].Reply = h.reply + strconv.FormatUint(t, 10)
+		msgs[replyAt[i]].Reply = h.reply + strconv.FormatUint(t, 10) + "_" + strconv.FormatUint(nonces[i], 36)
 	}
 	for i, m := range msgs {
 		if err := h.nc.PublishMsg(m); err != nil {
@@ -498,15 +500,18 @@ func together(n int, done func(error)) func(error) {
 	}
 }
 
-// register records answers awaited, one token per check.
-func (h *hostConn) register(checks []func(*nats.Msg) error, done func(error), async bool) []uint64 {
-	tokens := make([]uint64, len(checks))
+// register records answers awaited, one token per check, and a random nonce for each, which its reply
+// subject carries beside the token: a server that guesses the next token's answer before it got the
+// publish (an answer ahead) cannot guess the nonce.
+func (h *hostConn) register(checks []func(*nats.Msg) error, done func(error), async bool) ([]uint64, []uint64) {
+	tokens, nonces := make([]uint64, len(checks)), make([]uint64, len(checks))
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i, c := range checks {
 		h.issued++
 		t := h.issued
-		w := &waiting{check: c, done: done, async: async}
+		w := &waiting{check: c, done: done, async: async, nonce: rand.Uint64()}
+		nonces[i] = w.nonce
 		if async {
 			w.timer = time.AfterFunc(asyncMaxWait, func() {
 				if w := h.claim(t); w != nil {
@@ -517,7 +522,7 @@ func (h *hostConn) register(checks []func(*nats.Msg) error, done func(error), as
 		h.pending[t] = w
 		tokens[i] = t
 	}
-	return tokens
+	return tokens, nonces
 }
 
 // claim removes token's waiting entry; nil when it is no longer pending (answered, timed out, closed).
@@ -566,8 +571,10 @@ func (h *hostConn) failAll(err error) {
 
 // answer handles a message on the reply subjects (nats.go's subscription goroutine).
 func (h *hostConn) answer(m *nats.Msg) {
-	t, err := strconv.ParseUint(strings.TrimPrefix(m.Subject, h.reply), 10, 64)
-	if err != nil || !strings.HasPrefix(m.Subject, h.reply) {
+	tok, nonceStr, _ := strings.Cut(strings.TrimPrefix(m.Subject, h.reply), "_")
+	t, err := strconv.ParseUint(tok, 10, 64)
+	nonce, nerr := strconv.ParseUint(nonceStr, 36, 64)
+	if err != nil || nerr != nil || !strings.HasPrefix(m.Subject, h.reply) {
 		h.protocolError(fmt.Errorf("a reply on %q, which no publish was given", m.Subject))
 		return
 	}
@@ -578,8 +585,14 @@ func (h *hostConn) answer(m *nats.Msg) {
 		h.protocolError(fmt.Errorf("a reply to token %d, never issued (the last is %d)", t, issued))
 		return
 	}
-	w := h.claim(t)
-	if w == nil {
+	h.mu.Lock()
+	w := h.pending[t]
+	h.mu.Unlock()
+	if w != nil && w.nonce != nonce {
+		h.protocolError(fmt.Errorf("a reply to token %d with a wrong nonce (an answer guessed, not given)", t))
+		return
+	}
+	if w = h.claim(t); w == nil {
 		return // a late answer: its publish ended already (timed out, its caller left)
 	}
 	w.done(w.check(m))
