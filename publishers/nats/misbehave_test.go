@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -258,4 +259,42 @@ func TestStrayThenDrop(t *testing.T) {
 		t.Error("no protocol error counted for the guessed answers")
 	}
 	t.Logf("%d acknowledged, %d stored, %d protocol errors", acked, f.storedCount(), p.ProtocolErrors(0))
+}
+
+// TestNothingListening: a server down when the publisher starts does not fail New; its publishes fail
+// as unavailable at once (no waiting for a deadline), dial failures are counted, and the publisher
+// connects once a server listens there.
+func TestNothingListening(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	p := open(t, []string{addr}, nil)
+	start := time.Now()
+	if err := p.Publish(ctx(t), 0, "down", []byte("x")); !errors.Is(err, publishers.ErrUnavailable) || time.Since(start) > time.Second {
+		t.Errorf("Publish to nothing: %v after %v, want unavailable at once", err, time.Since(start))
+	}
+	if err := p.PublishAsync(0, "down", []byte("x"), func(error) { t.Error("done called for a refused PublishAsync") }); !errors.Is(err, publishers.ErrUnavailable) {
+		t.Errorf("PublishAsync to nothing: %v, want unavailable", err)
+	}
+	if c := p.ConnCounts(0); c.DialFailures == 0 || c.Opened != 0 {
+		t.Errorf("ConnCounts = %+v, want dial failures and no connection", c)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	portN, _ := strconv.Atoi(port)
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: portN, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	if !s.ReadyForConnections(5 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	waitFor(t, 10*time.Second, "connected once the server listens", func() bool { return p.Publish(ctx(t), 0, "down", []byte("up")) == nil })
+	if got := countStream(t, addr, "down"); got != 1 {
+		t.Errorf("the server holds %d, 1 was acknowledged", got)
+	}
 }
