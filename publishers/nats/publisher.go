@@ -37,6 +37,8 @@ const (
 	// replyPending bounds the PubAcks buffered for the reply handler (nats.go drops beyond, the
 	// publishes then time out).
 	replyPending = 1 << 16
+	// forceEvery bounds the redials protocol violations force per host.
+	forceEvery = time.Second
 )
 
 // Publisher publishes to independent nats-servers, one nats.go connection to each (see doc.go).
@@ -63,9 +65,10 @@ type hostConn struct {
 	sub   *nats.Subscription // the PubAcks, on prefix+"*"
 	reply string             // reply subject prefix, ending in '.'
 
-	mu      sync.Mutex
-	pending map[uint64]*waiting // by reply token
-	issued  uint64              // the last token issued
+	mu       sync.Mutex
+	pending  map[uint64]*waiting // by reply token
+	issued   uint64              // the last token issued
+	answered answeredSet         // tokens recently answered: a second answer is a violation
 
 	streams streams
 	version atomic.Pointer[string]
@@ -73,6 +76,7 @@ type hostConn struct {
 
 	opened, reopened, dialFailures, protocolErrors atomic.Uint64
 	protoLogged                                    atomic.Bool
+	forcedAt                                       atomic.Int64 // unix ns of the last redial a protocol error forced
 }
 
 // waiting is one publish's outstanding answer.
@@ -587,8 +591,16 @@ func (h *hostConn) answer(m *nats.Msg) {
 	}
 	h.mu.Lock()
 	w := h.pending[t]
+	twice := w == nil && h.answered.has(t)
+	if w != nil && w.nonce == nonce {
+		h.answered.add(t)
+	}
 	h.mu.Unlock()
-	if w != nil && w.nonce != nonce {
+	switch {
+	case twice:
+		h.protocolError(fmt.Errorf("a second answer to token %d", t))
+		return
+	case w != nil && w.nonce != nonce:
 		h.protocolError(fmt.Errorf("a reply to token %d with a wrong nonce (an answer guessed, not given)", t))
 		return
 	}
@@ -651,13 +663,25 @@ func (h *hostConn) checker(st *streamState, batch string, n int) func(*nats.Msg)
 
 // protocolError counts an answer no correct server sends, logs the first, and returns the publish's
 // error: unavailable, the answer says nothing about what the server stored.
+//
+// As for every broker here, the connection is then closed (nats.go redials it) and what was pending on it
+// fails as unavailable: a server that answers wrongly once cannot be trusted with the rest. Forced
+// redials are at most one per forceEvery per host, so a server that floods wrong answers makes a
+// redial a second, not a loop.
 func (h *hostConn) protocolError(err error) error {
 	h.protocolErrors.Add(1)
 	err = fmt.Errorf("nats.servers[%d] %s: protocol violation: %w", h.host, h.addr, err)
 	if !h.protoLogged.Swap(true) {
-		h.log.Warn("nats server broke the protocol (logged once per host; mqtarget_protocol_errors_total counts them)", "err", err)
+		h.log.Warn("nats server broke the protocol: connection closed, what was pending on it failed as unavailable "+
+			"(logged once per host; mqtarget_protocol_errors_total counts them)", "err", err)
 	}
-	return wrap(publishers.ErrUnavailable, err)
+	err = wrap(publishers.ErrUnavailable, err)
+	if now := time.Now().UnixNano(); h.nc != nil && now-h.forcedAt.Load() >= int64(forceEvery) && h.nc.IsConnected() {
+		h.forcedAt.Store(now)
+		_ = h.nc.ForceReconnect()
+	}
+	h.failAll(err)
+	return err
 }
 
 // publishErr maps nats.go's refusal to write a message.
@@ -732,4 +756,29 @@ func flush(ctx context.Context, nc *nats.Conn) error {
 		defer cancel()
 	}
 	return nc.FlushWithContext(ctx)
+}
+
+// answeredSet remembers the last answeredKeep tokens answered, so a second answer to one is told from
+// a late answer to a publish that ended without one (timed out, its caller left), which is no fault.
+type answeredSet struct {
+	ring [answeredKeep]uint64
+	next int
+	m    map[uint64]struct{}
+}
+
+const answeredKeep = 4096
+
+func (a *answeredSet) add(t uint64) {
+	if a.m == nil {
+		a.m = make(map[uint64]struct{}, answeredKeep)
+	}
+	delete(a.m, a.ring[a.next])
+	a.ring[a.next] = t
+	a.m[t] = struct{}{}
+	a.next = (a.next + 1) % answeredKeep
+}
+
+func (a *answeredSet) has(t uint64) bool {
+	_, ok := a.m[t]
+	return ok
 }
