@@ -19,9 +19,12 @@
 // server); it is not an fsync: nats-server writes to its file store and syncs every sync_interval
 // (2 minutes by default), so a machine crash (not a process kill) can lose the last interval's
 // acknowledged messages unless the server runs with sync_interval: always. An error answer is
-// ErrRejected (502); an answer that is not a PubAck of this publish, or a reply to a token never
-// issued, is a protocol violation: counted (ProtocolErrors), and the publish fails as ErrUnavailable,
-// never as success.
+// ErrRejected (502). Each reply subject carries the publish's token and a random nonce, so an answer
+// a server guesses for a publish it has not got yet is told from the real one. An answer that is not a
+// PubAck of this publish, a reply to a token never issued or with the wrong nonce, or a second answer
+// to a token is a protocol violation: counted (ProtocolErrors), the connection is closed (nats.go
+// redials; at most one such forced redial a second per server) and what was pending on it fails as
+// ErrUnavailable, never as success. A late answer, to a publish that already timed out, is ignored.
 //
 // With nats.jetstream: false, messages go to core NATS subjects and Publish returns after a PING/PONG
 // round trip on the connection (nats.go's Flush): the server has read the message, nothing more. Core
