@@ -1,17 +1,26 @@
 package nats_test
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nats"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // TestIntegrationLedger runs against real nats-servers (scripts/nats.sh start, one per address):
@@ -106,4 +115,89 @@ func jszMessages(t testing.TB, mon, stream string) int {
 		}
 	}
 	return 0
+}
+
+// pidBroker is jsBroker for real servers, frozen with SIGSTOP of their processes.
+type pidBroker struct {
+	jsBroker
+	pids []int
+}
+
+// FreezeHost returns once every thread of the server has stopped: SIGSTOP is delivered
+// asynchronously, and a server thread answered a publish after the signal was sent (seen here).
+func (b pidBroker) FreezeHost(t testing.TB, host int) {
+	signal(t, b.pids[host], syscall.SIGSTOP)
+	waitFor(t, 10*time.Second, "server stopped", func() bool { return allStopped(b.pids[host]) })
+}
+
+// allStopped reports whether every thread of process pid is stopped (state T in /proc).
+func allStopped(pid int) bool {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	for _, task := range tasks {
+		raw, err := os.ReadFile(task)
+		if err != nil {
+			return false
+		}
+		// the state follows the command name, in parentheses
+		if f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:])); len(f) == 0 || (f[0] != "T" && f[0] != "t") {
+			return false
+		}
+	}
+	return len(tasks) > 0
+}
+func (b pidBroker) ThawHost(t testing.TB, host int) { signal(t, b.pids[host], syscall.SIGCONT) }
+
+func signal(t testing.TB, pid int, sig syscall.Signal) {
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestIntegrationConformance runs the conformance suite against real nats-servers
+// (MQTARGET_NATS_SERVERS), frozen by SIGSTOP of the PIDs in MQTARGET_NATS_PIDFILES (scripts/nats.sh's
+// $NATS_DATA/mqtarget-broker.pid, in the same order).
+func TestIntegrationConformance(t *testing.T) {
+	servers, pidfiles := os.Getenv("MQTARGET_NATS_SERVERS"), os.Getenv("MQTARGET_NATS_PIDFILES")
+	if servers == "" || pidfiles == "" {
+		t.Skip("MQTARGET_NATS_SERVERS and MQTARGET_NATS_PIDFILES are not set (see docs/nats.md)")
+	}
+	b := pidBroker{jsBroker: jsBroker{addrs: strings.Split(servers, ",")}}
+	for _, f := range strings.Split(pidfiles, ",") {
+		b.pids = append(b.pids, readPID(t, f))
+	}
+	if len(b.pids) != len(b.addrs) {
+		t.Fatalf("%d servers, %d PID files", len(b.addrs), len(b.pids))
+	}
+	small := "rejected.small." + strconv.Itoa(os.Getpid()) // a stream of its own, made here, taking 16 bytes
+	makeStream(t, b.addrs[0], jetstream.StreamConfig{Name: nats.StreamName(small), Subjects: []string{small}, MaxMsgSize: 16})
+	f := publishertest.Features{
+		AsyncTimeout: nats.AsyncMaxWait,
+		Rejections: []publishertest.Rejection{
+			{Name: "over max_payload", Topic: "rejected.big", Body: make([]byte, 2<<20), Kind: publishers.ErrTooLarge},
+			{Name: "over the stream's max_msg_size", Topic: small, Body: make([]byte, 100)},
+		},
+	}
+	publishertest.Run(t, f, b, func(t testing.TB) publishers.Publisher {
+		c := nats.DefaultConfig()
+		c.Servers = b.addrs
+		p, err := nats.New(c, publishertest.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	})
+}
+
+// readPID reads the PID scripts/nats.sh left in pidfile.
+func readPID(t testing.TB, pidfile string) int {
+	t.Helper()
+	raw, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
 }
