@@ -19,8 +19,9 @@ type Config struct {
 	JetStream bool `yaml:"jetstream" help:"publish to JetStream and answer 200 after its PubAck (false: core NATS, 200 after a PING/PONG round trip, no storage acknowledgement)"`
 	// Stream is the JetStream stream mqtarget publishes into: "" makes one stream per topic, named after
 	// the topic (characters a stream name cannot hold replaced by _), subjects [topic]; a name makes one
-	// stream of that name with subjects [">"], holding every topic.
-	Stream string `yaml:"stream" help:"JetStream stream: empty makes one stream per topic named after it; a name makes one stream of that name with subjects [\">\"]"`
+	// stream of that name holding every topic, each added to its subjects on first use (nats-server
+	// refuses subjects [">"], capturing everything, on a stream that acknowledges).
+	Stream string `yaml:"stream" help:"JetStream stream: empty makes one stream per topic named after it; a name makes one stream of that name holding every topic (each added to its subjects on first use)"`
 	// Embedded is the number of in-process nats-servers started when Servers is empty.
 	Embedded int `yaml:"embedded" help:"number of in-process nats-servers (JetStream on) started when nats.servers is empty"`
 	// EmbeddedMaxStore bounds the JetStream file store of each embedded server (in a temporary directory,
