@@ -23,7 +23,7 @@ var Broker = &publishers.Broker{
 	Group:    "JetStream durable consumer (core NATS: queue group)",
 	// The integration test's variables (publishers/nats/integration_test.go); MQTARGET_NATS_SERVERS is
 	// also the nats.servers setting, which is what it names.
-	Env: []string{"NATS_MONITORS"},
+	Env: []string{"NATS_MONITORS", "NATS_PIDFILES", "NATS_KILL_PIDFILE"},
 	Hooks: publishers.Hooks{
 		Default:  func() any { return DefaultConfig() },
 		Addrs:    func(sec any) []string { return sec.(*Config).Servers },
