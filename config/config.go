@@ -298,7 +298,9 @@ func (c Config) Common() publishers.Common {
 func (c Config) validateBrokers() error {
 	var errs []error
 	for _, b := range brokers.List {
-		err := b.Validate(&c.Sections, c.Common())
+		com := c.Common()
+		com.InUse = c.InUse(b)
+		err := b.Validate(&c.Sections, com)
 		errs = append(errs, err)
 		if b.Name == c.Broker && err == nil && !b.Enabled(&c.Sections) {
 			errs = append(errs, fmt.Errorf("%s: must be set: broker %q is not enabled by this configuration",

@@ -16,6 +16,11 @@ type Common struct {
 	Topics         []string      // the default topics (topic, topic2)
 	MaxMessageSize int           // message.max_size
 	PublishTimeout time.Duration // publish_timeout
+	// InUse: the configuration runs the broker (Validate only). A section's own checks apply always,
+	// so a typo in an unused section is still refused; checks against settings outside it (a dial
+	// timeout against publish_timeout, an embedded server's limits against message.max_size) only
+	// when it runs: a new broker's defaults must not fail configurations that do not use it.
+	InUse bool
 }
 
 // SectionSet gives each broker's configuration section by the broker's name: a pointer to the broker's

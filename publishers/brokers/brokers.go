@@ -14,6 +14,7 @@ import (
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/amqp"
 	"github.com/mqtarget/mqtarget/publishers/kafka"
+	"github.com/mqtarget/mqtarget/publishers/nats"
 	"github.com/mqtarget/mqtarget/publishers/nsq"
 	"github.com/mqtarget/mqtarget/publishers/rocketmq"
 	"github.com/mqtarget/mqtarget/publishers/stomp"
@@ -28,6 +29,7 @@ type Sections struct {
 	RocketMQ rocketmq.Config `yaml:"rocketmq"`
 	Kafka    kafka.Config    `yaml:"kafka"`
 	AMQP     amqp.Config     `yaml:"amqp"`
+	NATS     nats.Config     `yaml:"nats"`
 }
 
 // entry is implemented by every section type: its broker's registry entry.

@@ -29,7 +29,7 @@ var Broker = &publishers.Broker{
 			dial := n.DialTimeout
 			n.Embedded = publishers.EmbeddedCount(len(n.Hosts), n.Embedded)
 			err := n.Validate(prefix)
-			if c.PublishTimeout > 0 && dial > c.PublishTimeout {
+			if c.InUse && c.PublishTimeout > 0 && dial > c.PublishTimeout {
 				err = errors.Join(err, fmt.Errorf("%s.dial_timeout: %v exceeds publish_timeout %v", prefix, dial, c.PublishTimeout))
 			}
 			return err

@@ -1,0 +1,784 @@
+package nats
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+// Timings and bounds of the publisher.
+const (
+	// AsyncMaxWait bounds a PublishAsync: by then its done has run (ErrTimeout when no PubAck came).
+	AsyncMaxWait = 5 * time.Second
+	asyncMaxWait = AsyncMaxWait
+	// maxAsync bounds the async publishes in flight per publisher: beyond it PublishAsync refuses
+	// (ErrUnavailable) instead of queueing without limit.
+	maxAsync = 16384
+	// pingInterval and maxPingsOut: a server that stops answering (frozen, a dead link) is dropped and
+	// redialled after about pingInterval·(maxPingsOut+1); nats.go's defaults wait 4 minutes.
+	pingInterval = 2 * time.Second
+	maxPingsOut  = 2
+	// flusherTimeout bounds one write to the socket: a frozen server's full socket buffer fails the
+	// connection instead of blocking the flusher.
+	flusherTimeout = 5 * time.Second
+	// replyPending bounds the PubAcks buffered for the reply handler (nats.go drops beyond, the
+	// publishes then time out).
+	replyPending = 1 << 16
+	// forceEvery bounds the redials protocol violations force per host.
+	forceEvery = time.Second
+)
+
+// Publisher publishes to independent nats-servers, one nats.go connection to each (see doc.go).
+type Publisher struct {
+	hosts     []string
+	conns     []*hostConn
+	jetstream bool
+	stream    string // "": one stream per topic
+	log       *slog.Logger
+
+	mu     sync.Mutex // orders closed against async.Add
+	closed bool
+	root   context.Context // ends at Close: what is pending fails with ErrClosed
+	cancel context.CancelFunc
+	async  sync.WaitGroup // async publishes whose done has not run yet
+	slots  chan struct{}  // maxAsync
+}
+
+// hostConn is the connection to one configured server and what mqtarget keeps about it.
+type hostConn struct {
+	host  int
+	addr  string
+	nc    *nats.Conn
+	sub   *nats.Subscription // the PubAcks, on prefix+"*"
+	reply string             // reply subject prefix, ending in '.'
+
+	mu       sync.Mutex
+	pending  map[uint64]*waiting // by reply token
+	issued   uint64              // the last token issued
+	answered answeredSet         // tokens recently answered: a second answer is a violation
+
+	streams streams
+	version atomic.Pointer[string]
+	log     *slog.Logger
+
+	opened, reopened, dialFailures, protocolErrors atomic.Uint64
+	protoLogged                                    atomic.Bool
+	forcedAt                                       atomic.Int64 // unix ns of the last redial a protocol error forced
+}
+
+// waiting is one publish's outstanding answer.
+type waiting struct {
+	check func(*nats.Msg) error // checks the answer
+	done  func(error)
+	timer *time.Timer // async publishes: asyncMaxWait
+	async bool
+	nonce uint64 // the reply subject's second half
+}
+
+// New creates the publisher and starts one connection per server (in parallel, each within
+// nats.dial_timeout). A server that cannot be reached is redialled in the background with the shared
+// backoff; publishes to it fail as unavailable until then.
+func New(c Config, log *slog.Logger) (*Publisher, error) {
+	if err := c.Validate("nats"); err != nil {
+		return nil, err
+	}
+	if len(c.Servers) == 0 {
+		return nil, errors.New("nats.servers: at least one server is required")
+	}
+	opts, err := c.options()
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = publishers.LimitLog(log) // a failing server must not flood the log
+	p := &Publisher{hosts: c.Servers, jetstream: c.JetStream, stream: c.Stream, log: log, slots: make(chan struct{}, maxAsync)}
+	p.root, p.cancel = context.WithCancel(context.Background())
+	p.conns = make([]*hostConn, len(c.Servers))
+	errs := make([]error, len(c.Servers))
+	var wg sync.WaitGroup
+	for i, addr := range c.Servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.conns[i], errs[i] = p.connect(i, addr, opts)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// options are the nats.go options every connection (publisher and consumer) uses.
+func (c Config) options() ([]nats.Option, error) {
+	tc, err := c.TLSConfig.Client("nats")
+	if err != nil {
+		return nil, err
+	}
+	b := publishers.DefaultBackoff()
+	opts := []nats.Option{
+		nats.Name("mqtarget"),
+		// One server per connection, never a seed list: no shuffling, no servers learned from INFO, no
+		// resolving a name into several addresses to rotate through.
+		nats.DontRandomize(), nats.IgnoreDiscoveredServers(), nats.SkipHostLookup(),
+		// Nothing is kept while reconnecting: a publish during an outage fails at once (ErrUnavailable)
+		// instead of being written, perhaps long after its caller gave up, once the server is back.
+		nats.ReconnectBufSize(-1),
+		nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+		nats.CustomReconnectDelay(func(attempts int) time.Duration { return b.Wait(attempts + 1) }), // Wait counts failures from 1
+		nats.Timeout(c.DialTimeout),
+		nats.PingInterval(pingInterval), nats.MaxPingsOutstanding(maxPingsOut),
+		nats.FlusherTimeout(flusherTimeout),
+		nats.NoCallbacksAfterClientClose(),
+	}
+	if tc != nil {
+		opts = append(opts, nats.Secure(tc))
+	}
+	if c.User != "" {
+		pw, err := os.ReadFile(c.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats.password_file: %w", err)
+		}
+		opts = append(opts, nats.UserInfo(c.User, strings.TrimRight(string(pw), "\r\n")))
+	}
+	return opts, nil
+}
+
+// serverURL is the URL nats.go dials for addr.
+func serverURL(addr string, tls bool) string {
+	if tls {
+		return "tls://" + addr
+	}
+	return "nats://" + addr
+}
+
+func (p *Publisher) connect(host int, addr string, opts []nats.Option) (*hostConn, error) {
+	h := &hostConn{host: host, addr: addr, pending: map[uint64]*waiting{}, log: p.log}
+	h.streams.m = map[string]*streamState{}
+	opts = append(opts[:len(opts):len(opts)], h.handlers(p.log, "publisher")...)
+	nc, err := nats.Connect(serverURL(addr, hasSecure(opts)), opts...)
+	if err != nil {
+		return nil, publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nats.servers[%d] %s: %w", host, addr, err))
+	}
+	if nc.IsReconnecting() { // the first dial failed; nats.go redials in the background
+		h.dialFailures.Add(1)
+	} else if v := nc.ConnectedServerVersion(); v != "" { // known now, not only once the callback ran
+		s := "nats-server " + v
+		h.version.Store(&s)
+	}
+	h.nc = nc
+	h.reply = nc.NewInbox() + "."
+	h.sub, err = nc.Subscribe(h.reply+"*", h.answer)
+	if err == nil {
+		err = h.sub.SetPendingLimits(replyPending, -1)
+	}
+	if err != nil {
+		nc.Close()
+		return nil, publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nats.servers[%d] %s: reply subscription: %w", host, addr, err))
+	}
+	return h, nil
+}
+
+// hasSecure tells whether opts ask for TLS (a tls:// URL makes nats.go insist on it).
+func hasSecure(opts []nats.Option) bool {
+	var o nats.Options
+	for _, opt := range opts {
+		_ = opt(&o)
+	}
+	return o.Secure
+}
+
+// handlers are the callbacks that count connections and learn the server's version.
+func (h *hostConn) handlers(log *slog.Logger, role string) []nats.Option {
+	learn := func(nc *nats.Conn) {
+		if v := nc.ConnectedServerVersion(); v != "" {
+			s := "nats-server " + v
+			h.version.Store(&s)
+		}
+	}
+	return []nats.Option{
+		nats.ConnectHandler(func(nc *nats.Conn) { h.opened.Add(1); learn(nc) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			h.opened.Add(1)
+			h.reopened.Add(1)
+			learn(nc)
+			log.Info("nats "+role+" reconnected", "addr", h.addr)
+		}),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			h.dialFailures.Add(1)
+			log.Debug("nats "+role+" redial failed", "addr", h.addr, "err", err)
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats "+role+" connection lost; redialling with backoff", "addr", h.addr, "err", err)
+			}
+			// What was written on the lost connection is answered on it or never: fail it now (its
+			// outcome is unknown, so unavailable, not rejected) instead of at its deadline.
+			h.failAll(publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nats.servers[%d] %s: connection lost before the PubAck (%v)", h.host, h.addr, err)))
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Warn("nats "+role+" error", "addr", h.addr, "err", err)
+		}),
+	}
+}
+
+// Hosts implements publishers.Publisher.
+func (p *Publisher) Hosts() []string { return p.hosts }
+
+// ValidateTopic implements publishers.Publisher.
+func (p *Publisher) ValidateTopic(name string) error { return ValidateTopic(name) }
+
+// BrokerVersion is what host's server said it runs in its INFO ("nats-server 2.15.2"); "" until a
+// connection to it was made.
+func (p *Publisher) BrokerVersion(host int) string {
+	if host < 0 || host >= len(p.conns) {
+		return ""
+	}
+	if v := p.conns[host].version.Load(); v != nil {
+		return *v
+	}
+	return ""
+}
+
+// ConnCounts are host's connection set-ups since the publisher started (publishers.ConnCounter).
+func (p *Publisher) ConnCounts(host int) publishers.ConnCounts {
+	if host < 0 || host >= len(p.conns) {
+		return publishers.ConnCounts{}
+	}
+	h := p.conns[host]
+	return publishers.ConnCounts{Opened: h.opened.Load(), Reopened: h.reopened.Load(), DialFailures: h.dialFailures.Load()}
+}
+
+// ProtocolErrors counts host's answers that were no valid answer to what mqtarget sent
+// (publishers.ProtocolErrorCounter): a PubAck for another stream, malformed JSON, a reply to a token
+// never issued.
+func (p *Publisher) ProtocolErrors(host int) uint64 {
+	if host < 0 || host >= len(p.conns) {
+		return 0
+	}
+	return p.conns[host].protocolErrors.Load()
+}
+
+func (p *Publisher) hostConn(host int) (*hostConn, error) {
+	if host < 0 || host >= len(p.conns) {
+		return nil, fmt.Errorf("nats: host %d out of range (%d hosts)", host, len(p.conns))
+	}
+	if p.isClosed() {
+		return nil, publishers.ErrClosed
+	}
+	return p.conns[host], nil
+}
+
+func (p *Publisher) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// scope returns ctx ending also at Close.
+func (p *Publisher) scope(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(p.root, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// ended is the error of a publish whose context ended: ErrClosed when Close ended it.
+func (p *Publisher) ended(ctx context.Context) error {
+	if p.root.Err() != nil {
+		return publishers.ErrClosed
+	}
+	return publishers.CtxErr(ctx)
+}
+
+// Publish implements publishers.Publisher: it returns after the PubAck (JetStream) or the flush round
+// trip (core NATS).
+func (p *Publisher) Publish(ctx context.Context, host int, topic string, body []byte) error {
+	return p.publishSync(ctx, host, topic, [][]byte{body})
+}
+
+// PublishBatch implements publishers.Publisher: one atomic JetStream batch (one PubAck for all) when
+// the stream allows atomic publishes, otherwise the messages acknowledged together (each its PubAck).
+func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
+	if len(bodies) == 0 {
+		return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("nats.servers[%d]: a batch needs at least one message", host))
+	}
+	return p.publishSync(ctx, host, topic, bodies)
+}
+
+func (p *Publisher) publishSync(ctx context.Context, host int, topic string, bodies [][]byte) error {
+	h, err := p.hostConn(host)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil { // sends nothing for a caller that left
+		return publishers.CtxErr(ctx)
+	}
+	ctx, cancel := p.scope(ctx)
+	defer cancel()
+	if !p.jetstream {
+		if err := p.write(h, topic, bodies); err != nil {
+			return err
+		}
+		if err := flush(ctx, h.nc); err != nil {
+			if ctx.Err() != nil {
+				return p.ended(ctx)
+			}
+			return h.unavailable(err)
+		}
+		return nil
+	}
+	st, err := p.streamFor(ctx, h, topic)
+	if err != nil {
+		return err
+	}
+	res := make(chan error, 1)
+	tokens, err := p.send(h, st, topic, bodies, func(err error) { res <- err }, false)
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		h.forget(tokens) // its answer, should it come, is a late one
+		return p.ended(ctx)
+	}
+}
+
+// PublishAsync implements publishers.Publisher. done runs exactly once: with the PubAck's outcome,
+// ErrTimeout after asyncMaxWait without one, or ErrClosed at Close. The first publish to a topic waits
+// for its stream to be looked up or created.
+func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
+	h, err := p.hostConn(host)
+	if err != nil {
+		return err
+	}
+	select {
+	case p.slots <- struct{}{}:
+	default:
+		return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nats: %d async publishes in flight, the most allowed", maxAsync))
+	}
+	free := func() { <-p.slots }
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		free()
+		return publishers.ErrClosed
+	}
+	p.async.Add(1)
+	p.mu.Unlock()
+	finish := func(err error) { done(err); free(); p.async.Done() }
+	ctx, cancel := context.WithTimeout(p.root, asyncMaxWait)
+	refuse := func(err error) error { cancel(); free(); p.async.Done(); return err }
+	if !p.jetstream {
+		if err := p.write(h, topic, [][]byte{body}); err != nil {
+			return refuse(err)
+		}
+		go func() { // owned: Close waits for p.async
+			err := flush(ctx, h.nc)
+			switch {
+			case err != nil && p.root.Err() != nil:
+				err = publishers.ErrClosed
+			case err != nil && ctx.Err() != nil:
+				err = publishers.CtxErr(ctx)
+			case err != nil:
+				err = h.unavailable(err)
+			}
+			cancel()
+			finish(err)
+		}()
+		return nil
+	}
+	st, err := p.streamFor(ctx, h, topic)
+	if err != nil {
+		if p.root.Err() != nil {
+			err = publishers.ErrClosed
+		}
+		return refuse(err)
+	}
+	cancel()
+	if _, err := p.send(h, st, topic, [][]byte{body}, finish, true); err != nil {
+		free()
+		p.async.Done()
+		return err
+	}
+	return nil
+}
+
+// write publishes bodies on core NATS.
+func (p *Publisher) write(h *hostConn, topic string, bodies [][]byte) error {
+	for _, b := range bodies {
+		if err := h.nc.Publish(topic, b); err != nil {
+			return h.publishErr(err)
+		}
+	}
+	return nil
+}
+
+// send publishes bodies into stream st with replies, registering what answers them: one token for an
+// atomic batch (its commit is answered), else one per message, done running once all answered. It
+// returns the tokens; on an error nothing is registered and done is not called.
+func (p *Publisher) send(h *hostConn, st *streamState, topic string, bodies [][]byte, done func(error), async bool) ([]uint64, error) {
+	msgs := make([]*nats.Msg, len(bodies))
+	for i, b := range bodies {
+		msgs[i] = &nats.Msg{Subject: topic, Data: b}
+	}
+	n := len(bodies)
+	var checks []func(*nats.Msg) error
+	var replyAt []int // which message carries each token's reply
+	switch {
+	case n > 1 && st.atomic:
+		id := nats.NewInbox()[len(nats.InboxPrefix):] // a NUID: unique, 22 bytes
+		for i, m := range msgs {
+			m.Header = nats.Header{"Nats-Batch-Id": {id}, "Nats-Batch-Sequence": {strconv.Itoa(i + 1)}}
+		}
+		msgs[n-1].Header.Set("Nats-Batch-Commit", "1")
+		checks = []func(*nats.Msg) error{h.checker(st, id, n)}
+		replyAt = []int{n - 1}
+	default:
+		for i := range msgs {
+			checks = append(checks, h.checker(st, "", 0))
+			replyAt = append(replyAt, i)
+		}
+		if n > 1 {
+			done = together(n, done)
+		}
+	}
+	tokens, nonces := h.register(checks, done, async)
+	for i, t := range tokens {
+		msgs[replyAt[i]].Reply = h.reply + strconv.FormatUint(t, 10) + "_" + strconv.FormatUint(nonces[i], 36)
+	}
+	for i, m := range msgs {
+		if err := h.nc.PublishMsg(m); err != nil {
+			if i == 0 {
+				if h.forget(tokens) == 0 {
+					return tokens, nil // Close failed it already: done has run
+				}
+				return nil, h.publishErr(err)
+			}
+			// Part of it was written: what was written is answered (or times out) as registered;
+			// the rest fails now.
+			err = h.publishErr(err)
+			for range h.forget(tokens[min(i, len(tokens)-1):]) { // those Close did not fail already
+				done(err)
+			}
+			return tokens, nil
+		}
+	}
+	return tokens, nil
+}
+
+// together returns a done for n answers that calls done once, when all came, with the first error.
+func together(n int, done func(error)) func(error) {
+	var mu sync.Mutex
+	var first error
+	left := n
+	return func(err error) {
+		mu.Lock()
+		if first == nil {
+			first = err
+		}
+		left--
+		last, res := left == 0, first
+		mu.Unlock()
+		if last {
+			done(res)
+		}
+	}
+}
+
+// register records answers awaited, one token per check, and a random nonce for each, which its reply
+// subject carries beside the token: a server that guesses the next token's answer before it got the
+// publish (an answer ahead) cannot guess the nonce.
+func (h *hostConn) register(checks []func(*nats.Msg) error, done func(error), async bool) ([]uint64, []uint64) {
+	tokens, nonces := make([]uint64, len(checks)), make([]uint64, len(checks))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, c := range checks {
+		h.issued++
+		t := h.issued
+		w := &waiting{check: c, done: done, async: async, nonce: rand.Uint64()}
+		nonces[i] = w.nonce
+		if async {
+			w.timer = time.AfterFunc(asyncMaxWait, func() {
+				if w := h.claim(t); w != nil {
+					w.done(publishers.Wrap(publishers.ErrTimeout, fmt.Errorf("nats.servers[%d] %s: no PubAck within %v", h.host, h.addr, asyncMaxWait)))
+				}
+			})
+		}
+		h.pending[t] = w
+		tokens[i] = t
+	}
+	return tokens, nonces
+}
+
+// claim removes token's waiting entry; nil when it is no longer pending (answered, timed out, closed).
+func (h *hostConn) claim(t uint64) *waiting {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := h.pending[t]
+	if w == nil {
+		return nil
+	}
+	delete(h.pending, t)
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	return w
+}
+
+// forget drops tokens whose caller left (sync publishes): their answers are late ones. It returns how
+// many were still pending.
+func (h *hostConn) forget(tokens []uint64) int {
+	n := 0
+	for _, t := range tokens {
+		if h.claim(t) != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// failAll fails every pending answer with err (Close).
+func (h *hostConn) failAll(err error) {
+	h.mu.Lock()
+	var ws []*waiting
+	for t, w := range h.pending {
+		delete(h.pending, t)
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		ws = append(ws, w)
+	}
+	h.mu.Unlock()
+	for _, w := range ws {
+		w.done(err)
+	}
+}
+
+// answer handles a message on the reply subjects (nats.go's subscription goroutine).
+func (h *hostConn) answer(m *nats.Msg) {
+	tok, nonceStr, _ := strings.Cut(strings.TrimPrefix(m.Subject, h.reply), "_")
+	t, err := strconv.ParseUint(tok, 10, 64)
+	nonce, nerr := strconv.ParseUint(nonceStr, 36, 64)
+	if err != nil || nerr != nil || !strings.HasPrefix(m.Subject, h.reply) {
+		h.protocolError(fmt.Errorf("a reply on %q, which no publish was given", m.Subject))
+		return
+	}
+	h.mu.Lock()
+	issued := h.issued
+	h.mu.Unlock()
+	if t == 0 || t > issued {
+		h.protocolError(fmt.Errorf("a reply to token %d, never issued (the last is %d)", t, issued))
+		return
+	}
+	h.mu.Lock()
+	w := h.pending[t]
+	twice := w == nil && h.answered.has(t)
+	if w != nil && w.nonce == nonce {
+		h.answered.add(t)
+	}
+	h.mu.Unlock()
+	switch {
+	case twice:
+		h.protocolError(fmt.Errorf("a second answer to token %d", t))
+		return
+	case w != nil && w.nonce != nonce:
+		h.protocolError(fmt.Errorf("a reply to token %d with a wrong nonce (an answer guessed, not given)", t))
+		return
+	}
+	if w = h.claim(t); w == nil {
+		return // a late answer: its publish ended already (timed out, its caller left)
+	}
+	w.done(w.check(m))
+}
+
+// errStreamNotFound is JetStream's err_code for a stream that does not exist (JSStreamNotFoundErr).
+const errStreamNotFound = 10059
+
+// pubAck is JetStream's answer to a publish.
+type pubAck struct {
+	Stream    string `json:"stream"`
+	Seq       uint64 `json:"seq"`
+	Duplicate bool   `json:"duplicate"`
+	Batch     string `json:"batch"`
+	Count     int    `json:"count"`
+	Error     *struct {
+		Code        int    `json:"code"`
+		ErrCode     int    `json:"err_code"`
+		Description string `json:"description"`
+	} `json:"error"`
+}
+
+// checker checks an answer as a PubAck of stream st: for an atomic batch (batch != "") one that
+// names the batch and counts its n messages.
+func (h *hostConn) checker(st *streamState, batch string, n int) func(*nats.Msg) error {
+	return func(m *nats.Msg) error {
+		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+			// No responders: no stream holds the subject (deleted, or a server that lost it).
+			h.streams.drop(st.topic)
+			return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("nats.servers[%d] %s: no JetStream stream takes subject %q (it will be looked up again)", h.host, h.addr, st.topic))
+		}
+		var a pubAck
+		if err := json.Unmarshal(m.Data, &a); err != nil {
+			return h.protocolError(fmt.Errorf("the answer to a publish is not a PubAck: %.80q", m.Data))
+		}
+		if a.Error != nil {
+			if a.Error.ErrCode == errStreamNotFound {
+				h.streams.drop(st.topic)
+			}
+			return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("nats.servers[%d] %s: JetStream refused the publish: %s (code %d, err_code %d)",
+				h.host, h.addr, a.Error.Description, a.Error.Code, a.Error.ErrCode))
+		}
+		switch {
+		case a.Stream != st.name:
+			return h.protocolError(fmt.Errorf("a PubAck of stream %q for a publish to stream %q", a.Stream, st.name))
+		case a.Seq == 0:
+			return h.protocolError(fmt.Errorf("a PubAck without a sequence: %.80q", m.Data))
+		case a.Duplicate:
+			return h.protocolError(errors.New("a PubAck saying duplicate for a message without a Nats-Msg-Id"))
+		case a.Batch != batch || a.Count != n:
+			return h.protocolError(fmt.Errorf("a PubAck for batch %q of %d messages, the publish was batch %q of %d", a.Batch, a.Count, batch, n))
+		}
+		return nil
+	}
+}
+
+// protocolError counts an answer no correct server sends, logs the first, and returns the publish's
+// error: unavailable, the answer says nothing about what the server stored.
+//
+// As for every broker here, the connection is then closed (nats.go redials it) and what was pending on it
+// fails as unavailable: a server that answers wrongly once cannot be trusted with the rest. Forced
+// redials are at most one per forceEvery per host, so a server that floods wrong answers makes a
+// redial a second, not a loop.
+func (h *hostConn) protocolError(err error) error {
+	h.protocolErrors.Add(1)
+	err = fmt.Errorf("nats.servers[%d] %s: protocol violation: %w", h.host, h.addr, err)
+	if !h.protoLogged.Swap(true) {
+		h.log.Warn("nats server broke the protocol: connection closed, what was pending on it failed as unavailable "+
+			"(logged once per host; mqtarget_protocol_errors_total counts them)", "err", err)
+	}
+	err = publishers.Wrap(publishers.ErrUnavailable, err)
+	if now := time.Now().UnixNano(); h.nc != nil && now-h.forcedAt.Load() >= int64(forceEvery) && h.nc.IsConnected() {
+		h.forcedAt.Store(now)
+		_ = h.nc.ForceReconnect()
+	}
+	h.failAll(err)
+	return err
+}
+
+// publishErr maps nats.go's refusal to write a message.
+func (h *hostConn) publishErr(err error) error {
+	switch {
+	case errors.Is(err, nats.ErrMaxPayload):
+		return publishers.Wrap(publishers.ErrTooLarge, fmt.Errorf("nats.servers[%d] %s: %w (max_payload %d)", h.host, h.addr, err, h.nc.MaxPayload()))
+	case errors.Is(err, nats.ErrConnectionClosed):
+		return publishers.ErrClosed
+	case errors.Is(err, nats.ErrBadSubject), errors.Is(err, nats.ErrHeadersNotSupported):
+		return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("nats.servers[%d] %s: %w", h.host, h.addr, err))
+	}
+	return h.unavailable(err)
+}
+
+func (h *hostConn) unavailable(err error) error {
+	if errors.Is(err, nats.ErrReconnectBufExceeded) {
+		err = errors.New("not connected (redialling with backoff)")
+	}
+	return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nats.servers[%d] %s: %w", h.host, h.addr, err))
+}
+
+// Ping implements publishers.Publisher: a PING/PONG round trip on host's connection within ctx.
+func (p *Publisher) Ping(ctx context.Context, host int) error {
+	h, err := p.hostConn(host)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := p.scope(ctx)
+	defer cancel()
+	if err := flush(ctx, h.nc); err != nil {
+		if ctx.Err() != nil {
+			return p.ended(ctx)
+		}
+		return h.unavailable(err)
+	}
+	return nil
+}
+
+// Close fails what is pending with ErrClosed, closes the connections and waits until every accepted
+// PublishAsync's done has run. It is idempotent.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.async.Wait()
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	p.cancel()
+	for _, h := range p.conns {
+		if h == nil {
+			continue
+		}
+		if h.sub != nil {
+			_ = h.sub.Unsubscribe()
+		}
+		h.nc.Close()
+		h.failAll(publishers.ErrClosed)
+	}
+	p.async.Wait()
+	return nil
+}
+
+// flush is a PING/PONG round trip on nc within ctx, or within AsyncMaxWait when ctx has no deadline
+// (nats.go refuses a flush without one).
+func flush(ctx context.Context, nc *nats.Conn) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, AsyncMaxWait)
+		defer cancel()
+	}
+	return nc.FlushWithContext(ctx)
+}
+
+// answeredSet remembers the last answeredKeep tokens answered, so a second answer to one is told from
+// a late answer to a publish that ended without one (timed out, its caller left), which is no fault.
+type answeredSet struct {
+	ring [answeredKeep]uint64
+	next int
+	m    map[uint64]struct{}
+}
+
+const answeredKeep = 4096
+
+func (a *answeredSet) add(t uint64) {
+	if a.m == nil {
+		a.m = make(map[uint64]struct{}, answeredKeep)
+	}
+	delete(a.m, a.ring[a.next])
+	a.ring[a.next] = t
+	a.m[t] = struct{}{}
+	a.next = (a.next + 1) % answeredKeep
+}
+
+func (a *answeredSet) has(t uint64) bool {
+	_, ok := a.m[t]
+	return ok
+}
