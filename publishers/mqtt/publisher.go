@@ -33,9 +33,10 @@ type Publisher struct {
 
 // host is one server's connection and counters.
 type host struct {
-	idx  int
-	addr string
-	ping chan struct{} // one Ping at a time
+	idx   int
+	addr  string
+	queue chan struct{} // publishes accepted and not yet answered (mqtt.max_inflight)
+	ping  chan struct{} // one Ping at a time
 
 	mu      sync.Mutex
 	cur     *session      // nil: none (never made, or lost)
@@ -72,8 +73,9 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 	for i, a := range c.Servers {
 		p.hosts = append(p.hosts, &host{
 			idx: i, addr: a,
-			ping: make(chan struct{}, 1),
-			rd:   redial{b: publishers.DefaultBackoff()},
+			queue: make(chan struct{}, c.MaxInFlight),
+			ping:  make(chan struct{}, 1),
+			rd:    redial{b: publishers.DefaultBackoff()},
 		})
 	}
 	return p, nil
@@ -241,7 +243,7 @@ func (p *Publisher) start(ctx context.Context, host int, topic string, body []by
 	}
 	if wait {
 		select {
-		case s.slots <- struct{}{}:
+		case h.queue <- struct{}{}:
 		case <-ctx.Done():
 			return ctxErr(ctx)
 		case <-s.ctx.Done():
@@ -249,31 +251,44 @@ func (p *Publisher) start(ctx context.Context, host int, topic string, body []by
 		}
 	} else {
 		select {
-		case s.slots <- struct{}{}:
+		case h.queue <- struct{}{}:
 		default:
-			return fmt.Errorf("%w: mqtt %s: %d publishes in flight (mqtt.max_inflight, or the broker's Receive Maximum)", publishers.ErrUnavailable, h.addr, cap(s.slots))
+			return fmt.Errorf("%w: mqtt %s: %d publishes in flight (mqtt.max_inflight)", publishers.ErrUnavailable, h.addr, cap(h.queue))
 		}
 	}
 	if !p.goOwned(func() {
 		err := p.send(s, topic, body)
-		<-s.slots
+		<-h.queue
 		done(err)
 	}) {
-		<-s.slots
+		<-h.queue
 		return publishers.ErrClosed
 	}
 	return nil
 }
 
 // send publishes body and waits for its acknowledgement (QoS 1: PUBACK, 2: PUBCOMP; 0: the write)
-// up to maxAckWait, whatever the caller's deadline (the caller stops waiting at it): the slot it holds
-// is then freed exactly when paho's is. A broker that acknowledges nothing within maxAckWait has
-// stalled: the connection is closed, failing what is pending on it, and the host redials. paho keeps
-// nothing of a publish for another connection (its session lives and dies with the client), so one
-// that timed out is never sent again.
+// up to maxAckWait, whatever the caller's deadline (the caller stops waiting at it), first waiting for
+// room in the broker's Receive Maximum: the slot it holds is then freed exactly when paho's is, so
+// paho's own send quota never holds a publish. A broker that acknowledges nothing within maxAckWait
+// has stalled: the connection is closed, failing what is pending on it, and the host redials. paho
+// keeps nothing of a publish for another connection (its session lives and dies with the client), so
+// one that timed out is never sent again.
 func (p *Publisher) send(s *session, topic string, body []byte) error {
 	ctx, cancel := context.WithTimeout(s.ctx, maxAckWait)
 	defer cancel()
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	case <-ctx.Done():
+		if p.isClosed() {
+			return publishers.ErrClosed
+		}
+		if s.ctx.Err() != nil {
+			return fmt.Errorf("%w: connection lost before the publish was sent", publishers.ErrUnavailable)
+		}
+		return fmt.Errorf("%w: the broker's Receive Maximum stayed full for %v; not sent", publishers.ErrTimeout, maxAckWait)
+	}
 	resp, err := s.client.Publish(ctx, &paho.Publish{QoS: p.qos, Topic: topic, Payload: body})
 	switch {
 	case resp != nil && resp.ReasonCode >= 0x80: // paho returns a refused PUBREC (QoS 2) without error
