@@ -232,6 +232,16 @@ func (p *proxy) unfreeze() {
 	}
 }
 
+// cut closes every relayed connection (a broker killed and back at once); new ones are still relayed.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}
+
 func (p *proxy) close() {
 	_ = p.ln.Close()
 	p.unfreeze()
