@@ -39,9 +39,26 @@ type netConn struct {
 	net.Conn
 	sync.Mutex
 	closing atomic.Bool // DISCONNECT on the way: a broker not reading must not hold Close up
+	tap     *ackTap     // nil: answers not checked beyond paho (consumer and ping connections)
+}
+
+// Read hands paho what the broker sent once the tap found every acknowledgement in it answering
+// something outstanding; otherwise the connection ends and paho sees an error instead.
+func (c *netConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && c.tap != nil {
+		if terr := c.tap.read(b[:n]); terr != nil {
+			_ = c.Conn.Close()
+			return 0, terr
+		}
+	}
+	return n, err
 }
 
 func (c *netConn) Write(b []byte) (int, error) {
+	if c.tap != nil {
+		c.tap.wrote(b)
+	}
 	d := writeTimeout
 	if c.closing.Load() {
 		d = closeWriteTimeout
@@ -123,8 +140,8 @@ func readPassword(path string) ([]byte, error) {
 // dial connects to addr and exchanges CONNECT/CONNACK within ctx and the dial timeout, with a clean
 // start and no session expiry: the broker keeps nothing of a connection after it, and paho, whose
 // session lives as long as the client, has nothing to resend on another (see doc.go). onPublish, when
-// set, receives what the broker sends (the consumer's messages).
-func (d *dialer) dial(ctx context.Context, addr, id string, onPublish func(paho.PublishReceived) (bool, error), onError func(error)) (*session, error) {
+// set, receives what the broker sends (the consumer's messages); tap, when set, checks its answers.
+func (d *dialer) dial(ctx context.Context, addr, id string, tap *ackTap, onPublish func(paho.PublishReceived) (bool, error), onError func(error)) (*session, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout)
 	defer cancel()
 	var nd net.Dialer
@@ -144,7 +161,7 @@ func (d *dialer) dial(ctx context.Context, addr, id string, onPublish func(paho.
 		}
 		raw = tlsConn
 	}
-	nc := &netConn{Conn: raw}
+	nc := &netConn{Conn: raw, tap: tap}
 	cc := paho.ClientConfig{
 		Conn:          nc,
 		PacketTimeout: maxAckWait,

@@ -100,7 +100,7 @@ func (c *Consumer) Consume(ctx context.Context, topic string, handle func(publis
 
 // subscribe connects to server i and subscribes to topic; the broker's SUBACK must grant it.
 func (c *Consumer) subscribe(ctx context.Context, i int, id uint64, topic string, handle func(publishers.Delivery)) (*session, error) {
-	s, err := c.d.dial(ctx, c.addrs[i], c.d.clientID(i)+"-"+strconv.FormatUint(id, 10), func(pr paho.PublishReceived) (bool, error) {
+	s, err := c.d.dial(ctx, c.addrs[i], c.d.clientID(i)+"-"+strconv.FormatUint(id, 10), nil, func(pr paho.PublishReceived) (bool, error) {
 		if pr.Packet.Topic != topic { // nothing else is subscribed to; a broker sending it is wrong
 			return true, nil
 		}

@@ -27,9 +27,13 @@
 // persistence file every autosave_interval and at shutdown, so a kill -9 loses what came since.
 //
 // Every answer is checked: a PUBACK, PUBREC or PUBCOMP with a reason code of 0x80 or more is ErrRejected
-// (502); one naming a packet identifier with nothing outstanding is ignored by paho (it answers
-// nothing we sent); a CONNACK refusal, garbage or a lost connection is ErrUnavailable (503); a deadline
-// is ErrTimeout (504). A topic is checked by ValidateTopic (no wildcards, no $ topics, no control
+// (502). paho ignores an acknowledgement naming an identifier it does not know and would take one for
+// an identifier it allocated but has not written yet (a broker answering ahead), so the connection
+// carries a tap (proto.go) that follows the packet identifiers written and answered: an answer to
+// nothing outstanding at its stage (never sent, not yet written, a second one, a PUBCOMP before the
+// PUBREL) or a malformed packet header ends the connection before paho reads it, fails what was
+// pending on it with ErrUnavailable and counts in ProtocolErrors. A CONNACK refusal, garbage or a lost
+// connection is ErrUnavailable (503); a deadline is ErrTimeout (504). A topic is checked by ValidateTopic (no wildcards, no $ topics, no control
 // characters, at most MaxTopicLen bytes); a PUBLISH over the Maximum Packet Size the broker announced in
 // CONNACK is refused before it is sent (ErrTooLarge, 413; mochi-mqtt announces none and drops the
 // connection instead).
@@ -69,7 +73,7 @@
 // BrokerVersion is the broker's retained $SYS/broker/version ("mosquitto version 2.0.11"; mochi-mqtt
 // publishes its own version number), read once per host by subscribing to it on the publishing
 // connection; "" for a broker without $SYS. ConnCounts counts each host's connections made, remade
-// and failed dials. Protocol errors are not counted: paho reads the broker's answers itself.
+// and failed dials; ProtocolErrors the connections closed for a protocol violation.
 //
 // # Consumer
 //

@@ -85,7 +85,7 @@ func newRecorder(t testing.TB, addrs []string) *recorder {
 	for i, a := range addrs {
 		r.got[i] = map[string][][]byte{}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		s, err := d.dial(ctx, a, d.clientID(i), func(pr paho.PublishReceived) (bool, error) {
+		s, err := d.dial(ctx, a, d.clientID(i), nil, func(pr paho.PublishReceived) (bool, error) {
 			r.mu.Lock()
 			r.got[i][pr.Packet.Topic] = append(r.got[i][pr.Packet.Topic], pr.Packet.Payload)
 			r.mu.Unlock()

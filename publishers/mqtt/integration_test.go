@@ -205,6 +205,9 @@ func TestIntegrationLedger(t *testing.T) {
 				if v := p.BrokerVersion(k); !strings.Contains(v, "mosquitto") {
 					t.Errorf("BrokerVersion(%d) = %q, want mosquitto's", k, v)
 				}
+				if n := p.ProtocolErrors(k); n != 0 {
+					t.Errorf("ProtocolErrors(%d) = %d against mosquitto", k, n)
+				}
 				if n := p.ConnCounts(k); n.Opened != 1 {
 					t.Errorf("ConnCounts(%d) = %+v, want one connection", k, n)
 				}

@@ -48,6 +48,7 @@ type host struct {
 
 	version                        atomic.Pointer[string]
 	opened, reopened, dialFailures atomic.Uint64
+	protoErrs                      atomic.Uint64
 }
 
 // sysVersion is the $SYS topic mosquitto and mochi-mqtt publish (retained) their version on.
@@ -152,7 +153,11 @@ func (p *Publisher) session(ctx context.Context, h *host) (*session, error) {
 // dialHost makes h's connection, not under any caller's context: one caller giving up must not fail
 // the dial the others wait for. The dial timeout bounds it.
 func (p *Publisher) dialHost(h *host, ch chan struct{}) {
-	s, err := p.d.dial(p.root, h.addr, p.d.clientID(h.idx), func(pr paho.PublishReceived) (bool, error) {
+	tap := newAckTap(func(err error) {
+		h.protoErrs.Add(1)
+		p.log.Warn("mqtt broker broke the protocol: connection closed, what was pending on it failed as unavailable", "addr", h.addr, "err", err)
+	})
+	s, err := p.d.dial(p.root, h.addr, p.d.clientID(h.idx), tap, func(pr paho.PublishReceived) (bool, error) {
 		if pr.Packet.Topic == sysVersion {
 			v := "mqtt " + string(pr.Packet.Payload)
 			h.version.Store(&v)
@@ -383,7 +388,7 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 		return err
 	}
 	h.mu.Unlock()
-	s, err := p.d.dial(ctx, h.addr, p.d.idBase+"-ping-"+fmt.Sprint(h.idx), nil, func(error) {})
+	s, err := p.d.dial(ctx, h.addr, p.d.idBase+"-ping-"+fmt.Sprint(h.idx), nil, nil, func(error) {})
 	if err == nil {
 		s.close()
 		s.cancel()
@@ -418,6 +423,17 @@ func (p *Publisher) ConnCounts(host int) publishers.ConnCounts {
 		return publishers.ConnCounts{}
 	}
 	return publishers.ConnCounts{Opened: h.opened.Load(), Reopened: h.reopened.Load(), DialFailures: h.dialFailures.Load()}
+}
+
+// ProtocolErrors is how many times host's broker sent an acknowledgement answering nothing outstanding
+// (an identifier never sent or not yet written, a second answer, a PUBCOMP before the PUBREL) or a
+// malformed packet header; each closed the connection (publishers.ProtocolErrorCounter).
+func (p *Publisher) ProtocolErrors(host int) uint64 {
+	h, err := p.host(host)
+	if err != nil {
+		return 0
+	}
+	return h.protoErrs.Load()
 }
 
 // Conns is every host's ConnCounts, in Hosts order.
