@@ -28,18 +28,21 @@ const (
 	refusePublish                     // PUBACK/PUBREC with reason 0x97 (quota exceeded)
 	dropOnPublish                     // closes the connection on the first PUBLISH (killed)
 	frozen                            // takes PUBLISHes and answers nothing, not even PINGREQ
+	frozenFirst                       // the first connection is frozen, later ones behave
 )
 
 // fakeBroker is a misbehaving MQTT 5 broker on 127.0.0.1 for the tests, counting what it stored (the
 // PUBLISHes it acknowledged honestly).
 type fakeBroker struct {
-	ln     net.Listener
-	m      misbehaviour
-	stored atomic.Int64
-	conns  atomic.Int64
-	mu     sync.Mutex
-	open   []net.Conn
-	wg     sync.WaitGroup
+	ln       net.Listener
+	m        misbehaviour
+	stored   atomic.Int64
+	received atomic.Int64 // PUBLISH packets read, over every connection
+	dups     atomic.Int64 // of them, with the DUP flag (a resend)
+	conns    atomic.Int64
+	mu       sync.Mutex
+	open     []net.Conn
+	wg       sync.WaitGroup
 }
 
 func newFake(t *testing.T, m misbehaviour) *fakeBroker {
@@ -55,11 +58,11 @@ func newFake(t *testing.T, m misbehaviour) *fakeBroker {
 			if err != nil {
 				return
 			}
-			f.conns.Add(1)
+			nth := f.conns.Add(1)
 			f.mu.Lock()
 			f.open = append(f.open, c)
 			f.mu.Unlock()
-			f.wg.Go(func() { f.serve(c) })
+			f.wg.Go(func() { f.serve(c, f.m == frozen || (f.m == frozenFirst && nth == 1)) })
 		}
 	})
 	t.Cleanup(func() {
@@ -76,7 +79,7 @@ func newFake(t *testing.T, m misbehaviour) *fakeBroker {
 
 func (f *fakeBroker) addr() string { return f.ln.Addr().String() }
 
-func (f *fakeBroker) serve(c net.Conn) {
+func (f *fakeBroker) serve(c net.Conn, freeze bool) {
 	defer func() { _ = c.Close() }()
 	if _, err := packets.ReadPacket(c); err != nil { // CONNECT
 		return
@@ -100,7 +103,13 @@ func (f *fakeBroker) serve(c net.Conn) {
 		if err != nil {
 			return
 		}
-		if f.m == frozen {
+		if p, ok := cp.Content.(*packets.Publish); ok {
+			f.received.Add(1)
+			if p.Duplicate {
+				f.dups.Add(1)
+			}
+		}
+		if freeze {
 			continue
 		}
 		switch p := cp.Content.(type) {
@@ -297,4 +306,48 @@ func TestInFlightBound(t *testing.T) {
 		t.Errorf("sync publish took %v past its 200ms deadline", took)
 	}
 	_ = p.Close()
+}
+
+// TestNoResend: publishes that timed out on a frozen connection are not sent again on the next one (by
+// paho's session or by us): the broker reads each PUBLISH once, none with DUP.
+func TestNoResend(t *testing.T) {
+	f := newFake(t, frozenFirst)
+	p := fakePublisher(t, f, 1) // keep alive 1 s: the frozen connection is dropped within about 2 s
+	attempts := 0
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		attempts++
+		if err := p.Publish(ctx, 0, "t", []byte("m")); !errors.Is(err, publishers.ErrTimeout) && !errors.Is(err, publishers.ErrUnavailable) {
+			t.Errorf("publish to the frozen connection: %v, want ErrTimeout or ErrUnavailable", err)
+		}
+		cancel()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		attempts++
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := p.Publish(ctx, 0, "t", []byte("after"))
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no publish succeeded within 10s after the freeze: %v", err)
+		}
+	}
+	if n := f.conns.Load(); n < 2 {
+		t.Fatalf("%d connections: the frozen one was never replaced", n)
+	}
+	if d := f.dups.Load(); d != 0 {
+		t.Errorf("%d PUBLISHes with DUP set: something resent", d)
+	}
+	if got := f.received.Load(); got > int64(attempts) {
+		t.Errorf("the broker read %d PUBLISHes for %d publishes: some were sent again", got, attempts)
+	}
+	if f.received.Load() < 3 {
+		t.Errorf("the broker read %d PUBLISHes: the frozen connection should have taken the first 3", f.received.Load())
+	}
+	if c := p.ConnCounts(0); c.Reopened < 1 {
+		t.Errorf("ConnCounts %+v: want a reopened connection", c)
+	}
 }
