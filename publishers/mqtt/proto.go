@@ -25,6 +25,7 @@ var errProtocol = errors.New("protocol violation")
 // scanner splits a byte stream into MQTT packets and hands each one's type, flags and the first bytes
 // of its body (as many as head asks for) to onPacket, without keeping more than that.
 type scanner struct {
+	max      int    // the largest remaining length taken; 0: the protocol's
 	hdr      []byte // the fixed header so far (type byte and remaining length)
 	inBody   bool
 	typ      byte
@@ -72,6 +73,9 @@ func (s *scanner) feed(b []byte, onPacket func(typ, flags byte, head []byte) err
 				}
 				continue
 			}
+			if s.max > 0 && n > s.max {
+				return fmt.Errorf("%w: a packet of type %d announces %d bytes, more than the %d a publishing connection is sent", errProtocol, s.hdr[0]>>4, n, s.max)
+			}
 			s.typ, s.flags, s.left, s.head, s.reported, s.inBody = s.hdr[0]>>4, s.hdr[0]&0x0f, n, s.head[:0], false, true
 			s.hdr = s.hdr[:0]
 		}
@@ -105,8 +109,13 @@ type ackTap struct {
 	violated func(error)     // counts and logs
 }
 
+// maxInbound bounds what a broker may send a publishing connection in one packet: acknowledgements,
+// SUBACK and the $SYS version are a few bytes, and paho allocates the announced length before reading
+// it (up to 256 MiB a packet).
+const maxInbound = 64 << 10
+
 func newAckTap(violated func(error)) *ackTap {
-	return &ackTap{pending: map[uint16]byte{}, violated: violated}
+	return &ackTap{pending: map[uint16]byte{}, violated: violated, in: scanner{max: maxInbound}}
 }
 
 func id(head []byte) (uint16, bool) {

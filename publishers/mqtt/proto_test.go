@@ -78,6 +78,9 @@ func TestAckTap(t *testing.T) {
 		{"pubcomp before pubrel", []step{w(encode(t, publish(1, 2, "t", nil))), r(encode(t, ack(packets.PUBREC, 1), ack(packets.PUBCOMP, 1)))}, true},
 		{"ack before anything", []step{r(encode(t, ack(packets.PUBACK, 1)))}, true},
 		{"malformed length", []step{r([]byte{0x40, 0xff, 0xff, 0xff, 0xff, 0x01})}, true},
+		// 200 MiB announced: refused before paho allocates it.
+		{"huge packet", []step{r([]byte{0x30, 0x80, 0x80, 0x80, 0x64})}, true},
+		{"big write is no inbound limit", []step{w(encode(t, publish(1, 1, "t", big))), r(encode(t, ack(packets.PUBACK, 1)))}, false},
 	}
 	for _, tc := range cases {
 		for _, split := range []int{1, 3, 1 << 20} {
