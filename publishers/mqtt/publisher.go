@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -159,7 +160,7 @@ func (p *Publisher) dialHost(h *host, ch chan struct{}) {
 	})
 	s, err := p.d.dial(p.root, h.addr, p.d.clientID(h.idx), tap, func(pr paho.PublishReceived) (bool, error) {
 		if pr.Packet.Topic == sysVersion {
-			v := "mqtt " + string(pr.Packet.Payload)
+			v := strings.ToValidUTF8(string(pr.Packet.Payload[:min(len(pr.Packet.Payload), 128)]), "?")
 			h.version.Store(&v)
 		}
 		return true, nil
@@ -403,8 +404,9 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 	return err
 }
 
-// BrokerVersion is what host's broker said it runs ("mqtt " and its retained $SYS/broker/version, e.g.
-// "mqtt mosquitto version 2.0.11"); "" until a connection learned it, or when the broker has no $SYS.
+// BrokerVersion is what host's broker said it runs (its retained $SYS/broker/version, e.g.
+// "mosquitto version 2.0.11"; mochi-mqtt sends its number only, "2.7.9"; at most 128 bytes of it,
+// invalid UTF-8 replaced); "" until a connection learned it, or when the broker has no $SYS.
 func (p *Publisher) BrokerVersion(host int) string {
 	h, err := p.host(host)
 	if err != nil {
