@@ -86,7 +86,9 @@
 // # Embedded servers
 //
 // StartEmbedded runs mochi-mqtt servers in-process on ephemeral ports of 127.0.0.1, anonymous, with no
-// session kept past its connection, no retained messages, and at most 64 clients with 256 packets
-// queued and 256 in flight each, packets up to message.max_size plus the topic: what a server holds is
-// bounded by their product. They speak MQTT 5 and 3.1.1 (the publisher speaks 5).
+// session kept past its connection, no retained messages, and at most 64 clients with 8192 packets
+// queued and 8192 in flight to each, packets up to message.max_size plus the topic: what a server holds
+// is bounded by their product (a count, not bytes: 64 × 16384 × 100 B is 105 MB; with 1 MiB messages
+// it is no practical bound). A subscriber more than 8192 messages behind loses what comes next (mochi
+// drops it, as mosquitto does past max_queued_messages). They speak MQTT 5 and 3.1.1 (the publisher speaks 5).
 package mqtt
