@@ -14,6 +14,7 @@ import (
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/amqp"
 	"github.com/mqtarget/mqtarget/publishers/kafka"
+	"github.com/mqtarget/mqtarget/publishers/mqtt"
 	"github.com/mqtarget/mqtarget/publishers/nats"
 	"github.com/mqtarget/mqtarget/publishers/nsq"
 	"github.com/mqtarget/mqtarget/publishers/rocketmq"
@@ -30,6 +31,7 @@ type Sections struct {
 	Kafka    kafka.Config    `yaml:"kafka"`
 	AMQP     amqp.Config     `yaml:"amqp"`
 	NATS     nats.Config     `yaml:"nats"`
+	MQTT     mqtt.Config     `yaml:"mqtt"`
 }
 
 // entry is implemented by every section type: its broker's registry entry.

@@ -5,6 +5,7 @@ import (
 	"github.com/mqtarget/mqtarget/publishers/amqp"
 	"github.com/mqtarget/mqtarget/publishers/brokers"
 	"github.com/mqtarget/mqtarget/publishers/kafka"
+	"github.com/mqtarget/mqtarget/publishers/mqtt"
 	"github.com/mqtarget/mqtarget/publishers/nats"
 	"github.com/mqtarget/mqtarget/publishers/nsq"
 	"github.com/mqtarget/mqtarget/publishers/rocketmq"
@@ -33,7 +34,7 @@ func TestRegistry(t *testing.T) {
 	if brokers.Lookup("pulsar") != nil {
 		t.Error("brokers.Lookup(pulsar) found an entry")
 	}
-	if got := strings.Join(brokers.Names(), ","); got != "nsq,stomp,rocketmq,kafka,amqp,nats" {
+	if got := strings.Join(brokers.Names(), ","); got != "nsq,stomp,rocketmq,kafka,amqp,nats,mqtt" {
 		t.Errorf("brokers.Names() = %s", got)
 	}
 
@@ -53,6 +54,8 @@ func TestRegistry(t *testing.T) {
 		{"kafka disabled without brokers", kafka.Broker, func(*brokers.Sections) {}, false, 0},
 		{"kafka enabled by brokers", kafka.Broker, func(s *brokers.Sections) { s.Kafka.Brokers = []string{"k:9092"} }, true, 0},
 		{"amqp disabled without urls", amqp.Broker, func(*brokers.Sections) {}, false, 0},
+		{"mqtt embedded by default", mqtt.Broker, func(*brokers.Sections) {}, true, 2},
+		{"mqtt with servers", mqtt.Broker, func(s *brokers.Sections) { s.MQTT.Servers = []string{"m:1883"} }, true, 0},
 		{"nats embedded by default", nats.Broker, func(*brokers.Sections) {}, true, 3},
 		{"nats with servers", nats.Broker, func(s *brokers.Sections) { s.NATS.Servers = []string{"n:4222"} }, true, 0},
 		{"amqp enabled by urls", amqp.Broker, func(s *brokers.Sections) { s.AMQP.URLs = []string{"amqp://h:5672/"} }, true, 0},
@@ -81,7 +84,7 @@ func TestRegistry(t *testing.T) {
 	t.Run("Validate prefixes errors with the broker's name", func(t *testing.T) {
 		s := defaults()
 		s.NSQ.Hosts, s.STOMP.Hosts, s.RocketMQ.NameServers = []string{"x"}, []string{"x"}, []string{"x"}
-		s.Kafka.Brokers, s.AMQP.URLs, s.NATS.Servers = []string{"x"}, []string{"x"}, []string{"x"}
+		s.Kafka.Brokers, s.AMQP.URLs, s.NATS.Servers, s.MQTT.Servers = []string{"x"}, []string{"x"}, []string{"x"}, []string{"x"}
 		for _, b := range brokers.List {
 			err := b.Validate(s, publishers.Common{})
 			if err == nil || !strings.HasPrefix(err.Error(), b.Name+".") {

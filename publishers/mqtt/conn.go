@@ -1,0 +1,261 @@
+package mqtt
+
+import (
+	"context"
+	crand "crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+// writeTimeout bounds one write to a broker: a broker that stopped reading for that long has lost the
+// connection (paho writes without deadlines, so without it a publish would block in the write past its
+// own deadline and its goroutine for good).
+const writeTimeout = 5 * time.Second
+
+// closeWriteTimeout bounds the DISCONNECT written when a connection is closed.
+const closeWriteTimeout = 100 * time.Millisecond
+
+// netConn is the connection paho reads and writes. paho writes from every publishing goroutine, its
+// pinger and its session: sync.Locker makes packets.ControlPacket.WriteTo hold the lock for a whole
+// packet (tls.Conn and this wrapper would otherwise interleave the packets' parts). Every write is
+// bounded by writeTimeout and a failed one closes the connection, so paho's reader ends and with it
+// the client.
+type netConn struct {
+	net.Conn
+	sync.Mutex
+	closing atomic.Bool // DISCONNECT on the way: a broker not reading must not hold Close up
+	tap     *ackTap     // nil: answers not checked beyond paho (consumer and ping connections)
+}
+
+// Read hands paho what the broker sent once the tap found every acknowledgement in it answering
+// something outstanding; otherwise the connection ends and paho sees an error instead.
+func (c *netConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && c.tap != nil {
+		if terr := c.tap.read(b[:n]); terr != nil {
+			_ = c.Conn.Close()
+			return 0, terr
+		}
+	}
+	return n, err
+}
+
+func (c *netConn) Write(b []byte) (int, error) {
+	if c.tap != nil {
+		c.tap.wrote(b)
+	}
+	d := writeTimeout
+	if c.closing.Load() {
+		d = closeWriteTimeout
+	}
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(d))
+	n, err := c.Conn.Write(b)
+	if err != nil {
+		_ = c.Conn.Close()
+	}
+	return n, err
+}
+
+// session is one MQTT connection: a paho client over netConn, CONNECT answered by a successful CONNACK.
+type session struct {
+	client  *paho.Client
+	raw     *netConn
+	ctx     context.Context // ends when the connection is gone: the owner's watcher cancels it once paho's client is done
+	cancel  context.CancelFunc
+	born    time.Time
+	maxSize uint32 // the broker's Maximum Packet Size (CONNACK); 0: the protocol's
+	maxQoS  byte   // the broker's Maximum QoS (CONNACK)
+	// slots are the publishes in flight: at most mqtt.max_inflight and the broker's Receive Maximum
+	// (CONNACK), so paho's own send quota never makes a publish wait.
+	slots chan struct{}
+}
+
+// dialer makes the sessions of a publisher or consumer.
+type dialer struct {
+	cfg      Config
+	tls      *tls.Config // nil: plain TCP
+	password []byte
+	idBase   string // client_id prefix and a random part, unique per publisher or consumer
+	log      *slog.Logger
+}
+
+func newDialer(c Config, role string, log *slog.Logger) (*dialer, error) {
+	if err := c.Validate("mqtt"); err != nil {
+		return nil, err
+	}
+	if len(c.Servers) == 0 {
+		return nil, errors.New("mqtt.servers: at least one server is required")
+	}
+	tc, err := c.TLSConfig.Client("mqtt")
+	if err != nil {
+		return nil, err
+	}
+	d := &dialer{cfg: c, tls: tc, log: log}
+	if c.PasswordFile != "" {
+		if d.password, err = readPassword(c.PasswordFile); err != nil {
+			return nil, fmt.Errorf("mqtt.password_file: %w", err)
+		}
+	}
+	var r [4]byte
+	_, _ = crand.Read(r[:])
+	d.idBase = c.ClientID + "-" + role + "-" + hex.EncodeToString(r[:])
+	return d, nil
+}
+
+// readPassword reads the first line of path, bounded.
+func readPassword(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	b := make([]byte, maxPasswordSize+1)
+	n, err := f.Read(b)
+	if err != nil && n == 0 {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	line, _, _ := strings.Cut(string(b[:n]), "\n")
+	line = strings.TrimSuffix(line, "\r")
+	if len(line) > maxPasswordSize || line == "" {
+		return nil, fmt.Errorf("%s: the first line must hold the password (1..%d bytes)", path, maxPasswordSize)
+	}
+	return []byte(line), nil
+}
+
+// dial connects to addr and exchanges CONNECT/CONNACK within ctx and the dial timeout, with a clean
+// start and no session expiry: the broker keeps nothing of a connection after it, and paho, whose
+// session lives as long as the client, has nothing to resend on another (see doc.go). onPublish, when
+// set, receives what the broker sends (the consumer's messages); tap, when set, checks its answers.
+func (d *dialer) dial(ctx context.Context, addr, id string, tap *ackTap, onPublish func(paho.PublishReceived) (bool, error), onError func(error)) (*session, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout)
+	defer cancel()
+	var nd net.Dialer
+	raw, err := nd.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if d.tls != nil {
+		tc := d.tls.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tlsConn := tls.Client(raw, tc)
+		if err := tlsConn.HandshakeContext(ctx); err != nil {
+			_ = raw.Close()
+			return nil, fmt.Errorf("TLS handshake: %w", err)
+		}
+		raw = tlsConn
+	}
+	nc := &netConn{Conn: raw, tap: tap}
+	cc := paho.ClientConfig{
+		Conn:          nc,
+		PacketTimeout: maxAckWait,
+		OnClientError: onError,
+		OnServerDisconnect: func(dp *paho.Disconnect) {
+			onError(fmt.Errorf("broker sent DISCONNECT, reason 0x%02x %s", dp.ReasonCode, reasonString(dp.Properties)))
+		},
+	}
+	if onPublish != nil {
+		cc.OnPublishReceived = []func(paho.PublishReceived) (bool, error){onPublish}
+	} else {
+		cc.OnPublishReceived = []func(paho.PublishReceived) (bool, error){func(paho.PublishReceived) (bool, error) { return true, nil }}
+	}
+	client := paho.NewClient(cc)
+	cp := &paho.Connect{
+		ClientID:   id,
+		KeepAlive:  uint16(d.cfg.KeepAlive / time.Second),
+		CleanStart: true,
+		Properties: &paho.ConnectProperties{ReceiveMaximum: ptr(uint16(d.cfg.MaxInFlight))},
+	}
+	if d.cfg.User != "" {
+		cp.Username, cp.UsernameFlag = d.cfg.User, true
+	}
+	if d.password != nil {
+		cp.Password, cp.PasswordFlag = d.password, true
+	}
+	// A ctx that ends interrupts Connect, which then closes the connection itself.
+	ca, err := client.Connect(ctx, cp)
+	if err != nil {
+		_ = raw.Close()
+		if ca != nil {
+			return nil, fmt.Errorf("CONNACK refused the connection: reason 0x%02x %s", ca.ReasonCode, reasonString(ca.Properties))
+		}
+		return nil, err
+	}
+	s := &session{client: client, raw: nc, born: time.Now(), maxQoS: 2}
+	window := d.cfg.MaxInFlight
+	if ca.Properties != nil && ca.Properties.ReceiveMaximum != nil && int(*ca.Properties.ReceiveMaximum) < window {
+		window = max(1, int(*ca.Properties.ReceiveMaximum))
+	}
+	s.slots = make(chan struct{}, window)
+	if ca.Properties != nil {
+		if ca.Properties.MaximumPacketSize != nil {
+			s.maxSize = *ca.Properties.MaximumPacketSize
+		}
+		if ca.Properties.MaximumQoS != nil {
+			s.maxQoS = *ca.Properties.MaximumQoS
+		}
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// close ends the session: DISCONNECT (bounded by writeTimeout) and the connection closed; it waits
+// for paho's goroutines.
+func (s *session) close() {
+	s.raw.closing.Store(true)
+	_ = s.client.Disconnect(&paho.Disconnect{ReasonCode: 0})
+	<-s.client.Done()
+}
+
+// maxAckWait bounds how long paho keeps a publish waiting for its acknowledgement when the caller's
+// context has no earlier deadline (async publishes): their done runs within it.
+const maxAckWait = 10 * time.Second
+
+func ptr[T any](v T) *T { return &v }
+
+func reasonString(p any) string {
+	switch p := p.(type) {
+	case *paho.ConnackProperties:
+		if p != nil {
+			return p.ReasonString
+		}
+	case *paho.DisconnectProperties:
+		if p != nil {
+			return p.ReasonString
+		}
+	}
+	return ""
+}
+
+// clientID is the client identifier of connection role to host index i.
+func (d *dialer) clientID(i int) string { return d.idBase + "-" + strconv.Itoa(i) }
+
+// redial is one host's backoff state: the shared policy (publishers.Redial under publishers.Backoff).
+type redial struct {
+	b publishers.Backoff
+	r publishers.Redial
+}
+
+func (r *redial) check(now time.Time) error { return r.r.Check(now) }
+
+func (r *redial) failed(now time.Time, err error) time.Duration { return r.r.Failed(r.b, now, err) }
+
+// lost: a connection that lived Healthy proved itself and is redialled at once; younger, a failure.
+func (r *redial) lost(now time.Time, lived time.Duration, err error) time.Duration {
+	return r.r.Lost(r.b, now, lived, false, err)
+}

@@ -1,0 +1,94 @@
+// Package mqtt is mqtarget's MQTT broker: a publisher and a consumer over github.com/eclipse/paho.golang
+// (v0.23.0, its low-level paho client, MQTT 5 only), the mqtt configuration section, and embedded
+// github.com/mochi-mqtt/server/v2 servers for running without a broker. Topic T is the MQTT topic T.
+//
+// # Servers
+//
+// mqtt.servers are independent brokers in configured order: host k of /send2Host and /send3Host is
+// servers[k], over one connection of its own, never a list a library may shuffle or fail over across.
+// A connection is made on first use (CONNECT with clean start and no session expiry, answered by a
+// successful CONNACK within mqtt.dial_timeout) and again after it broke, under the shared redial policy
+// (publishers.DefaultBackoff: exponential, capped, equal jitter; a connection that lived 2 s proved
+// itself). While a host is in its backoff its publishes fail at once with ErrUnavailable (503).
+//
+// # What a 200 means
+//
+//   - qos 1 (default): the broker answered the PUBLISH with a PUBACK whose reason code is below 0x80.
+//   - qos 2: the PUBREC was not a refusal and the PUBCOMP came.
+//   - qos 0: the PUBLISH was written to the socket. That is no acknowledgement at all: the broker may
+//     never have read it.
+//
+// What a broker has promised then is its own: an MQTT broker forwards a message to the subscriptions
+// that exist when it arrives and keeps nothing for a topic nobody subscribes to (mosquitto even answers
+// PUBACK reason 0x10, "no matching subscribers", which is a success). For a QoS 1 or 2 subscriber it
+// holds the message until that subscriber acknowledges it (mosquitto: up to max_queued_messages, which
+// scripts/mosquitto.sh sets to 0, unlimited; with the default of 1000 a subscriber that falls behind
+// loses messages). Neither PUBACK nor PUBCOMP says the message is on disk: mosquitto writes its
+// persistence file every autosave_interval and at shutdown, so a kill -9 loses what came since.
+//
+// Every answer is checked: a PUBACK, PUBREC or PUBCOMP with a reason code of 0x80 or more is ErrRejected
+// (502). paho ignores an acknowledgement naming an identifier it does not know and would take one for
+// an identifier it allocated but has not written yet (a broker answering ahead), so the connection
+// carries a tap (proto.go) that follows the packet identifiers written and answered: an answer to
+// nothing outstanding at its stage (never sent, not yet written, a second one, a PUBCOMP before the
+// PUBREL), a malformed packet header, or a packet announcing more than 64 KiB (paho would allocate it
+// before reading: up to 256 MiB) ends the connection before paho reads it, fails what was
+// pending on it with ErrUnavailable and counts in ProtocolErrors. A CONNACK refusal, garbage or a lost
+// connection is ErrUnavailable (503); a deadline is ErrTimeout (504). A topic is checked by ValidateTopic (no wildcards, no $ topics, no control
+// characters, at most MaxTopicLen bytes); a PUBLISH over the Maximum Packet Size the broker announced in
+// CONNACK is refused before it is sent (ErrTooLarge, 413; mochi-mqtt announces none and drops the
+// connection instead).
+//
+// # Batches
+//
+// MQTT has no batch. PublishBatch hands every body to the connection at once, each its own PUBLISH, and
+// answers once every one is acknowledged; on the first failure it answers that failure, and the others
+// may have been stored all the same.
+//
+// # Deadlines, retries and duplicates
+//
+// A publish handed to the connection waits for its acknowledgement up to its context's deadline; the
+// PUBLISH itself stays with the connection until it is answered, the connection is lost, or 10 s pass
+// (maxAckWait, the bound for PublishAsync's done). A broker that answers none within that bound has
+// stalled: the connection is closed, failing everything pending on it, and the host redials. Writes are
+// bounded too (5 s), so a broker that stopped reading cannot hold a publish in a write past its deadline.
+//
+// Nothing is ever sent twice by mqtarget. paho keeps unacknowledged QoS 1/2 PUBLISHes in a session and
+// resends them with DUP set when a connection with the same session is made again; here every
+// connection is a new paho client with its own in-memory session, with clean start and session expiry
+// 0, so the broker discards the session when the connection ends and paho's copy ends with the client:
+// there is nothing to resend. autopaho, paho's reconnecting client with its publish queue, is not used.
+// A publish that timed out or whose connection was lost may still have reached the broker: it counts as
+// failed (5xx) and may be in the broker's ledger, never twice.
+//
+// # Bounds
+//
+// At most mqtt.max_inflight publishes per host are accepted and not yet answered: beyond it a sync
+// publish waits under its deadline and PublishAsync is refused with ErrUnavailable (503). Of those, at
+// most the broker's Receive Maximum (CONNACK; mosquitto: max_inflight_messages, 20 by default) are on
+// the wire; the rest wait in order for a slot, within the 10 s bound. PublishAsync's done runs exactly
+// once, within 10 s, or at Close with ErrClosed.
+//
+// # Version and counters
+//
+// BrokerVersion is the broker's retained $SYS/broker/version ("mosquitto version 2.0.11"; mochi-mqtt
+// publishes its own version number), read once per host by subscribing to it on the publishing
+// connection; "" for a broker without $SYS. ConnCounts counts each host's connections made, remade
+// and failed dials; ProtocolErrors the connections closed for a protocol violation.
+//
+// # Consumer
+//
+// Consumer subscribes to the topic on every server at mqtt.qos with a clean session per Consume, and
+// resubscribes after a connection breaks (same backoff). A broker keeps nothing for a subscription
+// that is not connected, so what is published meanwhile is not delivered. ConsumerOptions.Group is
+// not used.
+//
+// # Embedded servers
+//
+// StartEmbedded runs mochi-mqtt servers in-process on ephemeral ports of 127.0.0.1, anonymous, with no
+// session kept past its connection, no retained messages, and at most 64 clients with 8192 packets
+// queued and 8192 in flight to each, packets up to message.max_size plus the topic: what a server holds
+// is bounded by their product (a count, not bytes: 64 × 16384 × 100 B is 105 MB; with 1 MiB messages
+// it is no practical bound). A subscriber more than 8192 messages behind loses what comes next (mochi
+// drops it, as mosquitto does past max_queued_messages). They speak MQTT 5 and 3.1.1 (the publisher speaks 5).
+package mqtt

@@ -1,0 +1,453 @@
+package mqtt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/mqtarget/mqtarget/internal/lograte"
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+// Publisher publishes to independent MQTT brokers, one connection per configured server (see doc.go).
+type Publisher struct {
+	d     *dialer
+	addrs []string
+	hosts []*host
+	qos   byte
+	log   *slog.Logger
+
+	mu     sync.RWMutex // guards closed against wg.Add
+	closed bool
+	root   context.Context // ends at Close: dials and async publishes
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine of the publisher: dials, watchers, publishes
+	once   sync.Once
+}
+
+// host is one server's connection and counters.
+type host struct {
+	idx   int
+	addr  string
+	queue chan struct{} // publishes accepted and not yet answered (mqtt.max_inflight)
+	ping  chan struct{} // one Ping at a time
+
+	mu      sync.Mutex
+	cur     *session      // nil: none (never made, or lost)
+	dialing chan struct{} // closed when the dial in progress ends; nil: none
+	rd      redial
+	hadConn bool
+	pingAt  time.Time
+	pingErr error
+
+	version                        atomic.Pointer[string]
+	opened, reopened, dialFailures atomic.Uint64
+	protoErrs                      atomic.Uint64
+}
+
+// sysVersion is the $SYS topic mosquitto and mochi-mqtt publish (retained) their version on.
+const sysVersion = "$SYS/broker/version"
+
+// pingReuse is how long a Ping result answers for its host, so /readyz at any rate makes at most one
+// connection per host and second.
+const pingReuse = time.Second
+
+// New creates the publisher. It does not connect: each server's connection is made on first use and
+// again after it broke, under publishers.DefaultBackoff.
+func New(c Config, log *slog.Logger) (*Publisher, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = lograte.Logger(log, lograte.New(lograte.Interval)) // a failing broker must not flood the log
+	d, err := newDialer(c, "pub", log)
+	if err != nil {
+		return nil, err
+	}
+	p := &Publisher{d: d, addrs: c.Servers, qos: byte(c.QoS), log: log}
+	p.root, p.cancel = context.WithCancel(context.Background())
+	for i, a := range c.Servers {
+		p.hosts = append(p.hosts, &host{
+			idx: i, addr: a,
+			queue: make(chan struct{}, c.MaxInFlight),
+			ping:  make(chan struct{}, 1),
+			rd:    redial{b: publishers.DefaultBackoff()},
+		})
+	}
+	return p, nil
+}
+
+// Hosts implements publishers.Publisher: the servers in configured order.
+func (p *Publisher) Hosts() []string { return p.addrs }
+
+// ValidateTopic implements publishers.Publisher.
+func (p *Publisher) ValidateTopic(name string) error { return ValidateTopic(name) }
+
+// goOwned runs f on a goroutine Close waits for; false after Close.
+func (p *Publisher) goOwned(f func()) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return false
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		f()
+	}()
+	return true
+}
+
+func (p *Publisher) isClosed() bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.closed
+}
+
+func (p *Publisher) host(i int) (*host, error) {
+	if i < 0 || i >= len(p.hosts) {
+		return nil, fmt.Errorf("host %d out of range (0..%d)", i, len(p.hosts)-1)
+	}
+	return p.hosts[i], nil
+}
+
+// session returns h's live connection, dialling one (once, for every caller) when there is none and
+// the host is not in its backoff.
+func (p *Publisher) session(ctx context.Context, h *host) (*session, error) {
+	for {
+		h.mu.Lock()
+		if s := h.cur; s != nil && s.ctx.Err() == nil {
+			h.mu.Unlock()
+			return s, nil
+		}
+		if err := h.rd.check(time.Now()); err != nil {
+			h.mu.Unlock()
+			return nil, fmt.Errorf("%w: %w", publishers.ErrUnavailable, err)
+		}
+		ch := h.dialing
+		if ch == nil {
+			ch = make(chan struct{})
+			h.dialing = ch
+			if !p.goOwned(func() { p.dialHost(h, ch) }) {
+				h.dialing = nil
+				h.mu.Unlock()
+				return nil, publishers.ErrClosed
+			}
+		}
+		h.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, publishers.CtxErr(ctx)
+		case <-p.root.Done():
+			return nil, publishers.ErrClosed
+		}
+	}
+}
+
+// dialHost makes h's connection, not under any caller's context: one caller giving up must not fail
+// the dial the others wait for. The dial timeout bounds it.
+func (p *Publisher) dialHost(h *host, ch chan struct{}) {
+	tap := newAckTap(func(err error) {
+		h.protoErrs.Add(1)
+		p.log.Warn("mqtt broker broke the protocol: connection closed, what was pending on it failed as unavailable", "addr", h.addr, "err", err)
+	})
+	s, err := p.d.dial(p.root, h.addr, p.d.clientID(h.idx), tap, func(pr paho.PublishReceived) (bool, error) {
+		if pr.Packet.Topic == sysVersion {
+			v := strings.ToValidUTF8(string(pr.Packet.Payload[:min(len(pr.Packet.Payload), 128)]), "?")
+			h.version.Store(&v)
+		}
+		return true, nil
+	}, func(err error) {
+		p.log.Warn("mqtt connection lost; redialling", "addr", h.addr, "err", err)
+	})
+	h.mu.Lock()
+	defer func() { h.dialing = nil; close(ch); h.mu.Unlock() }()
+	if err != nil {
+		h.dialFailures.Add(1)
+		w := h.rd.failed(time.Now(), fmt.Errorf("mqtt %s: %w", h.addr, err))
+		p.log.Warn("mqtt dial failed", "addr", h.addr, "err", err, "retry_in", w.Round(time.Millisecond))
+		return
+	}
+	h.cur = s                                 // before its watcher runs, which clears it when s ends
+	if !p.goOwned(func() { p.watch(h, s) }) { // closed meanwhile
+		h.cur = nil
+		s.close()
+		s.cancel()
+		return
+	}
+	h.opened.Add(1)
+	if h.hadConn {
+		h.reopened.Add(1)
+	}
+	h.hadConn = true
+}
+
+// watch learns the broker's version and notices when s ends: its publishes then fail as unavailable
+// (paho forgets them without an answer) and the next publish redials.
+func (p *Publisher) watch(h *host, s *session) {
+	if h.version.Load() == nil {
+		ctx, cancel := context.WithTimeout(p.root, p.d.cfg.DialTimeout)
+		// Brokers without $SYS answer with a failure reason or nothing; the version stays unknown.
+		_, _ = s.client.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: sysVersion, QoS: 0}}})
+		cancel()
+	}
+	select {
+	case <-s.client.Done():
+	case <-p.root.Done():
+		s.close()
+	}
+	s.cancel()
+	h.mu.Lock()
+	if h.cur == s {
+		h.cur = nil
+		h.rd.lost(time.Now(), time.Since(s.born), fmt.Errorf("mqtt %s: connection lost %v after it was made; redialling with backoff", h.addr, time.Since(s.born).Round(time.Millisecond)))
+	}
+	h.mu.Unlock()
+}
+
+// packetSize is the size of a QoS 1/2 PUBLISH of body to topic with no properties: fixed header (at
+// most 5 bytes), topic, packet identifier, property length.
+func packetSize(topic string, body []byte) int { return 5 + 2 + len(topic) + 2 + 1 + len(body) }
+
+// start hands one PUBLISH to host's connection on an owned goroutine; done runs once with the outcome.
+// wait says whether a full in-flight window is waited for (under ctx) or refused.
+func (p *Publisher) start(ctx context.Context, host int, topic string, body []byte, wait bool, done func(error)) error {
+	if p.isClosed() {
+		return publishers.ErrClosed
+	}
+	if ctx.Err() != nil {
+		return publishers.CtxErr(ctx)
+	}
+	h, err := p.host(host)
+	if err != nil {
+		return err
+	}
+	s, err := p.session(ctx, h)
+	if err != nil {
+		return err
+	}
+	if s.maxSize > 0 && packetSize(topic, body) > int(s.maxSize) {
+		return fmt.Errorf("%w: a PUBLISH of %d bytes exceeds the broker's Maximum Packet Size %d (CONNACK)", publishers.ErrTooLarge, packetSize(topic, body), s.maxSize)
+	}
+	if p.qos > s.maxQoS {
+		return fmt.Errorf("%w: mqtt.qos %d exceeds the broker's Maximum QoS %d (CONNACK)", publishers.ErrRejected, p.qos, s.maxQoS)
+	}
+	if wait {
+		select {
+		case h.queue <- struct{}{}:
+		case <-ctx.Done():
+			return publishers.CtxErr(ctx)
+		case <-s.ctx.Done():
+			return fmt.Errorf("%w: mqtt %s: connection lost", publishers.ErrUnavailable, h.addr)
+		}
+	} else {
+		select {
+		case h.queue <- struct{}{}:
+		default:
+			return fmt.Errorf("%w: mqtt %s: %d publishes in flight (mqtt.max_inflight)", publishers.ErrUnavailable, h.addr, cap(h.queue))
+		}
+	}
+	if !p.goOwned(func() {
+		err := p.send(s, topic, body)
+		<-h.queue
+		done(err)
+	}) {
+		<-h.queue
+		return publishers.ErrClosed
+	}
+	return nil
+}
+
+// send publishes body and waits for its acknowledgement (QoS 1: PUBACK, 2: PUBCOMP; 0: the write)
+// up to maxAckWait, whatever the caller's deadline (the caller stops waiting at it), first waiting for
+// room in the broker's Receive Maximum: the slot it holds is then freed exactly when paho's is, so
+// paho's own send quota never holds a publish. A broker that acknowledges nothing within maxAckWait
+// has stalled: the connection is closed, failing what is pending on it, and the host redials. paho
+// keeps nothing of a publish for another connection (its session lives and dies with the client), so
+// one that timed out is never sent again.
+func (p *Publisher) send(s *session, topic string, body []byte) error {
+	ctx, cancel := context.WithTimeout(s.ctx, maxAckWait)
+	defer cancel()
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	case <-ctx.Done():
+		if p.isClosed() {
+			return publishers.ErrClosed
+		}
+		if s.ctx.Err() != nil {
+			return fmt.Errorf("%w: connection lost before the publish was sent", publishers.ErrUnavailable)
+		}
+		return fmt.Errorf("%w: the broker's Receive Maximum stayed full for %v; not sent", publishers.ErrTimeout, maxAckWait)
+	}
+	resp, err := s.client.Publish(ctx, &paho.Publish{QoS: p.qos, Topic: topic, Payload: body})
+	switch {
+	case resp != nil && resp.ReasonCode >= 0x80: // paho returns a refused PUBREC (QoS 2) without error
+		reason := ""
+		if resp.Properties != nil {
+			reason = resp.Properties.ReasonString
+		}
+		return fmt.Errorf("%w: broker answered reason 0x%02x %s", publishers.ErrRejected, resp.ReasonCode, reason)
+	case err == nil:
+		return nil
+	case errors.Is(err, paho.ErrInvalidArguments):
+		return fmt.Errorf("%w: %w", publishers.ErrRejected, err)
+	case p.isClosed():
+		return fmt.Errorf("%w: %w", publishers.ErrClosed, err)
+	case s.ctx.Err() != nil:
+		return fmt.Errorf("%w: connection lost before the acknowledgement: %w", publishers.ErrUnavailable, err)
+	case ctx.Err() != nil:
+		s.close() // stalled
+		return fmt.Errorf("%w: no acknowledgement within %v; connection closed", publishers.ErrTimeout, maxAckWait)
+	}
+	return fmt.Errorf("%w: %w", publishers.ErrUnavailable, err)
+}
+
+// Publish implements publishers.Publisher: it returns once the broker acknowledged the PUBLISH as
+// mqtt.qos says, or ctx ended.
+func (p *Publisher) Publish(ctx context.Context, host int, topic string, body []byte) error {
+	ch := make(chan error, 1)
+	if err := p.start(ctx, host, topic, body, true, func(err error) { ch <- err }); err != nil {
+		return err
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return publishers.CtxErr(ctx)
+	}
+}
+
+// PublishBatch implements publishers.Publisher. MQTT has no batch: every body is its own PUBLISH, all
+// handed over at once, and the batch is acknowledged when every one is (the first failure otherwise;
+// the others may still have been stored).
+func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
+	ch := make(chan error, len(bodies))
+	started := 0
+	var first error
+	for _, b := range bodies {
+		if err := p.start(ctx, host, topic, b, true, func(err error) { ch <- err }); err != nil {
+			first = err
+			break
+		}
+		started++
+	}
+	for range started {
+		select {
+		case err := <-ch:
+			if first == nil {
+				first = err
+			}
+		case <-ctx.Done():
+			return publishers.CtxErr(ctx)
+		}
+	}
+	return first
+}
+
+// PublishAsync implements publishers.Publisher: done runs within maxAckWait (the async bound) with the
+// acknowledgement's outcome; a full in-flight window refuses the publish (ErrUnavailable).
+func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
+	return p.start(context.Background(), host, topic, body, false, done)
+}
+
+// Ping implements publishers.Publisher: a connection of its own (CONNECT answered by a successful
+// CONNACK, then DISCONNECT), at most one per host at a time and its result reused for a second.
+func (p *Publisher) Ping(ctx context.Context, host int) error {
+	h, err := p.host(host)
+	if err != nil {
+		return err
+	}
+	if p.isClosed() {
+		return publishers.ErrClosed
+	}
+	select {
+	case h.ping <- struct{}{}:
+	case <-ctx.Done():
+		return publishers.CtxErr(ctx)
+	}
+	defer func() { <-h.ping }()
+	h.mu.Lock()
+	if !h.pingAt.IsZero() && time.Since(h.pingAt) < pingReuse {
+		err := h.pingErr
+		h.mu.Unlock()
+		return err
+	}
+	h.mu.Unlock()
+	s, err := p.d.dial(ctx, h.addr, p.d.idBase+"-ping-"+fmt.Sprint(h.idx), nil, nil, func(error) {})
+	if err == nil {
+		s.close()
+		s.cancel()
+	} else {
+		err = fmt.Errorf("%w: mqtt %s: %w", publishers.ErrUnavailable, h.addr, err)
+	}
+	if ctx.Err() == nil { // a caller that left says nothing about the host
+		h.mu.Lock()
+		h.pingAt, h.pingErr = time.Now(), err
+		h.mu.Unlock()
+	}
+	return err
+}
+
+// BrokerVersion is what host's broker said it runs (its retained $SYS/broker/version, e.g.
+// "mosquitto version 2.0.11"; mochi-mqtt sends its number only, "2.7.9"; at most 128 bytes of it,
+// invalid UTF-8 replaced); "" until a connection learned it, or when the broker has no $SYS.
+func (p *Publisher) BrokerVersion(host int) string {
+	h, err := p.host(host)
+	if err != nil {
+		return ""
+	}
+	if v := h.version.Load(); v != nil {
+		return *v
+	}
+	return ""
+}
+
+// ConnCounts is host's connection set-ups since the publisher started (publishers.ConnCounter).
+func (p *Publisher) ConnCounts(host int) publishers.ConnCounts {
+	h, err := p.host(host)
+	if err != nil {
+		return publishers.ConnCounts{}
+	}
+	return publishers.ConnCounts{Opened: h.opened.Load(), Reopened: h.reopened.Load(), DialFailures: h.dialFailures.Load()}
+}
+
+// ProtocolErrors is how many times host's broker sent an acknowledgement answering nothing outstanding
+// (an identifier never sent or not yet written, a second answer, a PUBCOMP before the PUBREL) or a
+// malformed packet header; each closed the connection (publishers.ProtocolErrorCounter).
+func (p *Publisher) ProtocolErrors(host int) uint64 {
+	h, err := p.host(host)
+	if err != nil {
+		return 0
+	}
+	return h.protoErrs.Load()
+}
+
+// Conns is every host's ConnCounts, in Hosts order.
+func (p *Publisher) Conns() []publishers.ConnCounts {
+	out := make([]publishers.ConnCounts, len(p.hosts))
+	for i := range p.hosts {
+		out[i] = p.ConnCounts(i)
+	}
+	return out
+}
+
+// Close implements publishers.Publisher: it closes every connection (what is pending fails with
+// ErrClosed) and waits for every goroutine of the publisher; it is idempotent.
+func (p *Publisher) Close() error {
+	p.once.Do(func() {
+		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
+		p.cancel()
+	})
+	p.wg.Wait()
+	return nil
+}
