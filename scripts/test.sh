@@ -47,7 +47,7 @@ go version
 pkgs=(python3 shellcheck chromium) # chromium: the live page test (internal/itest/page_test.go)
 command -v java >/dev/null || pkgs+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || pkgs+=(maven)
-for b in activemq rabbitmq; do read -ra more < <(scripts/$b.sh packages) && pkgs+=("${more[@]}"); done
+for b in activemq rabbitmq mosquitto; do read -ra more < <(scripts/$b.sh packages) && pkgs+=("${more[@]}"); done
 ensure_packages "${pkgs[@]}"
 java -version 2>&1 | sed -n 1p # sed, not head: it reads everything, so no SIGPIPE under pipefail
 mvn -v 2>/dev/null | sed -n 1p
@@ -59,6 +59,8 @@ export MQTARGET_NSQD_BIN MQTARGET_INTEGRATION=1
 "$MQTARGET_NSQD_BIN" --version
 scripts/rocketmq.sh fetch
 scripts/artemis.sh fetch
+scripts/kafka.sh fetch >/dev/null
+scripts/nats.sh build >/dev/null
 
 step "brokers"
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/mqtarget-test.XXXXXX")
@@ -66,6 +68,7 @@ mkdir -p "$RUN/logs" "$RUN/tmp"
 export MQTARGET_DATA=$RUN
 started=()
 declare -A starting=() # broker -> PID of its start command running in the background
+declare -A inst_env=() inst_script=() # an instance of a broker script started with its own variables
 cleanup() {
   local rc=$? b left
   step "stop"
@@ -73,7 +76,9 @@ cleanup() {
     wait "${starting[$b]}" 2>/dev/null || true # let a start finish (it is bounded) so stop finds its PID
   done
   for b in "${started[@]}"; do
-    scripts/"$b".sh stop >>"$RUN/logs/$b-stop.log" 2>&1 || { cat "$RUN/logs/$b-stop.log" >&2; log "stopping $b failed"; }
+    # shellcheck disable=SC2086 # inst_env holds VAR=VALUE words without spaces
+    env ${inst_env[$b]:-} scripts/"${inst_script[$b]:-$b}".sh stop >>"$RUN/logs/$b-stop.log" 2>&1 ||
+      { cat "$RUN/logs/$b-stop.log" >&2; log "stopping $b failed"; }
   done
   left=$(find "$RUN/tmp" -mindepth 1 -maxdepth 1 2>/dev/null | head -n 20)
   if [[ -n $left ]]; then log "left behind in TMPDIR by the tests:"$'\n'"$left"; fi
@@ -91,6 +96,16 @@ start_bg() {
   started+=("$1")
   scripts/"$1".sh start >"$RUN/logs/$1-start.log" 2>&1 &
   starting[$1]=$!
+}
+# start_instance LABEL SCRIPT VAR=VALUE...: start scripts/SCRIPT.sh with its own variables (one of
+# several instances of a broker), as start_bg; it is stopped with the same variables.
+start_instance() {
+  local label=$1 script=$2
+  shift 2
+  started+=("$label")
+  inst_env[$label]="$*" inst_script[$label]=$script
+  env "$@" scripts/"$script".sh start >"$RUN/logs/$label-start.log" 2>&1 &
+  starting[$label]=$!
 }
 wait_broker() {
   local rc=0
@@ -154,6 +169,30 @@ use_or_start rocketmq ROCKETMQ_DATA "${ROCKETMQ_NAMESRV_PORT:-9876}" "${ROCKETMQ
 export MQTARGET_ROCKETMQ_NAMESRV="127.0.0.1:${ROCKETMQ_NAMESRV_PORT:-9876}" \
   MQTARGET_ROCKETMQ_TLS_CA="$ROCKETMQ_DATA/tls/ca.pem"
 
+# Kafka (one controller, two brokers), NATS and MQTT (two independent servers each): the brokers of
+# publishers/{kafka,nats,mqtt}'s integration tests; AMQP's runs on the RabbitMQ node above (two vhosts
+# for two hosts). Their kill -9 tests that restart a broker mid-suite: Kafka's and NATS's, on brokers
+# of their own; not AMQP's, whose node the STOMP tests share.
+export KAFKA_PORT="${KAFKA_PORT:-9092}" KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9094}"
+export KAFKA_TLS_PORT="${KAFKA_TLS_PORT:-$((KAFKA_PORT + 100))}" KAFKA_DATA=$RUN/kafka KAFKA_BROKERS=2
+start_bg kafka
+export KAFKA_SCRIPT=$PWD/scripts/kafka.sh MQTARGET_KAFKA_TEST_BROKERS="127.0.0.1:$KAFKA_PORT" \
+  KAFKA_TLS_BROKERS="127.0.0.1:$KAFKA_TLS_PORT" KAFKA_TLS_CA="$KAFKA_DATA/tls/ca.pem"
+nats_port=${NATS_PORT:-4222} nats_mon=${NATS_MONITOR_PORT:-8222}
+start_instance nats-1 nats NATS_PORT=$((nats_port + 1)) NATS_MONITOR_PORT=$((nats_mon + 1)) NATS_DATA="$RUN/nats-1"
+export NATS_PORT=$nats_port NATS_MONITOR_PORT=$nats_mon NATS_DATA=$RUN/nats # the first: the kill test restarts it
+start_bg nats
+export MQTARGET_NATS_TEST_SERVERS="127.0.0.1:$nats_port,127.0.0.1:$((nats_port + 1))" \
+  MQTARGET_NATS_MONITORS="127.0.0.1:$nats_mon,127.0.0.1:$((nats_mon + 1))" \
+  MQTARGET_NATS_PIDFILES="$NATS_DATA/mqtarget-broker.pid,$RUN/nats-1/mqtarget-broker.pid" \
+  MQTARGET_NATS_KILL_PIDFILE="$NATS_DATA/mqtarget-broker.pid"
+mqtt_port=${MOSQUITTO_PORT:-1883}
+start_instance mosquitto-0 mosquitto MOSQUITTO_PORT="$mqtt_port" MOSQUITTO_DATA="$RUN/mosquitto-0"
+start_instance mosquitto-1 mosquitto MOSQUITTO_PORT=$((mqtt_port + 1)) MOSQUITTO_DATA="$RUN/mosquitto-1"
+export MQTARGET_MQTT_TEST_SERVERS="127.0.0.1:$mqtt_port,127.0.0.1:$((mqtt_port + 1))"
+rabbit_amqp="amqp://$RABBITMQ_LOGIN:$RABBITMQ_PASSCODE@127.0.0.1:${RABBITMQ_NODE_PORT:-5673}"
+export MQTARGET_AMQP_TEST_URLS="$rabbit_amqp/,$rabbit_amqp/mqt-h1"
+
 step "checks"
 mapfile -t gofiles < <(git ls-files -co --exclude-standard '*.go')
 unformatted="$(gofmt -l "${gofiles[@]}")"
@@ -175,6 +214,7 @@ wait_broker artemis
 wait_broker activemq
 wait_broker rabbitmq
 wait_broker rocketmq
+for b in kafka nats nats-1 mosquitto-0 mosquitto-1; do wait_broker "$b"; done
 
 step "go test"
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags

@@ -20,22 +20,22 @@ import (
 
 // The integration tests run against a real RabbitMQ started by scripts/rabbitmq.sh:
 //
-//	MQTARGET_AMQP_URLS=amqp://mqtarget:mqtarget@127.0.0.1:5673/ go test ./publishers/amqp/
+//	MQTARGET_AMQP_TEST_URLS=amqp://mqtarget:mqtarget@127.0.0.1:5673/ go test ./publishers/amqp/
 //
 // with the script's RABBITMQ_* variables of that node in the environment: they count what the broker
 // holds with its own tool (scripts/rabbitmq.sh ctl list_queues). Each URL's vhost is made here when
 // missing, so URLs naming vhosts of one node stand for independent servers.
 
 func integrationURLs(t *testing.T) []string {
-	s := os.Getenv("MQTARGET_AMQP_URLS")
+	s := os.Getenv("MQTARGET_AMQP_TEST_URLS")
 	if s == "" {
-		t.Skip("MQTARGET_AMQP_URLS is not set (a RabbitMQ started by scripts/rabbitmq.sh: see docs/amqp.md)")
+		t.Skip("MQTARGET_AMQP_TEST_URLS is not set (a RabbitMQ started by scripts/rabbitmq.sh: see docs/amqp.md)")
 	}
 	urls := strings.Split(s, ",")
 	for _, u := range urls {
 		srv, err := parse(u)
 		if err != nil {
-			t.Fatalf("MQTARGET_AMQP_URLS: %v", err)
+			t.Fatalf("MQTARGET_AMQP_TEST_URLS: %v", err)
 		}
 		if srv.vhost != "/" {
 			ctl(t, "add_vhost", srv.vhost) // an error when it exists: fine

@@ -13,8 +13,10 @@ var Broker = &publishers.Broker{
 	AddrsKey: AddrsKey,
 	Batch:    "one Kafka produce request",
 	Group:    "Kafka consumer group",
-	// The integration tests read MQTARGET_KAFKA_BROKERS (the kafka.brokers setting's own variable) and
+	// The integration tests read MQTARGET_KAFKA_TEST_BROKERS (not kafka.brokers' own
+	// MQTARGET_KAFKA_BROKERS, which would turn Kafka on in every mqtarget the other tests start) and
 	// KAFKA_* names that are not mqtarget's.
+	Env: []string{"KAFKA_TEST_BROKERS"},
 	Hooks: publishers.Hooks{
 		Default:  func() any { return DefaultConfig() },
 		Addrs:    func(sec any) []string { return sec.(*Config).Brokers },

@@ -28,14 +28,14 @@ import (
 // The integration tests run against a real cluster, e.g. the one scripts/kafka.sh starts:
 //
 //	KAFKA_PORT=23092 KAFKA_CONTROLLER_PORT=23094 scripts/kafka.sh start
-//	MQTARGET_KAFKA_BROKERS=127.0.0.1:23092 go test ./publishers/kafka/
+//	MQTARGET_KAFKA_TEST_BROKERS=127.0.0.1:23092 go test ./publishers/kafka/
 //
 // With KAFKA_SCRIPT (the path of scripts/kafka.sh, with the KAFKA_* settings of that start in
 // the environment) the ledger is also counted with Kafka's own GetOffsetShell, and the conformance
 // suite freezes brokers (SIGSTOP of the PID the script names).
 func integrationConfig(t testing.TB) kafka.Config {
 	t.Helper()
-	return configFrom(t, "MQTARGET_KAFKA_BROKERS")
+	return configFrom(t, "MQTARGET_KAFKA_TEST_BROKERS")
 }
 
 func configFrom(t testing.TB, env string) kafka.Config {

@@ -9,12 +9,13 @@ import (
 )
 
 // Broker is MQTT's registry entry: it publishes to mqtt.servers, or to embedded mochi-mqtt servers
-// when there are none. MQTARGET_MQTT_SERVERS, which the package's integration test reads, is the
-// environment form of mqtt.servers itself, so nothing needs reserving.
+// when there are none. Its integration test reads MQTARGET_MQTT_TEST_SERVERS (not mqtt.servers' own
+// MQTARGET_MQTT_SERVERS, which would turn MQTT on in every mqtarget the other tests start).
 var Broker = &publishers.Broker{
 	Name:     "mqtt",
 	AddrsKey: "servers",
 	Batch:    "one PUBLISH per message, acknowledged together (MQTT has no batch)",
+	Env:      []string{"MQTT_TEST_SERVERS"},
 	Hooks: publishers.Hooks{
 		Default:  func() any { return DefaultConfig() },
 		Addrs:    func(sec any) []string { return sec.(*Config).Servers },

@@ -16,9 +16,9 @@ import (
 	"time"
 )
 
-// serversEnv names the real brokers of the integration test: MQTARGET_MQTT_SERVERS=host:port,... of
+// serversEnv names the real brokers of the integration test: MQTARGET_MQTT_TEST_SERVERS=host:port,... of
 // independent mosquitto servers started by scripts/mosquitto.sh (see docs/mqtt.md).
-const serversEnv = "MQTARGET_MQTT_SERVERS"
+const serversEnv = "MQTARGET_MQTT_TEST_SERVERS"
 
 func realServers(t *testing.T) []string {
 	t.Helper()

@@ -15,9 +15,9 @@ var Broker = &publishers.Broker{
 	AddrsKey: "servers",
 	Batch:    "one JetStream atomic batch (one PubAck for all; each its PubAck on a stream without allow_atomic; core NATS: one flush)",
 	Group:    "JetStream durable consumer (core NATS: queue group)",
-	// The integration test's variables (publishers/nats/integration_test.go); MQTARGET_NATS_SERVERS is
-	// also the nats.servers setting, which is what it names.
-	Env: []string{"NATS_MONITORS", "NATS_PIDFILES", "NATS_KILL_PIDFILE"},
+	// The integration tests' variables (publishers/nats/integration_test.go), apart from nats.servers'
+	// own MQTARGET_NATS_SERVERS, which would turn NATS on in every mqtarget the other tests start.
+	Env: []string{"NATS_TEST_SERVERS", "NATS_MONITORS", "NATS_PIDFILES", "NATS_KILL_PIDFILE"},
 	Hooks: publishers.Hooks{
 		Default:  func() any { return DefaultConfig() },
 		Addrs:    func(sec any) []string { return sec.(*Config).Servers },

@@ -24,13 +24,13 @@ import (
 )
 
 // TestIntegrationLedger runs against real nats-servers (scripts/nats.sh start, one per address):
-// MQTARGET_NATS_SERVERS lists their client addresses and MQTARGET_NATS_MONITORS their monitor
+// MQTARGET_NATS_TEST_SERVERS lists their client addresses and MQTARGET_NATS_MONITORS their monitor
 // addresses, in the same order. What Publish, PublishBatch and PublishAsync acknowledged to host k must
 // be what server k's /jsz reports for the topic's stream, and nothing of it on the other servers.
 func TestIntegrationLedger(t *testing.T) {
-	servers, monitors := os.Getenv("MQTARGET_NATS_SERVERS"), os.Getenv("MQTARGET_NATS_MONITORS")
+	servers, monitors := os.Getenv("MQTARGET_NATS_TEST_SERVERS"), os.Getenv("MQTARGET_NATS_MONITORS")
 	if servers == "" || monitors == "" {
-		t.Skip("MQTARGET_NATS_SERVERS and MQTARGET_NATS_MONITORS are not set (scripts/nats.sh start; see docs/nats.md)")
+		t.Skip("MQTARGET_NATS_TEST_SERVERS and MQTARGET_NATS_MONITORS are not set (scripts/nats.sh start; see docs/nats.md)")
 	}
 	addrs, mons := strings.Split(servers, ","), strings.Split(monitors, ",")
 	if len(addrs) != len(mons) {
@@ -154,12 +154,12 @@ func signal(t testing.TB, pid int, sig syscall.Signal) {
 }
 
 // TestIntegrationConformance runs the conformance suite against real nats-servers
-// (MQTARGET_NATS_SERVERS), frozen by SIGSTOP of the PIDs in MQTARGET_NATS_PIDFILES (scripts/nats.sh's
+// (MQTARGET_NATS_TEST_SERVERS), frozen by SIGSTOP of the PIDs in MQTARGET_NATS_PIDFILES (scripts/nats.sh's
 // $NATS_DATA/mqtarget-broker.pid, in the same order).
 func TestIntegrationConformance(t *testing.T) {
-	servers, pidfiles := os.Getenv("MQTARGET_NATS_SERVERS"), os.Getenv("MQTARGET_NATS_PIDFILES")
+	servers, pidfiles := os.Getenv("MQTARGET_NATS_TEST_SERVERS"), os.Getenv("MQTARGET_NATS_PIDFILES")
 	if servers == "" || pidfiles == "" {
-		t.Skip("MQTARGET_NATS_SERVERS and MQTARGET_NATS_PIDFILES are not set (see docs/nats.md)")
+		t.Skip("MQTARGET_NATS_TEST_SERVERS and MQTARGET_NATS_PIDFILES are not set (see docs/nats.md)")
 	}
 	b := pidBroker{jsBroker: jsBroker{addrs: strings.Split(servers, ",")}}
 	for _, f := range strings.Split(pidfiles, ",") {

@@ -25,9 +25,9 @@ import (
 // (done ran once; failures unavailable or timeout), publishing recovers, and the stream holds every
 // message acknowledged (/jsz), the surplus being messages stored whose PubAck the kill lost.
 func TestIntegrationKill9(t *testing.T) {
-	pidfile, servers, monitors := os.Getenv("MQTARGET_NATS_KILL_PIDFILE"), os.Getenv("MQTARGET_NATS_SERVERS"), os.Getenv("MQTARGET_NATS_MONITORS")
+	pidfile, servers, monitors := os.Getenv("MQTARGET_NATS_KILL_PIDFILE"), os.Getenv("MQTARGET_NATS_TEST_SERVERS"), os.Getenv("MQTARGET_NATS_MONITORS")
 	if pidfile == "" || servers == "" || monitors == "" {
-		t.Skip("MQTARGET_NATS_KILL_PIDFILE, MQTARGET_NATS_SERVERS and MQTARGET_NATS_MONITORS are not set (see docs/nats.md)")
+		t.Skip("MQTARGET_NATS_KILL_PIDFILE, MQTARGET_NATS_TEST_SERVERS and MQTARGET_NATS_MONITORS are not set (see docs/nats.md)")
 	}
 	addr, mon := strings.Split(servers, ",")[0], strings.Split(monitors, ",")[0]
 	p := open(t, []string{addr}, nil)
