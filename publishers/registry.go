@@ -74,6 +74,15 @@ type Broker struct {
 	Hooks Hooks
 }
 
+// CheckDialTimeout is the check every section with a dial timeout makes against publish_timeout when
+// the broker is in use: a dial longer than the publish would fail every request waiting for it.
+func CheckDialTimeout(prefix string, dial time.Duration, c Common) error {
+	if c.InUse && c.PublishTimeout > 0 && dial > c.PublishTimeout {
+		return fmt.Errorf("%s.dial_timeout: %v exceeds publish_timeout %v", prefix, dial, c.PublishTimeout)
+	}
+	return nil
+}
+
 // EmbeddedCount is the count a section's Validate should check: "embedded: 0" disables the embedded
 // mode (the broker is then enabled only by its addresses), while the sections' own checks want 1..16
 // servers whenever the addresses are empty, so 0 is checked as 1.

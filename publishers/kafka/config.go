@@ -94,7 +94,7 @@ func (c Config) Validate(prefix string) error {
 	if c.ReplicationFactor < 1 || c.ReplicationFactor > maxReplication {
 		add("replication_factor", "must be 1..%d, got %d", maxReplication, c.ReplicationFactor)
 	}
-	if c.ClientID == "" || len(c.ClientID) > maxClientID || !clientIDChars.all(c.ClientID) {
+	if c.ClientID == "" || len(c.ClientID) > maxClientID || !clientIDChars.All(c.ClientID) {
 		add("client_id", "%q must be 1..%d characters of [a-zA-Z0-9._-]", c.ClientID, maxClientID)
 	}
 	switch c.SASLMechanism {
@@ -146,34 +146,9 @@ func (c Config) saslMechanism(prefix string) (sasl.Mechanism, error) {
 	}
 }
 
-// nameChars is a byte set; Kafka's topic names and client ids use the same one.
-type nameChars [256]bool
-
-func newNameChars(extra string) *nameChars {
-	var c nameChars
-	for b := '0'; b <= '9'; b++ {
-		c[b] = true
-	}
-	for b := 'a'; b <= 'z'; b++ {
-		c[b], c[b-'a'+'A'] = true, true
-	}
-	for i := 0; i < len(extra); i++ {
-		c[extra[i]] = true
-	}
-	return &c
-}
-
-func (c *nameChars) all(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if !c[s[i]] {
-			return false
-		}
-	}
-	return s != ""
-}
 
 var (
-	topicChars    = newNameChars("._-")
+	topicChars    = publishers.NewNameChars("._-")
 	clientIDChars = topicChars
 )
 
@@ -184,7 +159,7 @@ const maxTopicLen = 249
 // characters of [a-zA-Z0-9._-], not "." or "..", and not an internal topic (__consumer_offsets,
 // __transaction_state and the other "__" names Kafka reserves).
 func ValidateTopic(name string) error {
-	if len(name) > maxTopicLen || !topicChars.all(name) || name == "." || name == ".." {
+	if len(name) > maxTopicLen || !topicChars.All(name) || name == "." || name == ".." {
 		return fmt.Errorf("%q is not a valid Kafka topic (1-249 of [a-zA-Z0-9._-], not . or ..)", name)
 	}
 	if strings.HasPrefix(name, "__") {

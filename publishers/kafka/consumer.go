@@ -42,7 +42,7 @@ func NewConsumer(c Config, o publishers.ConsumerOptions, log *slog.Logger) (*Con
 	if o.Group == "" {
 		o.Group = publishers.DefaultConsumerGroup
 	}
-	if len(o.Group) > maxTopicLen || !topicChars.all(o.Group) {
+	if len(o.Group) > maxTopicLen || !topicChars.All(o.Group) {
 		return nil, fmt.Errorf("%w: %q: a Kafka group here is 1..%d characters of [a-zA-Z0-9._-]", publishers.ErrBadGroup, o.Group, maxTopicLen)
 	}
 	k, err := newCluster(c, log)

@@ -2,7 +2,6 @@ package mqtt
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 
 	"github.com/mqtarget/mqtarget/publishers"
@@ -27,9 +26,7 @@ var Broker = &publishers.Broker{
 			dial := m.DialTimeout
 			m.Embedded = publishers.EmbeddedCount(len(m.Servers), m.Embedded)
 			err := m.Validate(prefix)
-			if c.InUse && c.PublishTimeout > 0 && dial > c.PublishTimeout {
-				err = errors.Join(err, fmt.Errorf("%s.dial_timeout: %v exceeds publish_timeout %v", prefix, dial, c.PublishTimeout))
-			}
+			err = errors.Join(err, publishers.CheckDialTimeout(prefix, dial, c))
 			return err
 		},
 		Setup: func(sec any) map[string]any {

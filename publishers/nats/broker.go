@@ -29,9 +29,7 @@ var Broker = &publishers.Broker{
 			dial := n.DialTimeout
 			n.Embedded = publishers.EmbeddedCount(len(n.Servers), n.Embedded)
 			err := n.Validate(prefix)
-			if c.InUse && c.PublishTimeout > 0 && dial > c.PublishTimeout {
-				err = errors.Join(err, fmt.Errorf("%s.dial_timeout: %v exceeds publish_timeout %v", prefix, dial, c.PublishTimeout))
-			}
+			err = errors.Join(err, publishers.CheckDialTimeout(prefix, dial, c))
 			if c.InUse && c.MaxMessageSize > maxEmbeddedPayload && len(n.Servers) == 0 {
 				err = errors.Join(err, fmt.Errorf("%s.embedded: message.max_size %d exceeds the %d bytes an embedded nats-server takes", prefix, c.MaxMessageSize, maxEmbeddedPayload))
 			}

@@ -2,7 +2,6 @@ package nsq
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 
 	"github.com/mqtarget/mqtarget/publishers"
@@ -29,9 +28,7 @@ var Broker = &publishers.Broker{
 			dial := n.DialTimeout
 			n.Embedded = publishers.EmbeddedCount(len(n.Hosts), n.Embedded)
 			err := n.Validate(prefix)
-			if c.InUse && c.PublishTimeout > 0 && dial > c.PublishTimeout {
-				err = errors.Join(err, fmt.Errorf("%s.dial_timeout: %v exceeds publish_timeout %v", prefix, dial, c.PublishTimeout))
-			}
+			err = errors.Join(err, publishers.CheckDialTimeout(prefix, dial, c))
 			return err
 		},
 		Open: func(sec any, addrs []string, _ publishers.Common, log *slog.Logger) (publishers.Publisher, error) {
