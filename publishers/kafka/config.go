@@ -146,7 +146,6 @@ func (c Config) saslMechanism(prefix string) (sasl.Mechanism, error) {
 	}
 }
 
-
 var (
 	topicChars    = publishers.NewNameChars("._-")
 	clientIDChars = topicChars
