@@ -207,7 +207,7 @@ echo "gofmt (${#gofiles[@]} files), go vet, go mod tidy -diff, shellcheck (${#sh
 step "fuzz"
 # Every fuzz target for a short fixed time (the seed corpora run in go test below too); still while the
 # brokers start.
-FUZZTIME="${FUZZTIME:-5s}" TMPDIR=$RUN/tmp scripts/fuzz.sh
+FUZZTIME="${FUZZTIME:-2s}" TMPDIR=$RUN/tmp scripts/fuzz.sh
 
 step "brokers up"
 wait_broker artemis

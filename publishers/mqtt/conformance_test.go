@@ -2,6 +2,8 @@ package mqtt
 
 import (
 	"bytes"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,28 +11,42 @@ import (
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
-// TestConformanceEmbedded runs the conformance suite against two embedded mochi-mqtt servers, each
-// behind a proxy that can freeze it (a SIGSTOP would stop the test too), at every QoS that acknowledges.
-func TestConformanceEmbedded(t *testing.T) {
+// TestConformance runs the conformance suite against two real servers (MQTARGET_MQTT_TEST_SERVERS:
+// scripts/test.sh starts two mosquitto), each behind a proxy that can freeze it (a SIGSTOP would stop
+// the test too), at every QoS that acknowledges. Not against the embedded mochi-mqtt servers: mochi
+// v2.7.9 deadlocks under this suite's load (Inflight.NextImmediate takes its read lock twice, inflight.go
+// lines 95-99; a publisher's Set waiting between the two blocks both, and the server's Close then
+// waits forever: docs/mqtt.md). MQTARGET_MQTT_TEST_EMBEDDED=1 runs it against them all the same.
+func TestConformance(t *testing.T) {
+	servers := strings.Split(os.Getenv("MQTARGET_MQTT_TEST_SERVERS"), ",")
+	embedded := os.Getenv("MQTARGET_MQTT_TEST_EMBEDDED") == "1"
+	if len(servers) < 2 && !embedded {
+		t.Skip("MQTARGET_MQTT_TEST_SERVERS names no two servers (the embedded mochi-mqtt deadlocks under the suite; MQTARGET_MQTT_TEST_EMBEDDED=1 tries it)")
+	}
 	for _, qos := range []int{1, 2} {
 		t.Run("qos"+string(rune('0'+qos)), func(t *testing.T) {
-			e := embeddedFor(t, 2)
-			var addrs []string
-			b := &frozenBroker{}
-			for _, a := range e.Addrs() {
-				px := newProxy(t, a)
-				b.proxies = append(b.proxies, px)
-				addrs = append(addrs, px.addr())
-			}
-			b.recorder = newRecorder(t, e.Addrs()) // straight to the servers: a freeze stalls the publisher only
-			f := publishertest.Features{
-				AsyncTimeout: maxAckWait,
-				Rejections: []publishertest.Rejection{
+			targets := servers[:min(len(servers), 2)]
+			var rejections []publishertest.Rejection // the embedded servers' ACL hook refuses denied* topics
+			if embedded {
+				targets = embeddedFor(t, 2).Addrs()
+				rejections = []publishertest.Rejection{
 					{Name: "not authorized", Topic: deniedPrefix + "_topic", Body: []byte("refused by the ACL")},
 					// Over the packet size the server takes: it drops the connection (mochi announces no
 					// Maximum Packet Size in CONNACK, so the publisher cannot refuse it first).
 					{Name: "over the maximum packet size", Topic: "too_large", Body: bytes.Repeat([]byte("x"), 1<<20+MaxTopicLen+32), Kind: publishers.ErrUnavailable},
-				},
+				}
+			}
+			var addrs []string
+			b := &frozenBroker{}
+			for _, a := range targets {
+				px := newProxy(t, a)
+				b.proxies = append(b.proxies, px)
+				addrs = append(addrs, px.addr())
+			}
+			b.recorder = newRecorder(t, targets) // straight to the servers: a freeze stalls the publisher only
+			f := publishertest.Features{
+				AsyncTimeout:     maxAckWait,
+				Rejections:       rejections,
 				IgnoreGoroutines: mochiGoroutines(),
 			}
 			publishertest.Run(t, f, b, func(t testing.TB) publishers.Publisher {
