@@ -11,7 +11,7 @@
 #               that already runs (started by hand with the same settings) is reused and left running
 #  4. checks    gofmt over every Go file, go vet, `go mod tidy -diff`, shellcheck over scripts/,
 #               while the brokers start
-#     fuzz      every fuzz target for FUZZTIME (5s) each (scripts/fuzz.sh)
+#     fuzz      every fuzz target for FUZZTIME (2s) each (scripts/fuzz.sh)
 #  5. go test -race over every package, with TMPDIR inside the per-run directory
 # The integration tests stop, freeze and restart the brokers through the same scripts, with the
 # environment exported here. NSQ tests start their own nsqd processes from MQTARGET_NSQD_BIN.
