@@ -48,6 +48,27 @@ func recordBatch(bodies [][]byte, now time.Time) []byte {
 // produceBatch sends bodies to topic's partition for host in one produce request, within ctx (and
 // publish_timeout), and checks the answer: one topic, that partition, no error.
 func (p *Publisher) produceBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
+	for try := 1; ; try++ {
+		err := p.produceBatchOnce(ctx, host, topic, bodies)
+		// NOT_LEADER_FOR_PARTITION and UNKNOWN_TOPIC_OR_PARTITION are the broker's word that it appended
+		// nothing, so the batch may go again (no duplicate) to the leader a fresh lookup names: right
+		// after mqtarget creates a topic, one broker's metadata names a leader that is not leading yet.
+		if try >= batchTries || ctx.Err() != nil ||
+			!errors.Is(err, kerr.NotLeaderForPartition) && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(topicPoll):
+		}
+	}
+}
+
+// batchTries bounds produceBatch's sends of one batch that brokers refused as not theirs.
+const batchTries = 5
+
+func (p *Publisher) produceBatchOnce(ctx context.Context, host int, topic string, bodies [][]byte) error {
 	total := 0
 	for _, b := range bodies {
 		total += len(b)
