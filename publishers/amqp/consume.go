@@ -25,11 +25,7 @@ type Consumer struct {
 	p       *Publisher // its dial path (TLS, handshake, deadlines), never its publishing
 	log     *slog.Logger
 
-	mu     sync.Mutex
-	closed bool
-	root   context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // running Consume calls
+	scope *publishers.ConsumeScope // running Consume calls
 }
 
 // NewConsumer creates the consumer; it connects when Consume is called. o.Group is not used: the
@@ -39,11 +35,10 @@ func NewConsumer(c Config, _ publishers.ConsumerOptions, log *slog.Logger) (*Con
 	if err != nil {
 		return nil, err
 	}
-	cs := &Consumer{cfg: c, p: p, names: p.names, log: p.log}
+	cs := &Consumer{cfg: c, p: p, names: p.names, log: p.log, scope: publishers.NewConsumeScope()}
 	for _, h := range p.hosts {
 		cs.servers = append(cs.servers, h.srv)
 	}
-	cs.root, cs.cancel = context.WithCancel(context.Background())
 	return cs, nil
 }
 
@@ -52,11 +47,7 @@ func (c *Consumer) Hosts() []string { return c.names }
 
 // Close implements publishers.Consumer: it ends every running Consume and waits for them; idempotent.
 func (c *Consumer) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	c.cancel()
-	c.wg.Wait()
+	c.scope.Close()
 	return c.p.Close()
 }
 
@@ -68,18 +59,11 @@ func (c *Consumer) Consume(ctx context.Context, topic string, handle func(publis
 	if err := ValidateTopic(topic); err != nil {
 		return fmt.Errorf("%w: %w", publishers.ErrBadTopic, err)
 	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return publishers.ErrClosed
+	ctx, leave, err := c.scope.Enter(ctx)
+	if err != nil {
+		return err
 	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	defer c.wg.Done()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(c.root, cancel)
-	defer stop()
+	defer leave()
 
 	sessions := make([]*session, len(c.servers))
 	var errs []error
