@@ -25,12 +25,8 @@ type Consumer struct {
 	addrs []string
 	log   *slog.Logger
 
-	mu     sync.Mutex
-	closed bool
-	root   context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	seq    atomic.Uint64 // Consume calls: each has client ids of its own, which two would take from each other
+	scope *publishers.ConsumeScope // running Consume calls
+	seq   atomic.Uint64            // Consume calls: each has client ids of its own, which two would take from each other
 }
 
 // NewConsumer creates the consumer; it connects when Consume is called.
@@ -44,7 +40,7 @@ func NewConsumer(c Config, _ publishers.ConsumerOptions, log *slog.Logger) (*Con
 		return nil, err
 	}
 	cs := &Consumer{d: d, addrs: c.Servers, log: log}
-	cs.root, cs.cancel = context.WithCancel(context.Background())
+	cs.scope = publishers.NewConsumeScope()
 	return cs, nil
 }
 
@@ -57,18 +53,11 @@ func (c *Consumer) Consume(ctx context.Context, topic string, handle func(publis
 	if err := ValidateTopic(topic); err != nil {
 		return fmt.Errorf("%w: %w", publishers.ErrBadTopic, err)
 	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return publishers.ErrClosed
+	ctx, leave, err := c.scope.Enter(ctx)
+	if err != nil {
+		return err
 	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	defer c.wg.Done()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(c.root, cancel)
-	defer stop()
+	defer leave()
 
 	id := c.seq.Add(1)
 	sessions := make([]*session, len(c.addrs))
@@ -165,10 +154,6 @@ func (c *Consumer) keep(ctx context.Context, i int, id uint64, s *session, topic
 
 // Close implements publishers.Consumer: it ends every running Consume and waits for them; idempotent.
 func (c *Consumer) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	c.cancel()
-	c.wg.Wait()
+	c.scope.Close()
 	return nil
 }

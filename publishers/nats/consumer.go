@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -27,11 +26,7 @@ type Consumer struct {
 	group     string
 	log       *slog.Logger
 
-	mu     sync.Mutex
-	closed bool
-	root   context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // running Consume calls
+	scope *publishers.ConsumeScope // running Consume calls
 }
 
 // NewConsumer creates the consumer; Consume connects.
@@ -57,7 +52,7 @@ func NewConsumer(c Config, o publishers.ConsumerOptions, log *slog.Logger) (*Con
 	}
 	log = publishers.LimitLog(log)
 	k := &Consumer{hosts: c.Servers, opts: opts, jetstream: c.JetStream, stream: c.Stream, group: o.Group, log: log}
-	k.root, k.cancel = context.WithCancel(context.Background())
+	k.scope = publishers.NewConsumeScope()
 	return k, nil
 }
 
@@ -69,18 +64,11 @@ func (k *Consumer) Consume(ctx context.Context, topic string, handle func(publis
 	if err := ValidateTopic(topic); err != nil {
 		return fmt.Errorf("%w: %w", publishers.ErrBadTopic, err)
 	}
-	k.mu.Lock()
-	if k.closed {
-		k.mu.Unlock()
-		return publishers.ErrClosed
+	ctx, leave, err := k.scope.Enter(ctx)
+	if err != nil {
+		return err
 	}
-	k.wg.Add(1)
-	k.mu.Unlock()
-	defer k.wg.Done()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(k.root, cancel)
-	defer stop()
+	defer leave()
 
 	var subs []func()
 	defer func() {
@@ -167,10 +155,6 @@ func (k *Consumer) subscribe(ctx context.Context, host int, addr, topic string, 
 
 // Close ends every running Consume and waits for them; it is idempotent.
 func (k *Consumer) Close() error {
-	k.mu.Lock()
-	k.closed = true
-	k.mu.Unlock()
-	k.cancel()
-	k.wg.Wait()
+	k.scope.Close()
 	return nil
 }
