@@ -77,6 +77,9 @@ type conn struct {
 	r    countingReader
 	br   *bufio.Reader
 	idle time.Time // when the last answer was read
+	// resp and body are the last simple answer's (head.go), reused: one request at a time.
+	resp http.Response
+	body fixedBody
 }
 
 // countingReader reads from the connection, counting what it read since the last reset, and fails once
@@ -170,6 +173,11 @@ func (w *wire) finish(c *conn, resp *http.Response, err error, want func(code in
 
 // read reads one final answer's head, skipping informational (1xx) ones.
 func (w *wire) read(c *conn) (*http.Response, error) {
+	if h, ok := readSimple(c.br, w.parse.Method); ok {
+		c.body = fixedBody{r: c.br, n: h.length}
+		c.resp = http.Response{StatusCode: h.code, Close: h.close, ContentLength: h.length, Body: &c.body}
+		return &c.resp, nil
+	}
 	for range maxInformational {
 		resp, err := http.ReadResponse(c.br, w.parse)
 		if err != nil {

@@ -157,7 +157,9 @@ func testWireAnswer(t *testing.T, model string, answer func(w io.Writer, n int64
 	closedEach := func(conns, served int64) bool { return conns == served }
 	if model == Open {
 		o.Connections, o.Rate = 0, 500
-		reused = func(conns, served int64) bool { return conns <= served/2 }
+		// (How many it needs depends on how fast answers come: on a machine busy enough, nearly one per
+		// request. Never reusing one is the defect.)
+		reused = func(conns, served int64) bool { return conns < served }
 		closedEach = func(conns, served int64) bool { return conns >= served && conns <= 2*served }
 	}
 	{
