@@ -2,8 +2,8 @@ package load
 
 import (
 	"bufio"
-	"cmp"
 	"bytes"
+	"cmp"
 	"io"
 	"net/http"
 	"strconv"
