@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/handlers"
+	"go.yaml.in/yaml/v3"
 )
 
 // The documentation checks live here, at the top of the import graph, where both the configuration keys
@@ -53,6 +55,60 @@ func TestConfigurationDocumentsEveryKey(t *testing.T) {
 	for r := range rows {
 		if !keys[r] {
 			t.Errorf("%s has a row for `%s`, which is no setting (config.Keys)", configRef, r)
+		}
+	}
+}
+
+// TestConfigurationDefaults: each key's row gives the default config.Default() has, as
+// -print-config prints it (`value`, a list comma-separated), or *(empty…)* for an empty value.
+func TestConfigurationDefaults(t *testing.T) {
+	text, err := config.Default().YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tree map[string]any
+	if err := yaml.Unmarshal(text, &tree); err != nil {
+		t.Fatal(err)
+	}
+	defaults := map[string]string{}
+	var flatten func(prefix string, v any)
+	flatten = func(prefix string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, sub := range v {
+				flatten(prefix+k+".", sub)
+			}
+		case []any:
+			var items []string
+			for _, it := range v {
+				items = append(items, fmt.Sprint(it))
+			}
+			defaults[strings.TrimSuffix(prefix, ".")] = strings.Join(items, ",")
+		case nil:
+			defaults[strings.TrimSuffix(prefix, ".")] = ""
+		default:
+			defaults[strings.TrimSuffix(prefix, ".")] = fmt.Sprint(v)
+		}
+	}
+	flatten("", tree)
+	row := regexp.MustCompile("(?m)^\\| `([a-z0-9_.]+)` \\| ([^|]*) \\|")
+	for _, m := range row.FindAllStringSubmatch(doc(t, configRef), -1) {
+		key, cell := m[1], m[2]
+		want, ok := defaults[key]
+		if !ok {
+			continue // TestConfigurationDocumentsEveryKey names it
+		}
+		switch {
+		case strings.HasPrefix(cell, "*(empty"):
+			if want != "" {
+				t.Errorf("%s: `%s` documented as empty, default is %q", configRef, key, want)
+			}
+		case len(cell) > 1 && cell[0] == '`' && cell[len(cell)-1] == '`':
+			if got := cell[1 : len(cell)-1]; got != want {
+				t.Errorf("%s: `%s` documented with default %q, default is %q", configRef, key, got, want)
+			}
+		default:
+			t.Errorf("%s: `%s`'s default cell %q is neither `value` nor *(empty…)*", configRef, key, cell)
 		}
 	}
 }
