@@ -45,6 +45,8 @@ bench_usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 # the defaults (N: 1 4 16; 10 s measured, 3 s warm-up; mqtarget on PORT; destinations named TOPIC-...):
 #   -c, --conns "N..."   (BENCH_CONNS)     -d, --duration S (BENCH_DURATION)
 #   -w, --warmup S       (BENCH_WARMUP)    -p, --port P     (BENCH_PORT)     --topic T (BENCH_TOPIC)
+#   --broker-warmup S    (BENCH_BROKER_WARMUP [10]): an unrecorded direct run at the largest N before
+#                        the first measured one, so that run 1 does not pay for a cold broker (a JVM's JIT)
 # Sets CONNS DURATION WARMUP PORT TOPIC SIZE TMP and COMMAND (the command line as run), and cleans up at
 # exit. Bad settings exit 2 naming the flag.
 # shellcheck disable=SC2034 # the settings are read by the sourcing script
@@ -52,6 +54,7 @@ bench_init() {
     CONNS="${BENCH_CONNS:-1 4 16}"
     DURATION="${BENCH_DURATION:-10}"
     WARMUP="${BENCH_WARMUP:-3}"
+    BROKER_WARMUP="${BENCH_BROKER_WARMUP:-10}"
     PORT="${BENCH_PORT:-$1}"
     TOPIC="${BENCH_TOPIC:-$2}"
     SIZE=100
@@ -62,6 +65,7 @@ bench_init() {
             -c | --conns) CONNS="${2?$1 needs a value}"; shift ;;
             -d | --duration) DURATION="${2?$1 needs a value}"; shift ;;
             -w | --warmup) WARMUP="${2?$1 needs a value}"; shift ;;
+            --broker-warmup) BROKER_WARMUP="${2?$1 needs a value}"; shift ;;
             -p | --port) PORT="${2?$1 needs a value}"; shift ;;
             --topic) TOPIC="${2?$1 needs a value}"; shift ;;
             -h | --help) bench_usage; exit 0 ;;
@@ -71,6 +75,7 @@ bench_init() {
     done
     check_int "--duration (BENCH_DURATION)" "$DURATION" 1 "$BENCH_MAX_SECONDS"
     check_int "--warmup (BENCH_WARMUP)" "$WARMUP" 0 "$BENCH_MAX_SECONDS"
+    check_int "--broker-warmup (BENCH_BROKER_WARMUP)" "$BROKER_WARMUP" 0 "$BENCH_MAX_SECONDS"
     check_int "--port (BENCH_PORT)" "$PORT" 1024 65535
     [[ -n "$CONNS" ]] || usage_error "--conns (BENCH_CONNS)" "no N given"
     local n
@@ -169,12 +174,13 @@ wrk_tail() {
                 bad, f["ok"], (f["requests"] ? ticks / hz * 1e6 / f["requests"] : 0) }'
 }
 
-# direct_tail N DEST: the command the script's direct_cmd N DEST puts in CMD, with the common flags,
-# bounded in time; prints its result line (it must start with rate=).
+# direct_tail N DEST [SECONDS]: the command the script's direct_cmd N DEST puts in CMD, with the common
+# flags (measuring SECONDS, default DURATION), bounded in time; prints its result line (it must start
+# with rate=).
 direct_tail() {
-    local line CMD=()
+    local line CMD=() secs="${3:-$DURATION}"
     direct_cmd "$1" "$2"
-    line="$(timeout $((WARMUP + DURATION + 120)) "${CMD[@]}" -size "$SIZE" -d "${DURATION}s" -warmup "${WARMUP}s")" ||
+    line="$(timeout $((WARMUP + secs + 120)) "${CMD[@]}" -size "$SIZE" -d "${secs}s" -warmup "${WARMUP}s")" ||
         die "the direct client failed at N=$1 (destination $2)"
     [[ "$line" == rate=* ]] || die "the direct client printed '$line', not a result line"
     echo "$line"
@@ -194,7 +200,13 @@ dest() {
 # tails_runs: for each N, A-B-B-A (direct_tail, wrk_tail on send_url, again, direct_tail again; each to
 # dest N RUN, with before_run N RUN DEST first when the script defines it), then the hop (/healthz).
 tails_runs() {
-    local n run d line
+    local n run d line top=0
+    if ((BROKER_WARMUP > 0)); then
+        for n in $CONNS; do if ((n > top)); then top=$n; fi; done
+        log "warming the broker up: the direct client at N=$top for $BROKER_WARMUP s, not recorded"
+        line="$(direct_tail "$top" "$(dest "$top" warm)" "$BROKER_WARMUP")"
+        log "warm-up: $line"
+    fi
     for n in $CONNS; do
         for run in 1 2 3 4; do
             d="$(dest "$n" "$run")"
