@@ -22,6 +22,8 @@
 #   -w, --warmup    unmeasured seconds before each run, 0..600 [3]  (BENCH_WARMUP)
 #   -p, --port      mqtarget's HTTP port on 127.0.0.1 [23780]  (BENCH_PORT)
 #       --topic     queue prefix; run R at N uses PREFIX-nN-R [anchor-amqp]  (BENCH_TOPIC)
+#       --broker-warmup  seconds of an unrecorded direct run at the largest N first, 0..600 [10]
+#                   (BENCH_BROKER_WARMUP): run 1 does not pay for a cold broker
 # Environment: the private node's RABBITMQ_NODE_PORT [23772], RABBITMQ_STOMP_PORT [23713],
 #   RABBITMQ_DIST_PORT [23773], RABBITMQ_EPMD_PORT [23769], RABBITMQ_NODENAME [mqtbench@localhost],
 #   RABBITMQ_START_TIMEOUT, RABBITMQ_STOP_TIMEOUT (scripts/rabbitmq.sh); BENCH_PERFTEST_VERSION [2.22.1];

@@ -20,6 +20,8 @@
 #   -w, --warmup    unmeasured seconds before each run, 0..600 [3]  (BENCH_WARMUP)
 #   -p, --port      mqtarget's HTTP port on 127.0.0.1 [23680]  (BENCH_PORT)
 #       --topic     topic prefix; run R at N uses PREFIX-nN-R [anchor-kafka]  (BENCH_TOPIC)
+#       --broker-warmup  seconds of an unrecorded direct run at the largest N first, 0..600 [10]
+#                   (BENCH_BROKER_WARMUP): run 1 does not pay for a cold broker
 # Environment: KAFKA_PORT [23692], KAFKA_CONTROLLER_PORT [23690], KAFKA_BROKERS [1], KAFKA_HEAP,
 #   KAFKA_START_TIMEOUT, KAFKA_STOP_TIMEOUT (scripts/kafka.sh); BENCH_PP_RECORDS [20000 per measured
 #   second]: ProducerPerformance's --num-records (it has no duration), 1..100000000; BENCH_ASYNC_CONNS

@@ -15,6 +15,8 @@
 #   -w, --warmup    unmeasured seconds before each run, 0..600 [3]  (BENCH_WARMUP)
 #   -p, --port      mqtarget's HTTP port on 127.0.0.1 [23580]  (BENCH_PORT)
 #       --topic     topic prefix; run R at N uses PREFIX-nN-R [anchor-mqtt]  (BENCH_TOPIC)
+#       --broker-warmup  seconds of an unrecorded direct run at the largest N first, 0..600 [10]
+#                   (BENCH_BROKER_WARMUP): run 1 does not pay for a cold broker
 # Environment: MOSQUITTO_PORT [23583] (the private broker's port), MOSQUITTO_START_TIMEOUT,
 #   MOSQUITTO_STOP_TIMEOUT (scripts/mosquitto.sh), BENCH_FRESH=0 (one topic for all runs).
 set -euo pipefail

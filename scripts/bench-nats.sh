@@ -15,6 +15,8 @@
 #   -w, --warmup    unmeasured seconds before each run, 0..600 [3]  (BENCH_WARMUP)
 #   -p, --port      mqtarget's HTTP port on 127.0.0.1 [23480]  (BENCH_PORT)
 #       --topic     subject prefix; run R at N uses PREFIX-nN-R [anchor-nats]  (BENCH_TOPIC)
+#       --broker-warmup  seconds of an unrecorded direct run at the largest N first, 0..600 [10]
+#                   (BENCH_BROKER_WARMUP): run 1 does not pay for a cold broker
 # Environment: NATS_PORT [23422], NATS_MONITOR_PORT [23482] (the private server's ports),
 #   NATS_START_TIMEOUT, NATS_STOP_TIMEOUT (scripts/nats.sh), BENCH_FRESH=0 (one subject for all runs).
 set -euo pipefail

@@ -15,6 +15,8 @@
 #   -w, --warmup    unmeasured seconds before each run, 0..600 [3]  (BENCH_WARMUP)
 #   -p, --port      mqtarget's HTTP port on 127.0.0.1 [23280]  (BENCH_PORT)
 #       --topic     topic prefix; run R at N uses PREFIX-nN-R [anchor-nsq]  (BENCH_TOPIC)
+#       --broker-warmup  seconds of an unrecorded direct run at the largest N first, 0..600 [10]
+#                   (BENCH_BROKER_WARMUP): run 1 does not pay for a cold broker
 # Environment: NSQD_TCP_PORT [23250], NSQD_HTTP_PORT [23251] (the private nsqd's ports),
 #   NSQD_START_TIMEOUT, NSQD_STOP_TIMEOUT (scripts/nsqd.sh), BENCH_FRESH=0 (one topic for all runs).
 set -euo pipefail

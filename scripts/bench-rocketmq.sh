@@ -21,6 +21,8 @@
 #   -w, --warmup    unmeasured seconds before each run, 0..600 [3]  (BENCH_WARMUP)
 #   -p, --port      mqtarget's HTTP port on 127.0.0.1 [23880]  (BENCH_PORT)
 #       --topic     the topic [anchor-rocketmq]  (BENCH_TOPIC)
+#       --broker-warmup  seconds of an unrecorded direct run at the largest N first, 0..600 [10]
+#                   (BENCH_BROKER_WARMUP): run 1 does not pay for a cold broker
 # Environment: MQTARGET_ROCKETMQ_NAMESRV (a running name server host:port to use instead); the private
 #   one's ROCKETMQ_NAMESRV_PORT [23876], ROCKETMQ_BROKER_A_PORT [23911], ROCKETMQ_BROKER_B_PORT [23921]
 #   (each broker also uses port-2 and port+1), ROCKETMQ_START_TIMEOUT, ROCKETMQ_STOP_TIMEOUT

@@ -16,6 +16,8 @@
 #   -w, --warmup    unmeasured seconds before each run, 0..600 [3]  (BENCH_WARMUP)
 #   -p, --port      mqtarget's HTTP port on 127.0.0.1 [23380]  (BENCH_PORT)
 #       --topic     destination name prefix [anchor-stomp]  (BENCH_TOPIC)
+#       --broker-warmup  seconds of an unrecorded direct run at the largest N first, 0..600 [10]
+#                   (BENCH_BROKER_WARMUP): run 1 does not pay for a cold broker
 # Environment: BENCH_STOMP_PREFIX [/queue/] (or /topic/: addresses without subscribers); the private
 #   broker's ARTEMIS_STOMP_PORT [23313] (ARTEMIS_CORE_PORT: STOMP port + 3), ARTEMIS_LOGIN, ARTEMIS_PASSCODE,
 #   ARTEMIS_HEAP, ARTEMIS_START_TIMEOUT, ARTEMIS_STOP_TIMEOUT (scripts/artemis.sh); BENCH_FRESH=0 (one

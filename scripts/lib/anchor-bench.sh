@@ -62,12 +62,16 @@ bench_init() {
     COMMAND="$0${*:+ $*}"
     while (($#)); do
         case "$1" in
-            -c | --conns) CONNS="${2?$1 needs a value}"; shift ;;
-            -d | --duration) DURATION="${2?$1 needs a value}"; shift ;;
-            -w | --warmup) WARMUP="${2?$1 needs a value}"; shift ;;
-            --broker-warmup) BROKER_WARMUP="${2?$1 needs a value}"; shift ;;
-            -p | --port) PORT="${2?$1 needs a value}"; shift ;;
-            --topic) TOPIC="${2?$1 needs a value}"; shift ;;
+            -c | --conns | -d | --duration | -w | --warmup | --broker-warmup | -p | --port | --topic)
+                (($# >= 2)) || usage_error "$1" "needs a value" ;;
+        esac
+        case "$1" in
+            -c | --conns) CONNS="$2"; shift ;;
+            -d | --duration) DURATION="$2"; shift ;;
+            -w | --warmup) WARMUP="$2"; shift ;;
+            --broker-warmup) BROKER_WARMUP="$2"; shift ;;
+            -p | --port) PORT="$2"; shift ;;
+            --topic) TOPIC="$2"; shift ;;
             -h | --help) bench_usage; exit 0 ;;
             *) usage_error "$1" "unknown option" ;;
         esac
@@ -128,7 +132,7 @@ start_mqtarget() {
     local url="$1" deadline=$((SECONDS + ${BENCH_MQTARGET_TIMEOUT:-60}))
     shift
     build_go mqtarget ./cmd/mqtarget
-    log "starting mqtarget on 127.0.0.1:$PORT${*:+ with $*}"
+    log "starting mqtarget on 127.0.0.1:$PORT${*:+ with $*}" 2>&1 | sed -E 's#(://[^:/@ ]*:)[^@ ]*@#\1***@#g' >&2
     "$TMP/mqtarget" -http.addr "127.0.0.1:$PORT" -log.level warn "$@" >"$TMP/mqtarget.log" 2>&1 &
     MQT_PID=$!
     until curl -fsS -o /dev/null "$url" 2>/dev/null; do
