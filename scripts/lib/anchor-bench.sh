@@ -131,7 +131,10 @@ build_go() {
 start_mqtarget() {
     local url="$1" deadline=$((SECONDS + ${BENCH_MQTARGET_TIMEOUT:-60}))
     shift
+    stop_mqtarget
     build_go mqtarget ./cmd/mqtarget
+    # another process on the port would answer the readiness check in our mqtarget's place
+    if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then die "127.0.0.1:$PORT is taken already: choose another with --port"; fi
     log "starting mqtarget on 127.0.0.1:$PORT${*:+ with $*}" 2>&1 | sed -E 's#(://[^:/@ ]*:)[^@ ]*@#\1***@#g' >&2
     "$TMP/mqtarget" -http.addr "127.0.0.1:$PORT" -log.level warn "$@" >"$TMP/mqtarget.log" 2>&1 &
     MQT_PID=$!
@@ -140,6 +143,7 @@ start_mqtarget() {
         ((SECONDS < deadline)) || { cat "$TMP/mqtarget.log" >&2; die "mqtarget does not answer $url: $(curl -sS "$url" 2>&1)"; }
         sleep 0.1
     done
+    kill -0 "$MQT_PID" 2>/dev/null || { cat "$TMP/mqtarget.log" >&2; die "mqtarget exited"; }
 }
 
 # stop_mqtarget: SIGTERM the mqtarget started here and wait for it.
