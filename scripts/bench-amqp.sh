@@ -65,7 +65,7 @@ start_mqtarget "http://127.0.0.1:$PORT/readyz" -broker amqp -amqp.urls "$AMQP_UR
 tails_runs
 
 # --- 2. PerfTest ----------------------------------------------------------------------------------------
-# perftest N: PerfTest for WARMUP + DURATION seconds; prints "RATE P50_US P99_US" over the measured
+# perftest N: PerfTest for WARMUP + DURATION seconds; prints "RATE P50 P99 UNIT" over the measured
 # seconds (its per-second lines after the warm-up): the mean sent rate, the median of the per-second
 # median confirm latencies and the worst per-second 99th.
 perftest() {
@@ -78,28 +78,28 @@ perftest() {
     fi
     wait "$PT_PID" || { cat "$out" >&2; die "PerfTest at N=$n failed"; }
     PT_PID=""
-    # a line: "id: test-..., time 3.000 s, sent: 1234 msg/s, confirmed: 1234 msg/s, nacked: 0 msg/s, ...,
-    # min/median/75th/95th/99th confirm latency: 100/200/300/400/500 µs"
+    # a line (PerfTest's DefaultPrintStreamMetricsFormatter): "id: test-..., time 3.000 s, sent: 1234 msg/s,
+    # confirmed: 1234 msg/s, nacked: 0 msg/s, ..., min/median/75th/95th/99th confirm latency 100/200/300/400/500 µs"
     awk -v skip="$WARMUP" '
-        /time [0-9.]+ s, sent:/ && /confirm latency/ {
+        /time [0-9.]+ s, sent: / && /confirm latency / {
             match($0, /time [0-9.]+ s/); t = substr($0, RSTART + 5, RLENGTH - 7) + 0
             if (t <= skip) next
-            match($0, /sent: [0-9]+/); rate += substr($0, RSTART + 6, RLENGTH - 6); k++
-            s = substr($0, index($0, "confirm latency:") + 16); sub(/^ +/, "", s); split(s, l, "/")
+            match($0, /sent: [0-9.]+/); rate += substr($0, RSTART + 6, RLENGTH - 6); k++
+            s = substr($0, index($0, "confirm latency ") + 16); split(s, w, " "); split(w[1], l, "/"); unit = w[2]
             med[k] = l[2] + 0; if (l[5] + 0 > worst) worst = l[5] + 0
         }
         END {
-            if (!k) { print "- - -"; exit }
+            if (!k) { print "- - - -"; exit }
             for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (med[j] < med[i]) { x = med[i]; med[i] = med[j]; med[j] = x }
-            printf "%.0f %s %s\n", rate / k, med[int((k + 1) / 2)], worst
+            printf "%.0f %s %s %s\n", rate / k, med[int((k + 1) / 2)], worst, unit
         }' "$out"
 }
 : >"$TMP/perftest"
 for n in $CONNS; do
     log "N=$n: PerfTest -x $n -y 0 --confirm 1"
-    read -r prate pp50 pp99 < <(perftest "$n")
-    log "N=$n: PerfTest: $prate msg/s, median confirm latency $pp50 µs, worst per-second p99 $pp99 µs"
-    echo "$n $prate $pp50 $pp99" >>"$TMP/perftest"
+    read -r prate pp50 pp99 unit < <(perftest "$n")
+    log "N=$n: PerfTest: $prate msg/s, median confirm latency $pp50 $unit, worst per-second p99 $pp99 $unit"
+    echo "$n $prate $pp50 $pp99 $unit" >>"$TMP/perftest"
 done
 
 machine_line
@@ -110,6 +110,6 @@ tails_table "direct amqp091-go publisher with confirms (cmd/bench-amqp)"
 echo
 echo "RabbitMQ PerfTest $PERFTEST_VERSION at the same N (one run each, after the runs above; N producers, no consumer, --confirm 1, persistent):"
 echo
-echo "| N | PerfTest msg/s | confirm latency: median of per-second medians (µs) | worst per-second 99th (µs) |"
+echo "| N | PerfTest msg/s | confirm latency: median of per-second medians | worst per-second 99th |"
 echo "| --- | --- | --- | --- |"
-awk '{ printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4 }' "$TMP/perftest"
+awk '{ printf "| %s | %s | %s %s | %s %s |\n", $1, $2, $3, $5, $4, $5 }' "$TMP/perftest"
