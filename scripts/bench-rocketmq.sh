@@ -77,6 +77,14 @@ tails_runs
 # fresh JVM: start-up and JIT warm-up take longer than Go's) are dropped and the next DURATION averaged
 # (RT weighted by TPS); its CPU time is sampled when the measured reports begin and end.
 # Prints "TPS AVG_RT_MS FAILED CPU_US_PER_MSG".
+# java_fail MESSAGE: stop the Java Producer after a failure; the tails above are kept, its row says so.
+java_fail() {
+    log "$1"
+    kill "$JAVA_PID" 2>/dev/null || true
+    wait "$JAVA_PID" 2>/dev/null || true
+    JAVA_PID=""
+}
+
 java_run() {
     local n="$1" out="$TMP/java-$1.out" skip=$((2 * WARMUP)) want=$((2 * WARMUP + DURATION))
     local reports=0 t0="" t1="" deadline=$((SECONDS + 60 + 2 * WARMUP + DURATION))
@@ -86,8 +94,16 @@ java_run() {
         >"$out" 2>&1 &
     JAVA_PID=$!
     while ((reports < want)); do
-        kill -0 "$JAVA_PID" 2>/dev/null || { cat "$out" >&2; die "java producer exited"; }
-        ((SECONDS < deadline)) || { cat "$out" >&2; die "java producer reported too little"; }
+        if ! kill -0 "$JAVA_PID" 2>/dev/null || grep -q '^Exception in thread' "$out"; then
+            tail -n 20 "$out" >&2
+            java_fail "the Java Producer failed at N=$n"
+            return 1
+        fi
+        if ((SECONDS >= deadline)); then
+            tail -n 20 "$out" >&2
+            java_fail "the Java Producer reported too little at N=$n"
+            return 1
+        fi
         sleep 0.1
         reports=$(grep -c 'Send TPS' "$out" || true)
         if [[ -z "$t0" ]] && ((reports >= skip)); then t0=$(cpu_ticks "$JAVA_PID"); fi
@@ -107,8 +123,11 @@ java_run() {
 if [[ "${BENCH_JAVA:-1}" != 0 ]]; then
     for n in $CONNS; do
         log "N=$n: Java benchmark Producer -w $n"
-        java_run "$n" >"$TMP/java.res" # not in a subshell: cleanup must see JAVA_PID
-        echo "$n $(<"$TMP/java.res")" >>"$TMP/java"
+        if java_run "$n" >"$TMP/java.res"; then # not in a subshell: cleanup must see JAVA_PID
+            echo "$n $(<"$TMP/java.res")" >>"$TMP/java"
+        else
+            echo "$n failed - - failed" >>"$TMP/java"
+        fi
     done
 fi
 
@@ -123,5 +142,6 @@ if [[ -s "$TMP/java" ]]; then
     echo
     echo "| N | Java Producer msg/s | avg RT | CPU/msg | failed |"
     echo "| --- | --- | --- | --- | --- |"
-    awk '{ printf "| %s | %s | %sms | %sµs | %s |\n", $1, $2, $3, $5, $4 }' "$TMP/java"
+    awk '$2 == "failed" { printf "| %s | failed (see the log) | - | - | - |\n", $1; next }
+        { printf "| %s | %s | %sms | %sµs | %s |\n", $1, $2, $3, $5, $4 }' "$TMP/java"
 fi
