@@ -88,13 +88,13 @@ perftest() {
     fi
     PT_PID=""
     # a line (PerfTest's DefaultPrintStreamMetricsFormatter): "id: test-..., time 3.000 s, sent: 1234 msg/s,
-    # confirmed: 1234 msg/s, nacked: 0 msg/s, ..., min/median/75th/95th/99th confirm latency 100/200/300/400/500 µs"
+    # confirmed: 1234 msg/s, nacked: 0 msg/s, ..., min/median/75th/95th/99th confirm latency: 100/200/300/400/500 µs"
     awk -v skip="$WARMUP" '
-        /time [0-9.]+ s, sent: / && /confirm latency / {
+        /time [0-9.]+ s, sent: / && /confirm latency/ {
             match($0, /time [0-9.]+ s/); t = substr($0, RSTART + 5, RLENGTH - 7) + 0
             if (t <= skip) next
             match($0, /sent: [0-9.]+/); rate += substr($0, RSTART + 6, RLENGTH - 6); k++
-            s = substr($0, index($0, "confirm latency ") + 16); split(s, w, " "); split(w[1], l, "/"); unit = w[2]
+            s = $0; sub(/.*confirm latency:? */, "", s); split(s, w, " "); split(w[1], l, "/"); unit = w[2]
             med[k] = l[2] + 0; if (l[5] + 0 > worst) worst = l[5] + 0
         }
         END {
