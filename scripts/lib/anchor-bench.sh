@@ -264,10 +264,10 @@ tails_table() {
 
 # machine_line: where and when this ran, for the report.
 machine_line() {
-    printf 'Measured %s on %s CPUs (%s), load average %s, mqtarget %s, %s; %s s measured after %s s warm-up per run, %s-byte messages.\n' \
+    printf 'Measured %s on %s CPUs (%s), load average %s, mqtarget %s, %s; %s s measured after %s s warm-up per run, %s s broker warm-up, %s-byte messages.\n' \
         "$(date -u '+%Y-%m-%d %H:%M UTC')" "$(nproc)" "$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)" \
         "$(cut -d' ' -f1-3 /proc/loadavg)" "$(git describe --always --dirty 2>/dev/null || echo unknown)" \
-        "$(go env GOVERSION)" "$DURATION" "$WARMUP" "$SIZE"
+        "$(go env GOVERSION)" "$DURATION" "$WARMUP" "$BROKER_WARMUP" "$SIZE"
 }
 
 # maven_lib DIR COORDS...: fetch the Maven Central artifacts COORDS (group:artifact:version) with their
