@@ -10,13 +10,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -28,21 +26,20 @@ func main() {
 	c.Register(flag.CommandLine)
 	url := flag.String("url", "amqp://guest:guest@127.0.0.1:5672/", "broker URL")
 	topic := flag.String("topic", "mqtarget-anchor", "queue (declared durable)")
-	timeout := flag.Duration("timeout", 5*time.Second, "per publish")
 	flag.Parse()
 	if *topic == "" || len(*topic) > 255 {
 		fmt.Fprintf(os.Stderr, "bench-amqp: -topic: 1..255 bytes, got %q\n", *topic)
 		os.Exit(2)
 	}
 	os.Exit(closedloop.Main("bench-amqp", c, func(c closedloop.Common) (closedloop.Session, error) {
-		return open(c, *url, *topic, *timeout)
+		return open(c, *url, *topic)
 	}, os.Stdout, os.Stderr))
 }
 
 var errNack = errors.New("the broker nacked the publish")
 
-func open(c closedloop.Common, url, queue string, timeout time.Duration) (closedloop.Session, error) {
-	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(timeout)})
+func open(c closedloop.Common, url, queue string) (closedloop.Session, error) {
+	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(c.Timeout)})
 	if err != nil {
 		return closedloop.Session{}, err
 	}
@@ -61,11 +58,9 @@ func open(c closedloop.Common, url, queue string, timeout time.Duration) (closed
 		}
 		chans[i] = ch
 	}
-	msg := amqp.Publishing{DeliveryMode: amqp.Persistent, Body: bytes.Repeat([]byte{'x'}, c.Size)}
+	msg := amqp.Publishing{DeliveryMode: amqp.Persistent, Body: c.Body()}
 	return closedloop.Session{
-		Send: func(i int) error {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
+		Send: c.Timed(func(ctx context.Context, i int) error {
 			dc, err := chans[i].PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, msg)
 			if err != nil {
 				return err
@@ -75,7 +70,7 @@ func open(c closedloop.Common, url, queue string, timeout time.Duration) (closed
 				err = errNack
 			}
 			return err
-		},
+		}),
 		Close: func() { _ = conn.Close() },
 	}, nil
 }

@@ -11,14 +11,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -33,7 +31,6 @@ func main() {
 	brokers := flag.String("brokers", "127.0.0.1:9092", "seed brokers host:port, comma-separated")
 	topic := flag.String("topic", "mqtarget-anchor", "topic (created with 1 partition when missing)")
 	acks := flag.String("acks", "all", "all or leader")
-	timeout := flag.Duration("timeout", 5*time.Second, "per produce")
 	flag.Parse()
 	switch {
 	case *topic == "" || len(*topic) > 249:
@@ -44,14 +41,14 @@ func main() {
 		os.Exit(2)
 	}
 	os.Exit(closedloop.Main("bench-kafka", c, func(c closedloop.Common) (closedloop.Session, error) {
-		return open(c, strings.Split(*brokers, ","), *topic, *acks, *timeout)
+		return open(c, strings.Split(*brokers, ","), *topic, *acks)
 	}, os.Stdout, os.Stderr))
 }
 
-func open(c closedloop.Common, brokers []string, topic, acks string, timeout time.Duration) (closedloop.Session, error) {
+func open(c closedloop.Common, brokers []string, topic, acks string) (closedloop.Session, error) {
 	ack := kgo.AllISRAcks()
 	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordDeliveryTimeout(timeout)}
+		kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordDeliveryTimeout(c.Timeout)}
 	if acks == "leader" {
 		ack = kgo.LeaderAck()
 		opts = append(opts, kgo.DisableIdempotentWrite()) // franz-go's idempotent producer requires acks=all
@@ -60,7 +57,7 @@ func open(c closedloop.Common, brokers []string, topic, acks string, timeout tim
 	if err != nil {
 		return closedloop.Session{}, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()
 	_, err = kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic)
 	if errors.Is(err, kerr.TopicAlreadyExists) {
@@ -70,13 +67,11 @@ func open(c closedloop.Common, brokers []string, topic, acks string, timeout tim
 		cl.Close()
 		return closedloop.Session{}, fmt.Errorf("creating topic %s: %w", topic, err)
 	}
-	body := bytes.Repeat([]byte{'x'}, c.Size)
+	body := c.Body()
 	return closedloop.Session{
-		Send: func(int) error {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
+		Send: c.Timed(func(ctx context.Context, _ int) error {
 			return cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Value: body}).FirstErr()
-		},
+		}),
 		Close: cl.Close,
 	}, nil
 }

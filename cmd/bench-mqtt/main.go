@@ -10,7 +10,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -31,7 +30,6 @@ func main() {
 	server := flag.String("server", "127.0.0.1:1883", "MQTT broker host:port")
 	topic := flag.String("topic", "mqtarget-anchor", "topic")
 	qos := flag.Int("qos", 1, "1 (PUBACK) or 2 (PUBCOMP)")
-	timeout := flag.Duration("timeout", 5*time.Second, "per publish")
 	flag.Parse()
 	switch {
 	case *topic == "" || strings.ContainsAny(*topic, "+#"):
@@ -42,19 +40,19 @@ func main() {
 		os.Exit(2)
 	}
 	os.Exit(closedloop.Main("bench-mqtt", c, func(c closedloop.Common) (closedloop.Session, error) {
-		return open(c, *server, *topic, byte(*qos), *timeout)
+		return open(c, *server, *topic, byte(*qos))
 	}, os.Stdout, os.Stderr))
 }
 
-func open(c closedloop.Common, server, topic string, qos byte, timeout time.Duration) (closedloop.Session, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+func open(c closedloop.Common, server, topic string, qos byte) (closedloop.Session, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", server)
 	if err != nil {
 		return closedloop.Session{}, err
 	}
-	client := paho.NewClient(paho.ClientConfig{Conn: conn, PacketTimeout: timeout})
+	client := paho.NewClient(paho.ClientConfig{Conn: conn, PacketTimeout: c.Timeout})
 	// the broker may take as many QoS 1 publishes in flight as there are senders
 	inFlight := uint16(min(c.Senders, 65535))
 	ca, err := client.Connect(ctx, &paho.Connect{ClientID: fmt.Sprintf("bench-mqtt-%d", os.Getpid()), KeepAlive: 30, CleanStart: true,
@@ -66,22 +64,20 @@ func open(c closedloop.Common, server, topic string, qos byte, timeout time.Dura
 		}
 		return closedloop.Session{}, err
 	}
-	body := bytes.Repeat([]byte{'x'}, c.Size)
+	body := c.Body()
 	return closedloop.Session{
-		Send: func(int) error {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
+		Send: c.Timed(func(ctx context.Context, _ int) error {
 			r, err := client.Publish(ctx, &paho.Publish{Topic: topic, QoS: qos, Payload: body})
 			if err == nil && r != nil && r.ReasonCode >= 0x80 {
 				err = fmt.Errorf("PUBACK reason 0x%02x", r.ReasonCode)
 			}
 			return err
-		},
+		}),
 		Close: func() {
 			_ = client.Disconnect(&paho.Disconnect{ReasonCode: 0})
 			select {
 			case <-client.Done():
-			case <-time.After(timeout):
+			case <-time.After(c.Timeout):
 				fmt.Fprintln(os.Stderr, "bench-mqtt:", errors.New("paho did not stop after DISCONNECT"))
 			}
 		},

@@ -10,13 +10,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,25 +28,24 @@ func main() {
 	c.Register(flag.CommandLine)
 	server := flag.String("server", "127.0.0.1:4222", "nats-server host:port")
 	topic := flag.String("topic", "mqtarget-anchor", "subject; its stream is named after it")
-	timeout := flag.Duration("timeout", 5*time.Second, "per publish")
 	flag.Parse()
 	if *topic == "" || strings.ContainsAny(*topic, " \t*>") {
 		fmt.Fprintf(os.Stderr, "bench-nats: -topic: a subject without spaces or wildcards, got %q\n", *topic)
 		os.Exit(2)
 	}
 	os.Exit(closedloop.Main("bench-nats", c, func(c closedloop.Common) (closedloop.Session, error) {
-		return open(c, *server, *topic, *timeout)
+		return open(c, *server, *topic)
 	}, os.Stdout, os.Stderr))
 }
 
-func open(c closedloop.Common, server, topic string, timeout time.Duration) (closedloop.Session, error) {
-	nc, err := nats.Connect("nats://"+server, nats.Timeout(timeout))
+func open(c closedloop.Common, server, topic string) (closedloop.Session, error) {
+	nc, err := nats.Connect("nats://"+server, nats.Timeout(c.Timeout))
 	if err != nil {
 		return closedloop.Session{}, err
 	}
 	js, err := jetstream.New(nc)
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 		_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name: mqnats.StreamName(topic), Subjects: []string{topic}, Storage: jetstream.FileStorage})
 		cancel()
@@ -57,14 +54,12 @@ func open(c closedloop.Common, server, topic string, timeout time.Duration) (clo
 		nc.Close()
 		return closedloop.Session{}, err
 	}
-	body := bytes.Repeat([]byte{'x'}, c.Size)
+	body := c.Body()
 	return closedloop.Session{
-		Send: func(int) error {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
+		Send: c.Timed(func(ctx context.Context, _ int) error {
 			_, err := js.Publish(ctx, topic, body)
 			return err
-		},
+		}),
 		Close: nc.Close,
 	}, nil
 }

@@ -10,7 +10,6 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"io"
@@ -62,7 +61,7 @@ func open(c closedloop.Common, addr, topic string) (closedloop.Session, error) {
 		}
 		prods[i] = p
 	}
-	body := bytes.Repeat([]byte{'x'}, c.Size)
+	body := c.Body()
 	return closedloop.Session{
 		Send:  func(i int) error { return prods[i].Publish(topic, body) },
 		Close: closeAll,

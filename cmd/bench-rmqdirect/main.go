@@ -11,7 +11,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -68,16 +67,12 @@ func (o options) open(c closedloop.Common) (closedloop.Session, error) {
 	if err != nil {
 		return closedloop.Session{}, err
 	}
-	body := bytes.Repeat([]byte{'x'}, c.Size)
+	body := c.Body()
 	var prof *os.File
 	var profErr error
 	var cpu time.Duration // process CPU time in the measured window
 	return closedloop.Session{
-		Send: func(int) error {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			defer cancel()
-			return send(ctx, body)
-		},
+		Send:  c.Timed(func(ctx context.Context, _ int) error { return send(ctx, body) }),
 		Close: closeFn,
 		Window: func(start bool) {
 			if start {

@@ -14,7 +14,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -75,7 +74,7 @@ func (o options) open(c closedloop.Common) (closedloop.Session, error) {
 		}
 		conns[i] = c
 	}
-	body := bytes.Repeat([]byte{'x'}, c.Size)
+	body := c.Body()
 	return closedloop.Session{
 		Send:  func(i int) error { return conns[i].Send(o.dest, "", body, stomp.SendOpt.Receipt) },
 		Close: closeAll,

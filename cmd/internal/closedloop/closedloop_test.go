@@ -2,6 +2,7 @@ package closedloop
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -74,7 +75,7 @@ func TestResultLine(t *testing.T) {
 
 // TestMainFlags: bad common flags exit 2 naming the flag before anything is opened.
 func TestMainFlags(t *testing.T) {
-	good := Common{Senders: 1, Size: 100, Duration: time.Second}
+	good := Common{Senders: 1, Size: 100, Duration: time.Second, Timeout: time.Second}
 	for _, tc := range []struct {
 		name string
 		edit func(*Common)
@@ -87,6 +88,8 @@ func TestMainFlags(t *testing.T) {
 		{"negative warm-up", func(c *Common) { c.Warmup = -time.Second }, "-warmup:"},
 		{"negative size", func(c *Common) { c.Size = -1 }, "-size:"},
 		{"size too large", func(c *Common) { c.Size = MaxSize + 1 }, "-size:"},
+		{"no timeout", func(c *Common) { c.Timeout = 0 }, "-timeout:"},
+		{"timeout too long", func(c *Common) { c.Timeout = time.Hour }, "-timeout:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good
@@ -104,7 +107,7 @@ func TestMainFlags(t *testing.T) {
 // TestMainPrintsTheLine: a session that answers prints one result line (with its extra) and exits 0;
 // one that cannot open exits 1.
 func TestMainPrintsTheLine(t *testing.T) {
-	c := Common{Senders: 1, Size: 1, Duration: 20 * time.Millisecond}
+	c := Common{Senders: 1, Size: 1, Duration: 20 * time.Millisecond, Timeout: time.Second}
 	var out, errb bytes.Buffer
 	closed := false
 	code := Main("x", c, func(Common) (Session, error) {
@@ -117,5 +120,25 @@ func TestMainPrintsTheLine(t *testing.T) {
 	code = Main("x", c, func(Common) (Session, error) { return Session{}, errors.New("refused") }, &out, &errb)
 	if code != 1 || !strings.Contains(errb.String(), "refused") {
 		t.Errorf("failed open: exit %d stderr %q", code, errb.String())
+	}
+}
+
+// TestCommonHelpers: the body has Size bytes, and Timed gives every send a context with the deadline.
+func TestCommonHelpers(t *testing.T) {
+	c := Common{Size: 100, Timeout: time.Minute}
+	if b := c.Body(); len(b) != 100 || strings.Trim(string(b), "x") != "" {
+		t.Errorf("body %q", b)
+	}
+	var left time.Duration
+	err := c.Timed(func(ctx context.Context, i int) error {
+		d, ok := ctx.Deadline()
+		if !ok || i != 3 {
+			return errors.New("no deadline or wrong sender")
+		}
+		left = time.Until(d)
+		return nil
+	})(3)
+	if err != nil || left <= 0 || left > time.Minute {
+		t.Errorf("Timed: err %v, deadline in %v: want nil and within the minute", err, left)
 	}
 }

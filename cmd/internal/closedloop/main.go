@@ -1,17 +1,21 @@
 package closedloop
 
 import (
+	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"time"
 )
 
-// Common are the flags every direct client takes (-c, -size, -d, -warmup), with the same defaults.
+// Common are the flags every direct client takes (-c, -size, -d, -warmup, -timeout), with the same
+// defaults.
 type Common struct {
 	Senders          int
 	Size             int
 	Duration, Warmup time.Duration
+	Timeout          time.Duration // per send (and for opening the connections)
 }
 
 // MaxSize bounds -size: the anchors send 100-byte messages; a few MiB is every broker's limit.
@@ -23,12 +27,28 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Size, "size", 100, "message size in bytes")
 	fs.DurationVar(&c.Duration, "d", 10*time.Second, "measured duration")
 	fs.DurationVar(&c.Warmup, "warmup", 3*time.Second, "unmeasured warm-up before it")
+	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "per send, for clients that take a deadline (and for dialling): a send not answered by then fails")
+}
+
+// Body is the message every send carries: Size bytes of 'x'.
+func (c Common) Body() []byte { return bytes.Repeat([]byte{'x'}, c.Size) }
+
+// Timed is a Session.Send that gives each send a context ending after Timeout.
+func (c Common) Timed(send func(ctx context.Context, i int) error) func(int) error {
+	return func(i int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+		defer cancel()
+		return send(ctx, i)
+	}
 }
 
 // Validate names the first bad flag.
 func (c Common) Validate() error {
 	if c.Size < 0 || c.Size > MaxSize {
 		return fmt.Errorf("-size: must be 0..%d, got %d", MaxSize, c.Size)
+	}
+	if c.Timeout <= 0 || c.Timeout > time.Minute {
+		return fmt.Errorf("-timeout: must be > 0 and <= 1m, got %v", c.Timeout)
 	}
 	return Options{Senders: c.Senders, Duration: c.Duration, Warmup: c.Warmup, Send: func(int) error { return nil }}.Validate()
 }
