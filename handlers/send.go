@@ -217,8 +217,8 @@ func (s *Server) sendNHost(n int) handlerFunc {
 		}
 		hosts := req.pub.Hosts()
 		if len(hosts) < n {
-			// The setting named is the one that points at the broker's hosts (kafka.brokers: the
-			// cluster's brokers behind it are the hosts).
+			// The setting named is the entry's addresses setting, the one that points at the hosts
+			// (for a cluster, its bootstrap or name-server list: the hosts are the brokers behind it).
 			setting := req.broker + ".hosts"
 			if b := brokers.Lookup(req.broker); b != nil {
 				setting = b.AddrsSetting()
