@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/publishers"
@@ -338,6 +339,56 @@ func (h *Kafka) KillHost(t testing.TB, host int) {
 // StartHost starts what of the cluster is not running (scripts/kafka.sh start: only the stopped
 // broker) and returns once every broker is registered and unfenced.
 func (h *Kafka) StartHost(t testing.TB, host int) { t.Helper(); h.run(t, 3*time.Minute, "start") }
+
+// LaunchHost starts the broker as StartHost does, but returns as soon as the broker answers on its
+// address again, without waiting for the script's readiness probe (a JVM of Kafka's tools: seconds),
+// so the fault tests' load shows when it takes records again. The script is waited for at the end of
+// the test, and its failure fails it.
+func (h *Kafka) LaunchHost(t testing.TB, host int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	cmd := exec.CommandContext(ctx, "bash", h.script, "start")
+	cmd.Env = append(os.Environ(), h.Env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("scripts/kafka.sh start: %v", err)
+	}
+	ended := make(chan struct{})
+	var err error
+	go func() { err = cmd.Wait(); close(ended) }()
+	t.Cleanup(func() {
+		defer cancel()
+		<-ended
+		if err != nil {
+			t.Errorf("scripts/kafka.sh start: %v\n%s", err, out.String())
+		}
+	})
+	Eventually(t, 3*time.Minute, fmt.Sprintf("broker-%d answering on %s", h.nodes[host], h.hosts[host]), func() error {
+		select {
+		case <-ended:
+			if err != nil {
+				t.Fatalf("scripts/kafka.sh start: %v\n%s", err, out.String())
+			}
+		default:
+		}
+		return h.answers(host)
+	})
+}
+
+// answers asks host's broker alone for its API versions, on a connection of its own.
+func (h *Kafka) answers(host int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.hosts[host]), kgo.DialTimeout(time.Second))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+	return err
+}
 
 // FreezeHost stops the broker's JVM with SIGSTOP: its connections stay open and nothing is answered.
 // The freezes here are shorter than the controller's broker session timeout (9 s), so the broker is
