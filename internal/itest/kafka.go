@@ -216,7 +216,9 @@ func (h *Kafka) CheckTracked(t testing.TB) {
 			}
 		}
 	}
-	t.Logf("%s: %d topics, %d records, each partition as acknowledged", who, len(tracked), records)
+	if !t.Failed() {
+		t.Logf("%s: %d topics, %d records, each partition as acknowledged", who, len(tracked), records)
+	}
 }
 
 // toolOffsets runs scripts/kafka.sh tool GetOffsetShell once for topics (a regular expression naming
