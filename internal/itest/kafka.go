@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -40,6 +41,7 @@ type Kafka struct {
 	script    string
 	hosts     []string
 	nodes     []int32
+	cl        *kgo.Client
 	adm       *kadm.Client
 
 	mu      sync.Mutex
@@ -55,7 +57,7 @@ func NewKafka(t testing.TB, bootstrap []string, env []string) *Kafka {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	h := &Kafka{Bootstrap: bootstrap, Env: env, adm: kadm.NewClient(cl)}
+	h := &Kafka{Bootstrap: bootstrap, Env: env, cl: cl, adm: kadm.NewClient(cl)}
 	if env != nil {
 		_, file, _, _ := runtime.Caller(0)
 		h.script = filepath.Join(filepath.Dir(file), "..", "..", "scripts", "kafka.sh")
@@ -88,33 +90,52 @@ func (h *Kafka) Configure(cfg *config.Config) {
 	cfg.Kafka.Brokers = h.Bootstrap
 }
 
-// partitions maps each partition of topic to its first replica's node id (nil: no such topic).
+// partitions maps each partition of topic to its first replica's node id (nil: no such topic). Every
+// broker is asked: right after a topic is created, one whose metadata lags behind the controller's
+// may not know it yet, and that must not read as "nothing stored".
 func (h *Kafka) partitions(t testing.TB, topic string) map[int32]int32 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	md, err := h.adm.Metadata(ctx, topic)
-	if err != nil {
-		t.Fatalf("metadata of %s: %v", topic, err)
-	}
-	td, ok := md.Topics[topic]
-	if !ok || td.Err != nil {
-		return nil // unknown topic: nothing was stored there
-	}
-	out := map[int32]int32{}
-	for _, p := range td.Partitions {
-		if len(p.Replicas) == 0 {
-			t.Fatalf("%s/%d has no replicas", topic, p.Partition)
+	var out map[int32]int32
+	Eventually(t, 10*time.Second, "metadata of "+topic, func() error {
+		out = nil
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, node := range h.nodes {
+			req := kmsg.NewPtrMetadataRequest()
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(topic)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, h.cl.Broker(int(node)))
+			if err != nil {
+				return fmt.Errorf("broker %d: %w", node, err)
+			}
+			if len(resp.Topics) != 1 {
+				return fmt.Errorf("broker %d: %d topics in the answer", node, len(resp.Topics))
+			}
+			rt0 := resp.Topics[0]
+			if err := kerr.ErrorForCode(rt0.ErrorCode); errors.Is(err, kerr.UnknownTopicOrPartition) {
+				continue // unknown to this broker
+			} else if err != nil {
+				return fmt.Errorf("broker %d: %w", node, err) // e.g. LEADER_NOT_AVAILABLE while being created
+			}
+			out = map[int32]int32{}
+			for _, p := range rt0.Partitions {
+				if len(p.Replicas) == 0 {
+					return fmt.Errorf("%s/%d has no replicas", topic, p.Partition)
+				}
+				out[p.Partition] = p.Replicas[0]
+			}
+			return nil
 		}
-		out[p.Partition] = p.Replicas[0]
-	}
+		return nil // unknown to every broker: nothing was stored there
+	})
 	return out
 }
 
-// endOffsets are topic's end offsets per partition, from the cluster (ListOffsets, latest). A
-// partition just created may not be hosted by its leader yet (UNKNOWN_TOPIC_OR_PARTITION, retriable):
-// it is asked again, for at most 10 s.
-func (h *Kafka) endOffsets(t testing.TB, topic string) map[int32]int64 {
+// endOffsets are the end offsets of topic's partitions parts, from the cluster (ListOffsets, latest).
+// A partition just created may not be hosted by its leader yet (UNKNOWN_TOPIC_OR_PARTITION,
+// retriable), or the client's metadata may not name it yet: it is asked again, for at most 10 s.
+func (h *Kafka) endOffsets(t testing.TB, topic string, parts map[int32]int32) map[int32]int64 {
 	t.Helper()
 	var out map[int32]int64
 	Eventually(t, 10*time.Second, "end offsets of "+topic, func() error {
@@ -134,6 +155,11 @@ func (h *Kafka) endOffsets(t testing.TB, topic string) map[int32]int64 {
 		if err != nil && !kerr.IsRetriable(err) {
 			t.Fatalf("end offsets of %s: %v", topic, err)
 		}
+		for p := range parts {
+			if _, ok := out[p]; !ok && err == nil {
+				err = fmt.Errorf("no end offset of %s/%d yet", topic, p)
+			}
+		}
 		return err
 	})
 	return out
@@ -148,7 +174,7 @@ func (h *Kafka) Stored(t testing.TB, host int, topic string) int {
 	if parts == nil {
 		return 0
 	}
-	offs := h.endOffsets(t, topic)
+	offs := h.endOffsets(t, topic, parts)
 	n := int64(0)
 	for p, node := range parts {
 		if node == h.nodes[host] {
@@ -199,7 +225,7 @@ func (h *Kafka) CheckTracked(t testing.TB) {
 		who = "end offsets"
 		got = map[string]map[int32]int64{}
 		for topic := range tracked {
-			got[topic] = h.endOffsets(t, topic)
+			got[topic] = h.endOffsets(t, topic, h.partitions(t, topic))
 		}
 	}
 	records := 0
