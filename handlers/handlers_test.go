@@ -337,29 +337,40 @@ func TestHostRoundRobin(t *testing.T) {
 	})
 }
 
+// TestTooFewHosts: an endpoint needing more hosts than the broker has answers 503 naming the setting
+// that points at the broker's hosts (its registry entry's: nsq.hosts, kafka.brokers, ...).
 func TestTooFewHosts(t *testing.T) {
 	for _, tc := range []struct {
+		broker     string
 		path       string
 		hosts      int
 		need, have string
+		field      string
 	}{
-		{"/send2Host", 1, "2", "1"},
-		{"/send3Host", 1, "3", "1"},
-		{"/send3Host", 2, "3", "2"},
+		{"nsq", "/send2Host", 1, "2", "1", "nsq.hosts"},
+		{"nsq", "/send3Host", 1, "3", "1", "nsq.hosts"},
+		{"nsq", "/send3Host", 2, "3", "2", "nsq.hosts"},
+		{"kafka", "/send3Host", 2, "3", "2", "kafka.brokers"},
+		{"rocketmq", "/send2Host", 1, "2", "1", "rocketmq.name_servers"},
 	} {
-		t.Run(fmt.Sprintf("%s with %d", tc.path, tc.hosts), func(t *testing.T) {
-			ts := newServer(t, newFake(tc.hosts))
+		t.Run(fmt.Sprintf("%s %s with %d", tc.broker, tc.path, tc.hosts), func(t *testing.T) {
+			ts := newServer(t, newFake(tc.hosts), func(o *handlers.Options) {
+				o.Publishers = map[string]publishers.Publisher{tc.broker: o.Publishers["nsq"]}
+				o.DefaultBroker = tc.broker
+				o.Setup = map[string]any{tc.broker: map[string]any{"embedded": false}}
+			})
 			for _, method := range []string{http.MethodGet, http.MethodPost} {
 				w := ts.do(method, tc.path, "")
 				if w.Code != http.StatusServiceUnavailable {
 					t.Fatalf("status %d, want 503: %s", w.Code, w.Body)
 				}
 				r := decode(t, w)
-				if field(r) != "nsq.hosts" {
-					t.Errorf("field %q, want nsq.hosts", field(r))
+				if field(r) != tc.field {
+					t.Errorf("field %q, want %s", field(r), tc.field)
 				}
-				if !strings.Contains(r.Error, tc.need) || !strings.Contains(r.Error, tc.have) || !strings.Contains(r.Error, tc.path) {
-					t.Errorf("error %q should name %s, %s and %s", r.Error, tc.path, tc.need, tc.have)
+				if !strings.Contains(r.Error, tc.need) || !strings.Contains(r.Error, tc.have) || !strings.Contains(r.Error, tc.path) ||
+					!strings.Contains(r.Error, tc.field) {
+					t.Errorf("error %q should name %s, %s, %s and %s", r.Error, tc.path, tc.need, tc.have, tc.field)
 				}
 			}
 			if c := ts.pub.Calls(); len(c) != 0 {

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 // payload returns the body of one message: the request body, or a generated payload with a new id.
@@ -215,8 +217,14 @@ func (s *Server) sendNHost(n int) handlerFunc {
 		}
 		hosts := req.pub.Hosts()
 		if len(hosts) < n {
-			return &Error{Status: http.StatusServiceUnavailable, Field: req.broker + ".hosts",
-				Msg: fmt.Sprintf("%s needs %d %s hosts, %s.hosts has %d", cut(r.URL.Path), n, req.broker, req.broker, len(hosts))}
+			// The setting named is the entry's addresses setting, the one that points at the hosts
+			// (for a cluster, its bootstrap or name-server list: the hosts are the brokers behind it).
+			setting := req.broker + ".hosts"
+			if b := brokers.Lookup(req.broker); b != nil {
+				setting = b.AddrsSetting()
+			}
+			return &Error{Status: http.StatusServiceUnavailable, Field: setting,
+				Msg: fmt.Sprintf("%s needs %d %s hosts, %s gives %d", cut(r.URL.Path), n, req.broker, setting, len(hosts))}
 		}
 		return s.publishOne(w, r, &req, seq.next(n))
 	}

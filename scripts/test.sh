@@ -178,6 +178,11 @@ export KAFKA_TLS_PORT="${KAFKA_TLS_PORT:-$((KAFKA_PORT + 100))}" KAFKA_DATA=$RUN
 start_bg kafka
 export KAFKA_SCRIPT=$PWD/scripts/kafka.sh MQTARGET_KAFKA_TEST_BROKERS="127.0.0.1:$KAFKA_PORT" \
   KAFKA_TLS_BROKERS="127.0.0.1:$KAFKA_TLS_PORT" KAFKA_TLS_CA="$KAFKA_DATA/tls/ca.pem"
+# internal/itest's Kafka: a cluster of its own (go test runs that package beside publishers/kafka,
+# whose tests kill and freeze the first one's brokers, and the other way round).
+kafka_http=(KAFKA_PORT=$((KAFKA_PORT + 200)) KAFKA_CONTROLLER_PORT=$((KAFKA_PORT + 202)) KAFKA_TLS_PORT= KAFKA_DATA="$RUN/kafka-http" KAFKA_BROKERS=2)
+start_instance kafka-http kafka "${kafka_http[@]}"
+export MQTARGET_KAFKA_TEST_HTTP_BROKERS="127.0.0.1:$((KAFKA_PORT + 200))" MQTARGET_KAFKA_TEST_HTTP_ENV="${kafka_http[*]}"
 nats_port=${NATS_PORT:-4222} nats_mon=${NATS_MONITOR_PORT:-8222}
 start_instance nats-1 nats NATS_PORT=$((nats_port + 1)) NATS_MONITOR_PORT=$((nats_mon + 1)) NATS_DATA="$RUN/nats-1"
 export NATS_PORT=$nats_port NATS_MONITOR_PORT=$nats_mon NATS_DATA=$RUN/nats # the first: the kill test restarts it
@@ -214,7 +219,7 @@ wait_broker artemis
 wait_broker activemq
 wait_broker rabbitmq
 wait_broker rocketmq
-for b in kafka nats nats-1 mosquitto-0 mosquitto-1; do wait_broker "$b"; done
+for b in kafka kafka-http nats nats-1 mosquitto-0 mosquitto-1; do wait_broker "$b"; done
 
 step "go test"
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags

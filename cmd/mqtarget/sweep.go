@@ -126,6 +126,22 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // startForSweep starts a mqtarget on 127.0.0.1 with embedded servers for the spec's brokers (nil and the
 // exit code when it cannot).
 func startForSweep(spec sweep.Spec, settings []string, stderr io.Writer) (*serve.App, int) {
+	cfg, code, ok := sweepConfig(spec, settings, stderr)
+	if !ok {
+		return nil, code
+	}
+	a, err := serve.Start(cfg, newLogger(cfg.Log, stderr))
+	if err != nil {
+		fmt.Fprintf(stderr, "mqtarget sweep: in-process mqtarget: %v\n", err)
+		return nil, 1
+	}
+	return a, 0
+}
+
+// sweepConfig is the configuration of the in-process mqtarget for spec: settings, the spec's first
+// broker the default and the others without addresses embedded beside it (false and the exit code
+// when there is none: -help, bad settings, a broker nothing can serve).
+func sweepConfig(spec sweep.Spec, settings []string, stderr io.Writer) (config.Config, int, bool) {
 	bad := badInput(stderr, "mqtarget sweep")
 	loadConfig := func(args []string) (config.Config, error) {
 		base := []string{"-http.addr", "127.0.0.1:0", "-log.level", "warn"}
@@ -136,16 +152,16 @@ func startForSweep(spec sweep.Spec, settings []string, stderr io.Writer) (*serve
 	// First the settings alone, to tell a broker nothing can serve from a bad setting.
 	cfg, err := loadConfig(nil)
 	if errors.Is(err, flag.ErrHelp) {
-		return nil, 0
+		return cfg, 0, false
 	}
 	if err != nil {
-		return nil, bad("settings: %v", err)
+		return cfg, bad("settings: %v", err), false
 	}
 	for i, name := range spec.Axes.Brokers {
 		b := brokers.Lookup(name)
 		if len(b.Addrs(&cfg.Sections)) == 0 && b.Embedded(&cfg.Sections) == 0 {
-			return nil, bad("axes.brokers[%d]: %s has no embedded server; give the spec a url (a mqtarget serving it) or -%s",
-				i, name, b.AddrsSetting())
+			return cfg, bad("axes.brokers[%d]: %s has no embedded server; give the spec a url (a mqtarget serving it) or -%s",
+				i, name, b.AddrsSetting()), false
 		}
 	}
 	if b := spec.Axes.Brokers; len(b) > 0 {
@@ -161,13 +177,8 @@ func startForSweep(spec sweep.Spec, settings []string, stderr io.Writer) (*serve
 			args = append(args, "-embedded_brokers", strings.Join(embedded, ","))
 		}
 		if cfg, err = loadConfig(args); err != nil {
-			return nil, bad("settings: %v", err)
+			return cfg, bad("settings: %v", err), false
 		}
 	}
-	a, err := serve.Start(cfg, newLogger(cfg.Log, stderr))
-	if err != nil {
-		fmt.Fprintf(stderr, "mqtarget sweep: in-process mqtarget: %v\n", err)
-		return nil, 1
-	}
-	return a, 0
+	return cfg, 0, true
 }

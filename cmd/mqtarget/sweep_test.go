@@ -7,8 +7,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mqtarget/mqtarget/internal/drive/sweep"
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 // TestSweepCommandEmbedded is the smoke sweep in miniature: no url, so mqtarget starts in-process with
@@ -134,5 +138,73 @@ func TestSweepCommandRunWithout2xx(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "summary.md")); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestClassicSweeps keeps the three classic sweeps of scripts/sweeps/ valid with the real broker list:
+// each names nsq, rocketmq, stomp and kafka; with the settings threads.yaml's own example command gives,
+// the in-process mqtarget's configuration is valid (the spec's first broker the default, those without
+// addresses embedded beside it, the others pointed at their clusters); without -kafka.brokers the
+// sweep is refused (exit 2) naming it, as Kafka has no embedded server.
+func TestClassicSweeps(t *testing.T) {
+	specs := map[string]sweep.Spec{}
+	for _, name := range []string{"threads.yaml", "length.yaml", "topics.yaml"} {
+		text, err := os.ReadFile(filepath.Join("..", "..", "scripts", "sweeps", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := sweep.Parse(text, func(b string) bool { return brokers.Lookup(b) != nil })
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, b := range []string{"nsq", "rocketmq", "stomp", "kafka"} {
+			if !slices.Contains(s.Axes.Brokers, b) {
+				t.Errorf("%s: axes.brokers %v lacks %s", name, s.Axes.Brokers, b)
+			}
+		}
+		if s.URL != "" {
+			t.Errorf("%s: url %q: a classic sweep runs against what its command line names", name, s.URL)
+		}
+		specs[name] = s
+	}
+	// The settings of threads.yaml's example: the words after the spec's path on its "mqtarget sweep" line.
+	text, _ := os.ReadFile(filepath.Join("..", "..", "scripts", "sweeps", "threads.yaml"))
+	var settings []string
+	for line := range strings.SplitSeq(string(text), "\n") {
+		if _, cmd, ok := strings.Cut(line, "mqtarget sweep -o out/threads scripts/sweeps/threads.yaml"); ok && strings.HasPrefix(line, "#") {
+			settings = strings.Fields(cmd)
+			break
+		}
+	}
+	if !slices.Contains(settings, "-kafka.brokers") || !slices.Contains(settings, "-rocketmq.name_servers") {
+		t.Fatalf("threads.yaml's example command gives settings %q, want -rocketmq.name_servers and -kafka.brokers", settings)
+	}
+	for name, s := range specs {
+		t.Run(name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			cfg, code, ok := sweepConfig(s, settings, &stderr)
+			if !ok {
+				t.Fatalf("with %q: exit %d: %s", settings, code, stderr.String())
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("with %q: %v", settings, err)
+			}
+			if cfg.Broker != s.Axes.Brokers[0] {
+				t.Errorf("default broker %q, want the spec's first, %s", cfg.Broker, s.Axes.Brokers[0])
+			}
+			for _, b := range s.Axes.Brokers {
+				e := brokers.Lookup(b)
+				if !e.Enabled(&cfg.Sections) && !slices.Contains(cfg.EmbeddedBrokers, b) && cfg.Broker != b {
+					t.Errorf("%s is neither pointed at nor embedded: %v", b, cfg.EmbeddedBrokers)
+				}
+			}
+			stderr.Reset()
+			without := slices.Clone(settings)
+			i := slices.Index(without, "-kafka.brokers")
+			without = slices.Delete(without, i, i+2)
+			if _, code, ok := sweepConfig(s, without, &stderr); ok || code != 2 || !strings.Contains(stderr.String(), "-kafka.brokers") {
+				t.Errorf("without -kafka.brokers: ok %v, exit %d, %q; want exit 2 naming -kafka.brokers", ok, code, stderr.String())
+			}
+		})
 	}
 }

@@ -320,7 +320,7 @@ func RunBadInput(t *testing.T, h Harness) {
 		status int
 		field  string
 	}{
-		{"unknown broker", "GET", "/send1?broker=kafka", nil, 400, "broker"},
+		{"unknown broker", "GET", "/send1?broker=pulsar", nil, 400, "broker"},
 		{"bad topic", "GET", "/send1?topic=" + h.InvalidTopic(), nil, 400, "topic"},
 		{"empty topic", "GET", "/send1?topic=", nil, 400, "topic"},
 		{"bad topic2", "GET", "/send2Topic?topic2=" + h.InvalidTopic(), nil, 400, "topic2"},

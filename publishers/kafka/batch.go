@@ -50,11 +50,11 @@ func recordBatch(bodies [][]byte, now time.Time) []byte {
 func (p *Publisher) produceBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
 	for try := 1; ; try++ {
 		err := p.produceBatchOnce(ctx, host, topic, bodies)
-		// NOT_LEADER_FOR_PARTITION and UNKNOWN_TOPIC_OR_PARTITION are the broker's word that it appended
-		// nothing, so the batch may go again (no duplicate) to the leader a fresh lookup names: right
-		// after mqtarget creates a topic, one broker's metadata names a leader that is not leading yet.
-		if try >= batchTries || ctx.Err() != nil ||
-			!errors.Is(err, kerr.NotLeaderForPartition) && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		// NOT_LEADER_FOR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION and UNKNOWN_TOPIC_ID are the broker's word
+		// that it appended nothing, so the batch may go again (no duplicate) to the leader a fresh lookup
+		// names: right after mqtarget creates a topic, one broker's metadata names a leader that is not
+		// leading yet, or that does not know the topic's id yet (produce v13, Kafka 4).
+		if try >= batchTries || ctx.Err() != nil || !notYetKnown(err) {
 			return err
 		}
 		select {
@@ -134,12 +134,18 @@ func (p *Publisher) checkProduce(resp *kmsg.ProduceResponse, topic string, st *t
 		return kind(publishers.ErrUnavailable, fmt.Errorf("kafka: the produce answer is not for %s/%d: %d topics", topic, part, len(resp.Topics)))
 	}
 	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
-		if errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.UnknownTopicOrPartition) {
+		if notYetKnown(err) {
 			p.forget(topic, st) // the leader moved, or the topic went: look it up again next time
 		}
 		return classify(fmt.Errorf("kafka: produce to %s/%d: %w", topic, part, err))
 	}
 	return nil
+}
+
+// notYetKnown: the broker refused a produce as not its partition's, appending nothing.
+func notYetKnown(err error) bool {
+	return errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.UnknownTopicOrPartition) ||
+		errors.Is(err, kerr.UnknownTopicID)
 }
 
 // forget drops topic's partition map if it is st.

@@ -15,8 +15,10 @@ var Broker = &publishers.Broker{
 	Group:    "Kafka consumer group",
 	// The integration tests read MQTARGET_KAFKA_TEST_BROKERS (not kafka.brokers' own
 	// MQTARGET_KAFKA_BROKERS, which would turn Kafka on in every mqtarget the other tests start) and
-	// KAFKA_* names that are not mqtarget's.
-	Env: []string{"KAFKA_TEST_BROKERS"},
+	// KAFKA_* names that are not mqtarget's; internal/itest's HTTP suite reads
+	// MQTARGET_KAFKA_TEST_HTTP_BROKERS and MQTARGET_KAFKA_TEST_HTTP_ENV (its own cluster, and the
+	// KAFKA_* settings scripts/kafka.sh started it with).
+	Env: []string{"KAFKA_TEST_BROKERS", "KAFKA_TEST_HTTP_BROKERS", "KAFKA_TEST_HTTP_ENV"},
 	Hooks: publishers.Hooks{
 		Default:  func() any { return DefaultConfig() },
 		Addrs:    func(sec any) []string { return sec.(*Config).Brokers },

@@ -28,6 +28,7 @@ var unavailableCodes = map[int16]bool{
 	kerr.ReplicaNotAvailable.Code:          true,
 	kerr.ThrottlingQuotaExceeded.Code:      true,
 	kerr.UnknownTopicOrPartition.Code:      true, // deleted under us, or not yet known to this broker
+	kerr.UnknownTopicID.Code:               true, // the same, named by id (produce v13)
 	kerr.OffsetNotAvailable.Code:           true,
 	kerr.PreferredLeaderNotAvailable.Code:  true,
 	kerr.EligibleLeadersNotAvailable.Code:  true,

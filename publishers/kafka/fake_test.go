@@ -40,6 +40,10 @@ type fakeBroker struct {
 	done  chan struct{}
 	once  sync.Once
 
+	// refuse produce partitions with refuseCode this many more times (then store), armed or not
+	refuse     atomic.Int32
+	refuseCode int16
+
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	stored map[string]int   // by body
@@ -290,6 +294,8 @@ func (fc *fakeConn) answer(req kmsg.Request) (kmsg.Response, bool) {
 				p := kmsg.NewProduceResponseTopicPartition()
 				p.Partition = rp.Partition
 				switch {
+				case f.refuse.Load() > 0 && f.refuse.Add(-1) >= 0:
+					p.ErrorCode = f.refuseCode
 				case bad && f.m == reject:
 					p.ErrorCode = kerr.CorruptMessage.Code
 				case bad && f.m == notLeader:

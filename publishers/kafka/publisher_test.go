@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/goleak"
 
 	"github.com/mqtarget/mqtarget/publishers"
@@ -287,5 +288,41 @@ func TestBatchOneRequest(t *testing.T) {
 	t.Logf("records of the batches per produce request: %v", f.requests("batch"))
 	if split > 0 {
 		t.Errorf("%d produce requests held part of a batch", split)
+	}
+}
+
+// TestBatchNotYetKnown: right after mqtarget creates a topic, the broker its metadata names as leader
+// may not lead the partition yet (NOT_LEADER_OR_FOLLOWER) or not know the topic's id yet
+// (UNKNOWN_TOPIC_ID, Kafka 4 with produce v13): it appended nothing, so the batch goes again, and is
+// stored once; refused past the tries, it is unavailable (503), not a refusal of the records (502).
+func TestBatchNotYetKnown(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		code    int16
+		refusal int32
+		want    error
+	}{
+		{"not the leader twice", kerr.NotLeaderForPartition.Code, 2, nil},
+		{"unknown topic id twice", kerr.UnknownTopicID.Code, 2, nil},
+		{"unknown topic id forever", kerr.UnknownTopicID.Code, 1000, publishers.ErrUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, p := fakePublisher(t, pt.Honest, 0)
+			defer p.Close()
+			f.refuseCode = tc.code
+			f.refuse.Store(tc.refusal)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := p.PublishBatch(ctx, 0, "fresh", [][]byte{[]byte("n1"), []byte("n2")})
+			if !anyOf(err, tc.want) {
+				t.Fatalf("PublishBatch: %v, want %v", err, tc.want)
+			}
+			stored := f.Stored()
+			for _, b := range []string{"n1", "n2"} {
+				if want := map[bool]int{true: 1, false: 0}[tc.want == nil]; stored[b] != want {
+					t.Errorf("%q stored %d times, want %d", b, stored[b], want)
+				}
+			}
+		})
 	}
 }

@@ -11,7 +11,10 @@ import (
 	"time"
 )
 
-func known(name string) bool { return slices.Contains([]string{"nsq", "stomp", "rocketmq"}, name) }
+// known stands for the broker list (cmd/mqtarget checks the example specs against the real one).
+func known(name string) bool {
+	return slices.Contains([]string{"nsq", "stomp", "rocketmq", "kafka"}, name)
+}
 
 const validSpec = `
 title: t
