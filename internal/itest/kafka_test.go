@@ -33,6 +33,7 @@ func kafkaCluster(t *testing.T) *Kafka {
 // by GetOffsetShell, are exactly the 2xx answers per host), bad input, the async drain at shutdown,
 // and the endpoints that need more hosts than the cluster has brokers.
 func TestKafka(t *testing.T) {
+	Lane(t, "kafka")
 	h := kafkaCluster(t)
 	t.Run("delivery", func(t *testing.T) {
 		h.Track()
@@ -76,12 +77,14 @@ func TestKafkaFaults(t *testing.T) {
 
 // TestRoundTripKafka: the batch experiment, /sendRoundTrip and consume.Run against the cluster.
 func TestRoundTripKafka(t *testing.T) {
+	Lane(t, "kafka")
 	RunRoundTrip(t, kafkaCluster(t))
 }
 
 // TestKafkaConsumer: the product's publisher and group consumer, every record back once from the host
 // it was published to.
 func TestKafkaConsumer(t *testing.T) {
+	Lane(t, "kafka")
 	h := kafkaCluster(t)
 	cfg := kafka.DefaultConfig()
 	cfg.Brokers = h.Bootstrap
