@@ -2,8 +2,10 @@
 # STOMP anchor benchmark (docs/benchmarks.md "Anchors with tails", issue #21 item 2; the throughput anchor
 # of issue #8 item 5): for each N, in the order direct, mqtarget, mqtarget, direct, against one private
 # Artemis (scripts/artemis.sh, its instance in a temporary directory) with 100-byte messages, each run to
-# a fresh destination (/queue/PREFIX-nN-R; nobody consumes, so no run pays for the backlog an earlier run
-# left, and Artemis slowing as a queue fills hits both sides alike):
+# a fresh destination (/topic/PREFIX-nN-R by default: an address without subscribers keeps nothing, so
+# the broker's state favours neither side. Queues keep every message, and a private Artemis with the
+# default 512M heap starts paging every address once they hold 256 MiB, about 220 000 messages of 100 B,
+# which a full run exceeds: from then on every SEND costs ~4.5 ms, for both sides):
 #   - a direct go-stomp client (cmd/bench-stompanchor: one connection per sender, SEND with a receipt,
 #     waiting for it), p50 / p99 / p99.9 from its own histogram;
 #   - wrk -cN on mqtarget's /send1?broker=stomp (200 on the receipt);
@@ -18,7 +20,7 @@
 #       --topic     destination name prefix [anchor-stomp]  (BENCH_TOPIC)
 #       --broker-warmup  seconds of an unrecorded direct run at the largest N first, 0..600 [10]
 #                   (BENCH_BROKER_WARMUP): run 1 does not pay for a cold broker
-# Environment: BENCH_STOMP_PREFIX [/queue/] (or /topic/: addresses without subscribers); the private
+# Environment: BENCH_STOMP_PREFIX [/topic/] (or /queue/: read the paging note above); the private
 #   broker's ARTEMIS_STOMP_PORT [23313] (ARTEMIS_CORE_PORT: STOMP port + 3), ARTEMIS_LOGIN, ARTEMIS_PASSCODE,
 #   ARTEMIS_HEAP, ARTEMIS_START_TIMEOUT, ARTEMIS_STOP_TIMEOUT (scripts/artemis.sh); BENCH_FRESH=0 (one
 #   destination for all runs: then the queue is drained before every run).
@@ -33,7 +35,7 @@ export ARTEMIS_CORE_PORT="${ARTEMIS_CORE_PORT:-$((ARTEMIS_STOMP_PORT + 3))}"
 export ARTEMIS_LOGIN="${ARTEMIS_LOGIN:-artemis}" ARTEMIS_PASSCODE="${ARTEMIS_PASSCODE:-artemis}"
 check_port ARTEMIS_STOMP_PORT
 check_port ARTEMIS_CORE_PORT
-PREFIX="${BENCH_STOMP_PREFIX:-/queue/}"
+PREFIX="${BENCH_STOMP_PREFIX:-/topic/}"
 [[ "$PREFIX" == /queue/ || "$PREFIX" == /topic/ ]] || usage_error BENCH_STOMP_PREFIX "/queue/ or /topic/, got '$PREFIX'"
 STARTED=0
 on_exit() { if ((STARTED)); then scripts/artemis.sh stop >&2; fi; }
