@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/mqtarget/mqtarget/internal/testlane"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nsq"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
@@ -65,6 +66,7 @@ func (b nsqCounted) Consume(t testing.TB, host int, topic string, want int, dead
 }
 
 func TestConformanceArtemis(t *testing.T) {
+	testlane.Lock(t, "artemis") // not parallel (process-wide checks), but a turn against other packages
 	addr, login, pass, ctl := realBroker(t, "artemis", "ARTEMIS")
 	h := &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass, Persistent: true, Ctl: []BrokerControl{ctl}}
 	f := publishertest.Features{
@@ -92,6 +94,7 @@ func TestConformanceArtemis(t *testing.T) {
 
 // TestConformanceRocketMQ freezes broker-a through scripts/rocketmq.sh pid, as TestRocketMQ does.
 func TestConformanceRocketMQ(t *testing.T) {
+	testlane.Lock(t, "rocketmq") // not parallel (process-wide checks), but a turn against other packages
 	ns := rocketmqNamesrv(t)
 	h := NewRocketMQ(t, ns)
 	const sendTimeout = 2 * time.Second

@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"github.com/mqtarget/mqtarget/internal/testlane"
 	"testing"
 )
 
@@ -20,6 +21,7 @@ func TestNSQFaults(t *testing.T) {
 // TestArtemisFaults kills and freezes the Artemis of scripts/artemis.sh (persistent messages: the
 // receipt follows the journal write).
 func TestArtemisFaults(t *testing.T) {
+	testlane.Lock(t, "artemis") // not parallel (process-wide checks), but a turn against other packages
 	addr, login, pass, ctl := realBroker(t, "artemis", "ARTEMIS")
 	h := &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass, Persistent: true, Ctl: []BrokerControl{ctl}}
 	RunFaults(t, h)
@@ -28,6 +30,7 @@ func TestArtemisFaults(t *testing.T) {
 // TestRocketMQFaults kills and freezes broker-a (host 0; single-host endpoints publish to it) while
 // broker-b runs on.
 func TestRocketMQFaults(t *testing.T) {
+	testlane.Lock(t, "rocketmq") // not parallel (process-wide checks), but a turn against other packages
 	h := NewRocketMQ(t, rocketmqNamesrv(t))
 	RunFaults(t, h)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mqtarget/mqtarget/internal/testlane"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/kafka"
 )
@@ -33,7 +34,7 @@ func kafkaCluster(t *testing.T) *Kafka {
 // by GetOffsetShell, are exactly the 2xx answers per host), bad input, the async drain at shutdown,
 // and the endpoints that need more hosts than the cluster has brokers.
 func TestKafka(t *testing.T) {
-	Lane(t, "kafka")
+	Lane(t, "kafka-http")
 	h := kafkaCluster(t)
 	t.Run("delivery", func(t *testing.T) {
 		h.Track()
@@ -68,6 +69,7 @@ func TestKafka(t *testing.T) {
 // TestKafkaFaults kills broker 0 (host 0: the single-host endpoints publish to its partition) and
 // freezes it, under load through HTTP; broker 1 and the controller run on.
 func TestKafkaFaults(t *testing.T) {
+	testlane.Lock(t, "kafka-http") // not parallel (process-wide checks), but a turn against other packages
 	h := kafkaCluster(t)
 	if !h.CanStop() {
 		t.Fatal("MQTARGET_KAFKA_TEST_HTTP_ENV is not set: no broker to kill")
@@ -77,14 +79,14 @@ func TestKafkaFaults(t *testing.T) {
 
 // TestRoundTripKafka: the batch experiment, /sendRoundTrip and consume.Run against the cluster.
 func TestRoundTripKafka(t *testing.T) {
-	Lane(t, "kafka")
+	Lane(t, "kafka-http")
 	RunRoundTrip(t, kafkaCluster(t))
 }
 
 // TestKafkaConsumer: the product's publisher and group consumer, every record back once from the host
 // it was published to.
 func TestKafkaConsumer(t *testing.T) {
-	Lane(t, "kafka")
+	Lane(t, "kafka-http")
 	h := kafkaCluster(t)
 	cfg := kafka.DefaultConfig()
 	cfg.Brokers = h.Bootstrap

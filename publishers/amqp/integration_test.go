@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqtarget/mqtarget/internal/testlane"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
@@ -82,6 +83,7 @@ func freshName(prefix string) string {
 // TestIntegrationLedger: what Publish, PublishBatch and PublishAsync acknowledge to host k is exactly
 // what host k's queue holds, counted by rabbitmqctl, and no other host got any of it.
 func TestIntegrationLedger(t *testing.T) {
+	testlane.Lock(t, "rabbitmq") // the real brokers other packages stop and freeze too
 	urls := integrationURLs(t)
 	p, _ := newTestPublisher(t, urls, nil)
 	topic := freshName("ledger")
@@ -169,6 +171,7 @@ func TestIntegrationLedger(t *testing.T) {
 // no queue takes (mandatory, its queue deleted behind mqtarget's back), a queue declared with the
 // other durability, a reserved name.
 func TestIntegrationRefusals(t *testing.T) {
+	testlane.Lock(t, "rabbitmq") // the real brokers other packages stop and freeze too
 	urls := integrationURLs(t)
 	p, _ := newTestPublisher(t, urls[:1], nil)
 	srv, _ := parse(urls[0])
@@ -204,6 +207,7 @@ func TestIntegrationRefusals(t *testing.T) {
 // TestIntegrationConformance runs the shared suite (the broker side counted with this package's
 // consumer).
 func TestIntegrationConformance(t *testing.T) {
+	testlane.Lock(t, "rabbitmq") // the real brokers other packages stop and freeze too
 	urls := integrationURLs(t)
 	f := publishertest.Features{
 		Rejections: []publishertest.Rejection{
@@ -289,6 +293,7 @@ func (r rabbit) Consume(t testing.TB, host int, topic string, want int, deadline
 // durable queue: the ack came after the write to disk); what failed may or may not be held; the
 // publisher recovers without a restart of its own, and resends nothing.
 func TestIntegrationKill(t *testing.T) {
+	testlane.Lock(t, "rabbitmq") // the real brokers other packages stop and freeze too
 	if os.Getenv("MQTARGET_AMQP_KILL") == "" || os.Getenv("RABBITMQ_DATA") == "" {
 		t.Skip("MQTARGET_AMQP_KILL and RABBITMQ_DATA are not set (this test kills and restarts the node)")
 	}

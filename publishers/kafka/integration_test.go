@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
+	"github.com/mqtarget/mqtarget/internal/testlane"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/kafka"
 	pt "github.com/mqtarget/mqtarget/publishers/publishertest"
@@ -143,6 +144,7 @@ func leaders(t testing.TB, c kafka.Config, topic string) map[int32]int32 {
 // TestIntegrationLedger: for every host and method, the end offset of the partition led by that host's
 // broker equals what was acknowledged, and no other partition holds anything.
 func TestIntegrationLedger(t *testing.T) {
+	testlane.Lock(t, "kafka") // the real brokers other packages stop and freeze too
 	c := integrationConfig(t)
 	p := newPublisher(t, c)
 	defer p.Close()
@@ -241,6 +243,7 @@ func brokerAddr(t testing.TB, c kafka.Config, node int32) string {
 // TestIntegrationConsumer: what the publisher acknowledged comes back through the group consumer, each
 // record once, with Delivery.Host the host it was published to.
 func TestIntegrationConsumer(t *testing.T) {
+	testlane.Lock(t, "kafka") // the real brokers other packages stop and freeze too
 	c := integrationConfig(t)
 	p := newPublisher(t, c)
 	defer p.Close()
@@ -378,6 +381,7 @@ func smallTopic(t testing.TB, c kafka.Config) string {
 
 // TestIntegrationConformance runs the publishers' conformance suite against the cluster.
 func TestIntegrationConformance(t *testing.T) {
+	testlane.Lock(t, "kafka") // the real brokers other packages stop and freeze too
 	c := integrationConfig(t)
 	c.PublishTimeout = 3 * time.Second
 	k := &cluster{c: c, script: os.Getenv("KAFKA_SCRIPT")}
@@ -399,6 +403,7 @@ func TestIntegrationConformance(t *testing.T) {
 // timed out within publish_timeout, host 0's go on, and once the script started the broker again the
 // same publisher delivers to it, with its goroutines back to what they were. Needs KAFKA_SCRIPT.
 func TestIntegrationKill(t *testing.T) {
+	testlane.Lock(t, "kafka") // the real brokers other packages stop and freeze too
 	c := integrationConfig(t)
 	script := os.Getenv("KAFKA_SCRIPT")
 	if script == "" {
@@ -490,6 +495,7 @@ func TestIntegrationKill(t *testing.T) {
 // TestIntegrationConsumerClose: Close ends a running Consume (which returns nil), is idempotent, and
 // leaves no goroutine; Consume after Close is refused.
 func TestIntegrationConsumerClose(t *testing.T) {
+	testlane.Lock(t, "kafka") // the real brokers other packages stop and freeze too
 	c := integrationConfig(t)
 	ignore := goleak.IgnoreCurrent()
 	cs, err := kafka.NewConsumer(c, publishers.ConsumerOptions{Group: freshTopic("close")}, pt.Logger(t))
@@ -522,6 +528,7 @@ func TestIntegrationConsumerClose(t *testing.T) {
 // KAFKA_TLS_BROKERS their addresses, KAFKA_TLS_CA the CA file it made) the hosts are the TLS
 // addresses, publishes are acknowledged and land where the ledger says; without the CA, New fails.
 func TestIntegrationTLS(t *testing.T) {
+	testlane.Lock(t, "kafka") // the real brokers other packages stop and freeze too
 	c := configFrom(t, "KAFKA_TLS_BROKERS")
 	c.Enabled, c.CAFile = true, os.Getenv("KAFKA_TLS_CA")
 	p := newPublisher(t, c)

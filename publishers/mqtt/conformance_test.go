@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqtarget/mqtarget/internal/testlane"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
@@ -18,6 +19,7 @@ import (
 // lines 95-99; a publisher's Set waiting between the two blocks both, and the server's Close then
 // waits forever: docs/mqtt.md). MQTARGET_MQTT_TEST_EMBEDDED=1 runs it against them all the same.
 func TestConformance(t *testing.T) {
+	testlane.Lock(t, "mqtt") // the real brokers other packages stop and freeze too
 	servers := strings.Split(os.Getenv("MQTARGET_MQTT_TEST_SERVERS"), ",")
 	embedded := os.Getenv("MQTARGET_MQTT_TEST_EMBEDDED") == "1"
 	if len(servers) < 2 && !embedded {

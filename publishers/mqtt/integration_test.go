@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/mqtarget/mqtarget/internal/testlane"
 	"net"
 	"os"
 	"os/exec"
@@ -125,6 +126,7 @@ func (s *mosquittoSub) wait(want int, deadline time.Duration) [][]byte {
 // with mosquitto_sub subscribers started first on every server that server k got exactly what was
 // acknowledged for host k (no loss, no duplicate) and the other servers nothing.
 func TestIntegrationLedger(t *testing.T) {
+	testlane.Lock(t, "mqtt") // the real brokers other packages stop and freeze too
 	servers := realServers(t)
 	for _, qos := range []int{1, 2} {
 		t.Run(fmt.Sprintf("qos%d", qos), func(t *testing.T) {

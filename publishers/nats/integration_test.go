@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mqtarget/mqtarget/internal/testlane"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nats"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
@@ -28,6 +29,7 @@ import (
 // addresses, in the same order. What Publish, PublishBatch and PublishAsync acknowledged to host k must
 // be what server k's /jsz reports for the topic's stream, and nothing of it on the other servers.
 func TestIntegrationLedger(t *testing.T) {
+	testlane.Lock(t, "nats") // the real brokers other packages stop and freeze too
 	servers, monitors := os.Getenv("MQTARGET_NATS_TEST_SERVERS"), os.Getenv("MQTARGET_NATS_MONITORS")
 	if servers == "" || monitors == "" {
 		t.Skip("MQTARGET_NATS_TEST_SERVERS and MQTARGET_NATS_MONITORS are not set (scripts/nats.sh start; see docs/nats.md)")
@@ -157,6 +159,7 @@ func signal(t testing.TB, pid int, sig syscall.Signal) {
 // (MQTARGET_NATS_TEST_SERVERS), frozen by SIGSTOP of the PIDs in MQTARGET_NATS_PIDFILES (scripts/nats.sh's
 // $NATS_DATA/mqtarget-broker.pid, in the same order).
 func TestIntegrationConformance(t *testing.T) {
+	testlane.Lock(t, "nats") // the real brokers other packages stop and freeze too
 	servers, pidfiles := os.Getenv("MQTARGET_NATS_TEST_SERVERS"), os.Getenv("MQTARGET_NATS_PIDFILES")
 	if servers == "" || pidfiles == "" {
 		t.Skip("MQTARGET_NATS_TEST_SERVERS and MQTARGET_NATS_PIDFILES are not set (see docs/nats.md)")

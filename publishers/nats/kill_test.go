@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqtarget/mqtarget/internal/testlane"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nats"
 )
@@ -25,6 +26,7 @@ import (
 // (done ran once; failures unavailable or timeout), publishing recovers, and the stream holds every
 // message acknowledged (/jsz), the surplus being messages stored whose PubAck the kill lost.
 func TestIntegrationKill9(t *testing.T) {
+	testlane.Lock(t, "nats") // the real brokers other packages stop and freeze too
 	pidfile, servers, monitors := os.Getenv("MQTARGET_NATS_KILL_PIDFILE"), os.Getenv("MQTARGET_NATS_TEST_SERVERS"), os.Getenv("MQTARGET_NATS_MONITORS")
 	if pidfile == "" || servers == "" || monitors == "" {
 		t.Skip("MQTARGET_NATS_KILL_PIDFILE, MQTARGET_NATS_TEST_SERVERS and MQTARGET_NATS_MONITORS are not set (see docs/nats.md)")
