@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
 // payload returns the body of one message: the request body, or a generated payload with a new id.
@@ -215,8 +217,10 @@ func (s *Server) sendNHost(n int) handlerFunc {
 		}
 		hosts := req.pub.Hosts()
 		if len(hosts) < n {
-			return &Error{Status: http.StatusServiceUnavailable, Field: req.broker + ".hosts",
-				Msg: fmt.Sprintf("%s needs %d %s hosts, %s.hosts has %d", cut(r.URL.Path), n, req.broker, req.broker, len(hosts))}
+			// Named by the broker's addresses setting (nats.servers, amqp.urls, ...): the one to change.
+			key := brokers.Lookup(req.broker).AddrsSetting()
+			return &Error{Status: http.StatusServiceUnavailable, Field: key,
+				Msg: fmt.Sprintf("%s needs %d %s hosts, %s gives %d", cut(r.URL.Path), n, req.broker, key, len(hosts))}
 		}
 		return s.publishOne(w, r, &req, seq.next(n))
 	}

@@ -35,8 +35,8 @@ func TestRocketMQ(t *testing.T) {
 		}
 		tg := StartTarget(t, h, nil)
 		r := tg.Get(t, "/send3Host?topic="+uniqueTopic("it3"))
-		if r.Status != http.StatusServiceUnavailable || r.Field != "rocketmq.hosts" || !strings.Contains(r.Error, "needs 3") {
-			t.Fatalf("/send3Host with %d brokers: %d field %q %q, want 503 naming rocketmq.hosts", len(h.Brokers), r.Status, r.Field, r.Error)
+		if r.Status != http.StatusServiceUnavailable || r.Field != "rocketmq.name_servers" || !strings.Contains(r.Error, "needs 3") {
+			t.Fatalf("/send3Host with %d brokers: %d field %q %q, want 503 naming rocketmq.name_servers", len(h.Brokers), r.Status, r.Field, r.Error)
 		}
 	})
 	t.Run("invalid topics", func(t *testing.T) {
