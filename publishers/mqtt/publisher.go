@@ -39,24 +39,30 @@ type host struct {
 	queue chan struct{} // publishes accepted and not yet answered (mqtt.max_inflight)
 	ping  chan struct{} // one Ping at a time
 
-	mu      sync.Mutex
-	cur     *session      // nil: none (never made, or lost)
-	dialing chan struct{} // closed when the dial in progress ends; nil: none
-	rd      redial
-	hadConn bool
-	pingAt  time.Time
-	pingErr error
+	mu       sync.Mutex
+	cur      *session      // nil: none (never made, or lost)
+	dialing  chan struct{} // closed when the dial in progress ends; nil: none
+	rd       redial
+	hadConn  bool
+	pingAt   time.Time
+	pingErr  error
+	pingNews uint64 // h.news() when pingErr was learned
 
 	version                        atomic.Pointer[string]
 	opened, reopened, dialFailures atomic.Uint64
+	lost                           atomic.Uint64 // connections found ended
 	protoErrs                      atomic.Uint64
 }
+
+// news counts what happened to h's connections (dials, failed dials, losses): a Ping result learned
+// before any of it no longer answers for the host.
+func (h *host) news() uint64 { return h.opened.Load() + h.dialFailures.Load() + h.lost.Load() }
 
 // sysVersion is the $SYS topic mosquitto and mochi-mqtt publish (retained) their version on.
 const sysVersion = "$SYS/broker/version"
 
-// pingReuse is how long a Ping result answers for its host, so /readyz at any rate makes at most one
-// connection per host and second.
+// pingReuse is how long a Ping result answers for its host (unless its connections showed news since),
+// so /readyz at any rate makes at most one connection per host and second.
 const pingReuse = time.Second
 
 // New creates the publisher. It does not connect: each server's connection is made on first use and
@@ -207,6 +213,7 @@ func (p *Publisher) watch(h *host, s *session) {
 	h.mu.Lock()
 	if h.cur == s {
 		h.cur = nil
+		h.lost.Add(1)
 		h.rd.lost(time.Now(), time.Since(s.born), fmt.Errorf("mqtt %s: connection lost %v after it was made; redialling with backoff", h.addr, time.Since(s.born).Round(time.Millisecond)))
 	}
 	h.mu.Unlock()
@@ -375,11 +382,12 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 	}
 	defer func() { <-h.ping }()
 	h.mu.Lock()
-	if !h.pingAt.IsZero() && time.Since(h.pingAt) < pingReuse {
+	if !h.pingAt.IsZero() && time.Since(h.pingAt) < pingReuse && h.news() == h.pingNews {
 		err := h.pingErr
 		h.mu.Unlock()
 		return err
 	}
+	news := h.news()
 	h.mu.Unlock()
 	s, err := p.d.dial(ctx, h.addr, p.d.idBase+"-ping-"+fmt.Sprint(h.idx), nil, nil, func(error) {})
 	if err == nil {
@@ -390,7 +398,7 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 	}
 	if ctx.Err() == nil { // a caller that left says nothing about the host
 		h.mu.Lock()
-		h.pingAt, h.pingErr = time.Now(), err
+		h.pingAt, h.pingErr, h.pingNews = time.Now(), err, news
 		h.mu.Unlock()
 	}
 	return err
