@@ -84,7 +84,9 @@ func (h *MQTT) ThawHost(t testing.TB, i int)   { t.Helper(); h.Ctl[i].Thaw(t) }
 func (h *MQTT) KillHost(t testing.TB, i int)   { t.Helper(); h.Ctl[i].Kill(t) }
 
 // Stored is how many messages host's recording subscriber received on topic so far.
-func (h *MQTT) Stored(t testing.TB, host int, topic string) int { return len(h.recs[host].messages(topic)) }
+func (h *MQTT) Stored(t testing.TB, host int, topic string) int {
+	return len(h.recs[host].messages(topic))
+}
 
 // Consume returns what host's recording subscriber received on topic, once want arrived (or the
 // deadline passed) and then nothing more for 300 ms.
