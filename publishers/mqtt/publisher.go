@@ -366,7 +366,9 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 }
 
 // Ping implements publishers.Publisher: a connection of its own (CONNECT answered by a successful
-// CONNACK, then DISCONNECT), at most one per host at a time and its result reused for a second.
+// CONNACK, then DISCONNECT; before the host's first connection, the publishing connection, which
+// learns the version), at most one per host at a time and its result reused for a second unless the
+// host's connections showed news since.
 func (p *Publisher) Ping(ctx context.Context, host int) error {
 	h, err := p.host(host)
 	if err != nil {
@@ -387,14 +389,18 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 		h.mu.Unlock()
 		return err
 	}
-	news := h.news()
+	news, first := h.news(), !h.hadConn
 	h.mu.Unlock()
-	s, err := p.d.dial(ctx, h.addr, p.d.idBase+"-ping-"+fmt.Sprint(h.idx), nil, nil, func(error) {})
-	if err == nil {
+	if first {
+		// The version comes on the publishing connection ($SYS/broker/version, which watch subscribes
+		// to): before the first publish the check makes that connection, so GET / names the version at
+		// once. Its CONNACK proves the broker up as the check's own connection would.
+		_, err = p.session(ctx, h)
+	} else if s, derr := p.d.dial(ctx, h.addr, p.d.idBase+"-ping-"+fmt.Sprint(h.idx), nil, nil, func(error) {}); derr == nil {
 		s.close()
 		s.cancel()
 	} else {
-		err = fmt.Errorf("%w: mqtt %s: %w", publishers.ErrUnavailable, h.addr, err)
+		err = fmt.Errorf("%w: mqtt %s: %w", publishers.ErrUnavailable, h.addr, derr)
 	}
 	if ctx.Err() == nil { // a caller that left says nothing about the host
 		h.mu.Lock()
