@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nats"
@@ -67,6 +68,9 @@ func RunTooFewHosts(t *testing.T, h Harness, field string) {
 	}
 	if r := tg.Get(t, "/send2Host?topic="+topic); r.Status != http.StatusOK {
 		t.Fatalf("/send2Host after it: %d %s", r.Status, r.Error)
+	}
+	if got := h.Consume(t, 0, topic, 1, 20*time.Second); len(got) != 1 { // a fresh service starts at host 0
+		t.Errorf("host 0 has %d messages, want the one of /send2Host", len(got))
 	}
 	if n := h.Stored(t, 0, topic) + h.Stored(t, 1, topic); n != 1 {
 		t.Errorf("the brokers hold %d messages, want the one of /send2Host", n)
