@@ -56,7 +56,7 @@ func TestAMQPConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cons.Close() })
-	CheckConsume(t, pub, cons, FreshTopic("consume"), 1000)
+	CheckConsume(t, pub, cons, FreshTopic("consume"), 300)
 }
 
 // runCtlLedger sends to every endpoint, each on queues of its own, consumes nothing, and asks

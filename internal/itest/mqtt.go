@@ -94,7 +94,7 @@ func (h *MQTT) Stored(t testing.TB, host int, topic string) int {
 }
 
 // Consume returns what host's recording subscriber received on topic, once want arrived (or the
-// deadline passed) and then nothing more for 300 ms.
+// deadline passed) and then nothing more for 200 ms.
 func (h *MQTT) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
 	t.Helper()
 	return h.recs[host].wait(topic, want, deadline)
@@ -171,7 +171,7 @@ func (r *mqttRecorder) messages(topic string) [][]byte {
 	return slices.Clone(r.got[topic])
 }
 
-// wait returns topic's messages once want arrived (or deadline passed) and none more came for 300 ms:
+// wait returns topic's messages once want arrived (or deadline passed) and none more came for 200 ms:
 // a duplicate or a stray would come right behind.
 func (r *mqttRecorder) wait(topic string, want int, deadline time.Duration) [][]byte {
 	end := time.Now().Add(deadline)
@@ -180,7 +180,7 @@ func (r *mqttRecorder) wait(topic string, want int, deadline time.Duration) [][]
 	}
 	for {
 		n := len(r.messages(topic))
-		time.Sleep(300 * time.Millisecond) // a window for what would follow, not synchronisation
+		time.Sleep(200 * time.Millisecond) // a window for what would follow, not synchronisation
 		if len(r.messages(topic)) == n {
 			return r.messages(topic)
 		}

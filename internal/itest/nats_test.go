@@ -51,7 +51,7 @@ func TestNATSConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cons.Close() })
-	CheckConsume(t, pub, cons, FreshTopic("consume"), 1000)
+	CheckConsume(t, pub, cons, FreshTopic("consume"), 300)
 }
 
 // RunTooFewHosts: with fewer than 3 hosts /send3Host answers 503 naming the broker's addresses
