@@ -217,7 +217,7 @@ func (s *Server) sendNHost(n int) handlerFunc {
 		}
 		hosts := req.pub.Hosts()
 		if len(hosts) < n {
-			// Named by the broker's addresses setting (nats.servers, amqp.urls, ...): the one to change.
+			// Named by the broker's addresses setting (its entry's AddrsKey): the one to change.
 			key := brokers.Lookup(req.broker).AddrsSetting()
 			return &Error{Status: http.StatusServiceUnavailable, Field: key,
 				Msg: fmt.Sprintf("%s needs %d %s hosts, %s gives %d", cut(r.URL.Path), n, req.broker, key, len(hosts))}

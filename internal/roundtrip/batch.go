@@ -207,9 +207,9 @@ const probeEvery = 100 * time.Millisecond
 
 // warmUp returns once a probe published to each host came back through the echo and the acks'
 // consumer: they subscribe in the background, and a broker that keeps nothing for a topic nobody
-// subscribes to yet (MQTT, core NATS) would drop the batch's first messages, counted lost. Probes are a
-// run of their own (probes.Run) and count in no result; one whose ack does not come within probeEvery is
-// withdrawn (its late ack is an unknown one) and another sent, until o.Wait passed.
+// subscribes to yet would drop the batch's first messages, counted lost. Probes are a run of their
+// own (probes.Run) and count in no result; one whose ack does not come within probeEvery is withdrawn
+// (its late ack is an unknown one) and another sent, until o.Wait passed.
 func warmUp(ctx context.Context, o BatchOptions, corr *Correlator, probes *message.Source, hosts int) error {
 	end := time.Now().Add(o.Wait)
 	size := max(o.Size, message.RunHeaderLen)
