@@ -13,7 +13,7 @@ import (
 // TLSConfig is a broker section's TLS client settings. Each section inlines it, so its keys are
 // <broker>.tls, <broker>.tls_ca_file and so on.
 type TLSConfig struct {
-	Enabled bool `yaml:"tls" help:"connect to the broker over TLS (see README, TLS)"`
+	Enabled bool `yaml:"tls" help:"connect to the broker over TLS (see docs/tls.md)"`
 	// CAFile holds the PEM certificates the broker's certificate must chain to; empty: the system's roots.
 	CAFile string `yaml:"tls_ca_file" help:"PEM file of the CA certificates the broker's certificate is verified against (empty: the system's roots)"`
 	// ServerName is the name checked in the broker's certificate; empty: each address's host part.

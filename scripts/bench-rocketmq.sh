@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
-# RocketMQ anchor benchmark (docs/benchmarks.md, issue #8 item 4): for each N, one after the other in one
-# run, against the same broker (broker-a: the topic exists only there) with 100-byte messages:
-#   1. RocketMQ's own Java benchmark Producer (org.apache.rocketmq.example.benchmark.Producer, sync sends
-#      from -w N threads), the anchor;
-#   2. mqtarget's RocketMQ publisher driven from Go by N goroutines without HTTP
-#      (cmd/bench-rmqdirect), which splits the gap into rocketmq-client-go and the HTTP side;
-#   3. wrk -cN on mqtarget's /send1?broker=rocketmq.
-# Prints a markdown table with the ratios to the Java Producer on stdout (logs on stderr) and exits 0.
-# All traffic stays on 127.0.0.1; every run is bounded by BENCH_WARMUP + BENCH_DURATION.
+# RocketMQ anchor benchmark (docs/benchmarks.md "Anchors with tails", issue #21 item 2; the throughput
+# anchor of issue #8 item 4): against one private RocketMQ (scripts/rocketmq.sh: a name server and two
+# brokers, data in a temporary directory; the topic exists only on broker-a, so every producer writes to
+# the same broker), 100-byte messages, one topic for all runs (a commit log does not slow as it fills;
+# the order alternates instead):
+#   1. For each N, in the order direct, mqtarget, mqtarget, direct:
+#      - a direct rocketmq-client-go producer (cmd/bench-rmqdirect -mode client: N senders, SendSync,
+#        no retries), p50 / p99 / p99.9 from its own histogram;
+#      - wrk -cN on mqtarget's /send1?broker=rocketmq (rocketmq.client native, the default);
+#      then wrk -cN on mqtarget's /healthz, the HTTP hop alone.
+#   2. RocketMQ's own Java benchmark Producer (org.apache.rocketmq.example.benchmark.Producer, sync sends
+#      from -w N threads) at the same N: its throughput and average RT (it reports no percentiles, which
+#      is why the direct client above is the Go one).
+# Prints the markdown tables on stdout (logs on stderr). RocketMQ is stopped (scripts/rocketmq.sh stop,
+# by its PIDs) at exit unless MQTARGET_ROCKETMQ_NAMESRV names one to use as it is.
 #
-# Usage: scripts/bench-rocketmq.sh
-# Environment (defaults in brackets):
-#   BENCH_CONNS     ["1 4 16"]  N values (Java threads, Go senders, wrk connections)
-#   BENCH_DURATION  [10]        measured seconds per run
-#   BENCH_WARMUP    [5]         warm-up seconds per run, not measured
-#   BENCH_PORT      [18080]     mqtarget's HTTP port on 127.0.0.1
-#   BENCH_TOPIC     [mqtarget-bench]
-#   BENCH_RMQ_CLIENTS ["native library"]  rocketmq.client values measured, one after the other per N
-#       (the Go publisher with -client, mqtarget with -rocketmq.client), each beside the same Java run
-#   MQTARGET_ROCKETMQ_NAMESRV   a running RocketMQ's name server (host:port) to use as it is; without it
-#       the RocketMQ of scripts/rocketmq.sh (ROCKETMQ_NAMESRV_PORT, ROCKETMQ_BROKER_A_PORT, ROCKETMQ_DATA,
-#       ...) is used, and started (then stopped again at the end) when it is not running.
+# Usage: scripts/bench-rocketmq.sh [-c "1 4 16"] [-d SECONDS] [-w SECONDS] [-p PORT] [--topic NAME]
+#   -c, --conns     N values [1 4 16]           (BENCH_CONNS)
+#   -d, --duration  measured seconds per run, 1..600 [10]  (BENCH_DURATION)
+#   -w, --warmup    unmeasured seconds before each run, 0..600 [3]  (BENCH_WARMUP)
+#   -p, --port      mqtarget's HTTP port on 127.0.0.1 [23880]  (BENCH_PORT)
+#       --topic     the topic [anchor-rocketmq]  (BENCH_TOPIC)
+#       --broker-warmup  seconds of an unrecorded direct run at the largest N first, 0..600 [10]
+#                   (BENCH_BROKER_WARMUP): run 1 does not pay for a cold broker
+# Environment: MQTARGET_ROCKETMQ_NAMESRV (a running name server host:port to use instead); the private
+#   one's ROCKETMQ_NAMESRV_PORT [23876], ROCKETMQ_BROKER_A_PORT [23911], ROCKETMQ_BROKER_B_PORT [23921]
+#   (each broker also uses port-2 and port+1), ROCKETMQ_START_TIMEOUT, ROCKETMQ_STOP_TIMEOUT
+#   (scripts/rocketmq.sh); BENCH_JAVA=0 skips the Java Producer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH_NAME=bench-rocketmq
@@ -28,24 +34,27 @@ BENCH_NAME=bench-rocketmq
 source scripts/lib/anchor-bench.sh
 
 command -v java >/dev/null || die "java not found"
+export ROCKETMQ_NAMESRV_PORT="${ROCKETMQ_NAMESRV_PORT:-23876}" ROCKETMQ_BROKER_A_PORT="${ROCKETMQ_BROKER_A_PORT:-23911}" \
+    ROCKETMQ_BROKER_B_PORT="${ROCKETMQ_BROKER_B_PORT:-23921}"
+for v in ROCKETMQ_NAMESRV_PORT ROCKETMQ_BROKER_A_PORT ROCKETMQ_BROKER_B_PORT; do check_port "$v"; done
+export BENCH_FRESH=0 # one topic, created on broker-a only
 JAVA_PID=""
 STARTED_RMQ=0
 on_exit() {
     if [[ -n "$JAVA_PID" ]]; then kill "$JAVA_PID" 2>/dev/null || true; fi
     if ((STARTED_RMQ == 1)); then scripts/rocketmq.sh stop >&2 || true; fi
 }
-bench_init "1 4 16" 5 18080 mqtarget-bench
+bench_init 23880 anchor-rocketmq "$@"
 
 if [[ -n "${MQTARGET_ROCKETMQ_NAMESRV:-}" ]]; then
     NAMESRV="$MQTARGET_ROCKETMQ_NAMESRV"
     log "using the RocketMQ of name server $NAMESRV"
 else
-    NAMESRV="127.0.0.1:${ROCKETMQ_NAMESRV_PORT:-9876}"
-    if ! scripts/rocketmq.sh status >/dev/null 2>&1; then
-        log "no RocketMQ at $NAMESRV: starting one (scripts/rocketmq.sh)"
-        STARTED_RMQ=1
-        scripts/rocketmq.sh start >&2
-    fi
+    NAMESRV="127.0.0.1:$ROCKETMQ_NAMESRV_PORT"
+    export ROCKETMQ_DATA="$TMP/rocketmq"
+    log "starting a private RocketMQ, name server $NAMESRV (scripts/rocketmq.sh)"
+    STARTED_RMQ=1
+    scripts/rocketmq.sh start >&2
 fi
 BENCH_CP="$(scripts/rocketmq.sh classpath bench)"
 BROKER_ADDR="$(scripts/rocketmq.sh mqadmin clusterList -n "$NAMESRV" 2>/dev/null |
@@ -55,16 +64,27 @@ BROKER_ADDR="$(scripts/rocketmq.sh mqadmin clusterList -n "$NAMESRV" 2>/dev/null
 log "topic $TOPIC on broker-a only ($BROKER_ADDR), so every producer writes to the same broker"
 scripts/rocketmq.sh mqadmin updateTopic -b "$BROKER_ADDR" -t "$TOPIC" -r 8 -w 8 -n "$NAMESRV" >"$TMP/topic.out" 2>&1 ||
     { cat "$TMP/topic.out" >&2; die "creating topic $TOPIC failed"; }
+build_go rmqdirect ./cmd/bench-rmqdirect
 
-log "building the Go sender (cmd/bench-rmqdirect)"
-go build -o "$TMP/rmqdirect" ./cmd/bench-rmqdirect
-URL="http://127.0.0.1:$PORT/send1?broker=rocketmq&topic=$TOPIC&size=$SIZE"
-CLIENTS="${BENCH_RMQ_CLIENTS:-native library}"
+direct_cmd() { CMD=("$TMP/rmqdirect" -mode client -namesrv "$NAMESRV" -broker broker-a -c "$1" -topic "$2"); }
+send_url() { echo "http://127.0.0.1:$PORT/send1?broker=rocketmq&topic=$1&size=$SIZE"; }
+start_mqtarget "$(send_url "$TOPIC")" -broker rocketmq -rocketmq.name_servers "$NAMESRV"
+curl -fsS "$(send_url "$TOPIC")" | grep -q 'broker-a@' || die "mqtarget does not publish to broker-a: $(curl -sS "$(send_url "$TOPIC")")"
+tails_runs
 
+# --- 2. the Java benchmark Producer ----------------------------------------------------------------------
 # java_run N: the Java producer with N threads reporting every second; the first 2*WARMUP reports (a
 # fresh JVM: start-up and JIT warm-up take longer than Go's) are dropped and the next DURATION averaged
 # (RT weighted by TPS); its CPU time is sampled when the measured reports begin and end.
 # Prints "TPS AVG_RT_MS FAILED CPU_US_PER_MSG".
+# java_fail MESSAGE: stop the Java Producer after a failure; the tails above are kept, its row says so.
+java_fail() {
+    log "$1"
+    kill "$JAVA_PID" 2>/dev/null || true
+    wait "$JAVA_PID" 2>/dev/null || true
+    JAVA_PID=""
+}
+
 java_run() {
     local n="$1" out="$TMP/java-$1.out" skip=$((2 * WARMUP)) want=$((2 * WARMUP + DURATION))
     local reports=0 t0="" t1="" deadline=$((SECONDS + 60 + 2 * WARMUP + DURATION))
@@ -74,8 +94,16 @@ java_run() {
         >"$out" 2>&1 &
     JAVA_PID=$!
     while ((reports < want)); do
-        kill -0 "$JAVA_PID" 2>/dev/null || { cat "$out" >&2; die "java producer exited"; }
-        ((SECONDS < deadline)) || { cat "$out" >&2; die "java producer reported too little"; }
+        if ! kill -0 "$JAVA_PID" 2>/dev/null || grep -q '^Exception in thread' "$out"; then
+            tail -n 20 "$out" >&2
+            java_fail "the Java Producer failed at N=$n"
+            return 1
+        fi
+        if ((SECONDS >= deadline)); then
+            tail -n 20 "$out" >&2
+            java_fail "the Java Producer reported too little at N=$n"
+            return 1
+        fi
         sleep 0.1
         reports=$(grep -c 'Send TPS' "$out" || true)
         if [[ -z "$t0" ]] && ((reports >= skip)); then t0=$(cpu_ticks "$JAVA_PID"); fi
@@ -91,22 +119,29 @@ java_run() {
         END { printf "%d %.3f %d %.0f\n", tps / k, (tps ? rt / tps : 0), failed, (tps ? ticks / hz * 1e6 / tps : 0) }'
 }
 
-echo "| N | client | Java Producer msg/s | Java avg RT | Java CPU/msg | Go publisher msg/s (no HTTP) | Go p50 | Go CPU/msg | mqtarget /send1 req/s | wrk p50 | wrk p99 | mqtarget CPU/req | mqtarget / Java | Go publisher / Java | /healthz req/s | latency ceiling | failed (Java / Go / wrk non-2xx / wrk socket) |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-for n in $CONNS; do
-    log "N=$n: Java benchmark Producer -w $n"
-    java_run "$n" >"$TMP/java.res" # not in a subshell: cleanup must see JAVA_PID
-    read -r jtps jrt jfail jcpu <"$TMP/java.res"
-    for client in $CLIENTS; do
-        log "N=$n: Go publisher ($client), $n senders"
-        read -r grps gp50 _ gfail _ gcpu < <("$TMP/rmqdirect" -namesrv "$NAMESRV" -topic "$TOPIC" -broker broker-a -c "$n" \
-            -client "$client" -size "$SIZE" -d "${DURATION}s" -warmup "${WARMUP}s")
-        start_mqtarget "$URL" -rocketmq.name_servers "$NAMESRV" -rocketmq.client "$client"
-        curl -fsS "$URL" | grep -q 'broker-a@' || die "mqtarget does not publish to broker-a: $(curl -sS "$URL")"
-        log "N=$n: wrk -c$n on /send1 ($client)"
-        read -r rps _ p50 p99 non2xx sock mcpu < <(wrk_run "$n" "$URL")
-        hrps=$(hop_rps "$n")
-        stop_mqtarget
-        echo "| $n | $client | $jtps | ${jrt}ms | ${jcpu}µs | $grps | ${gp50}ms | ${gcpu}µs | $rps | $p50 | $p99 | ${mcpu}µs | $(ratio "$rps" "$jtps") | $(ratio "$grps" "$jtps") | $hrps | $(latency_ceiling "$hrps" "$jtps") | $jfail / $gfail / $non2xx / $sock |"
+: >"$TMP/java"
+if [[ "${BENCH_JAVA:-1}" != 0 ]]; then
+    for n in $CONNS; do
+        log "N=$n: Java benchmark Producer -w $n"
+        if java_run "$n" >"$TMP/java.res"; then # not in a subshell: cleanup must see JAVA_PID
+            echo "$n $(<"$TMP/java.res")" >>"$TMP/java"
+        else
+            echo "$n failed - - failed" >>"$TMP/java"
+        fi
     done
-done
+fi
+
+machine_line
+echo
+echo "RocketMQ $(basename "$(scripts/rocketmq.sh fetch 2>/dev/null)"), topic $TOPIC on broker-a; direct client: cmd/bench-rmqdirect -mode client (rocketmq-client-go SendSync); mqtarget rocketmq.client native."
+echo
+tails_table "direct rocketmq-client-go producer (cmd/bench-rmqdirect -mode client)"
+if [[ -s "$TMP/java" ]]; then
+    echo
+    echo "RocketMQ's Java benchmark Producer at the same N (after the runs above; it reports averages only):"
+    echo
+    echo "| N | Java Producer msg/s | avg RT | CPU/msg | failed |"
+    echo "| --- | --- | --- | --- | --- |"
+    awk '$2 == "failed" { printf "| %s | failed (see the log) | - | - | - |\n", $1; next }
+        { printf "| %s | %s | %sms | %sµs | %s |\n", $1, $2, $3, $5, $4 }' "$TMP/java"
+fi

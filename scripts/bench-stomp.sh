@@ -1,65 +1,69 @@
 #!/usr/bin/env bash
-# STOMP anchor benchmark (docs/benchmarks.md, issue #8 item 5): a direct Go client
-# (cmd/bench-stompanchor: go-stomp's stomp.Dial + Send with a receipt, one connection per sender)
-# against wrk -cN on mqtarget's /send1?broker=stomp, both publishing 100-byte messages to the same
-# Artemis, for each N one after the other. Prints a markdown table with the ratio mqtarget / direct
-# client on stdout (logs on stderr) and exits 0. All traffic stays on 127.0.0.1.
+# STOMP anchor benchmark (docs/benchmarks.md "Anchors with tails", issue #21 item 2; the throughput anchor
+# of issue #8 item 5): for each N, in the order direct, mqtarget, mqtarget, direct, against one private
+# Artemis (scripts/artemis.sh, its instance in a temporary directory) with 100-byte messages, each run to
+# a fresh destination (/queue/PREFIX-nN-R; nobody consumes, so no run pays for the backlog an earlier run
+# left, and Artemis slowing as a queue fills hits both sides alike):
+#   - a direct go-stomp client (cmd/bench-stompanchor: one connection per sender, SEND with a receipt,
+#     waiting for it), p50 / p99 / p99.9 from its own histogram;
+#   - wrk -cN on mqtarget's /send1?broker=stomp (200 on the receipt);
+# then wrk -cN on mqtarget's /healthz, the HTTP hop alone. Prints the markdown tables on stdout (logs on
+# stderr). Artemis is stopped (by its PID, scripts/artemis.sh stop) at exit.
 #
-# Usage: scripts/bench-stomp.sh
-# Environment (defaults in brackets):
-#   BENCH_CONNS        ["1 4 16 50"]  N values (anchor senders, wrk connections)
-#   BENCH_DURATION     [10]           measured seconds per run
-#   BENCH_WARMUP       [3]            warm-up seconds per run, not measured
-#   BENCH_PORT         [18081]        mqtarget's HTTP port on 127.0.0.1
-#   BENCH_TOPIC        [mqtarget-stomp-bench]  queue both publish to (/queue/NAME)
-#   ARTEMIS_STOMP_PORT [61613]  ARTEMIS_LOGIN [artemis]  ARTEMIS_PASSCODE [artemis]  ARTEMIS_DATA
-#       the Artemis of scripts/artemis.sh to use; it is started (and stopped again at the end) when no
-#       broker runs there.
+# Usage: scripts/bench-stomp.sh [-c "1 4 16"] [-d SECONDS] [-w SECONDS] [-p PORT] [--topic NAME]
+#   -c, --conns     N values [1 4 16]           (BENCH_CONNS)
+#   -d, --duration  measured seconds per run, 1..600 [10]  (BENCH_DURATION)
+#   -w, --warmup    unmeasured seconds before each run, 0..600 [3]  (BENCH_WARMUP)
+#   -p, --port      mqtarget's HTTP port on 127.0.0.1 [23380]  (BENCH_PORT)
+#       --topic     destination name prefix [anchor-stomp]  (BENCH_TOPIC)
+#       --broker-warmup  seconds of an unrecorded direct run at the largest N first, 0..600 [10]
+#                   (BENCH_BROKER_WARMUP): run 1 does not pay for a cold broker
+# Environment: BENCH_STOMP_PREFIX [/queue/] (or /topic/: addresses without subscribers); the private
+#   broker's ARTEMIS_STOMP_PORT [23313] (ARTEMIS_CORE_PORT: STOMP port + 3), ARTEMIS_LOGIN, ARTEMIS_PASSCODE,
+#   ARTEMIS_HEAP, ARTEMIS_START_TIMEOUT, ARTEMIS_STOP_TIMEOUT (scripts/artemis.sh); BENCH_FRESH=0 (one
+#   destination for all runs: then the queue is drained before every run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH_NAME=bench-stomp
 # shellcheck source=scripts/lib/anchor-bench.sh
 source scripts/lib/anchor-bench.sh
 
-STARTED_ARTEMIS=0
-on_exit() { if ((STARTED_ARTEMIS == 1)); then scripts/artemis.sh stop >&2 || true; fi; }
-bench_init "1 4 16 50" 3 18081 mqtarget-stomp-bench
-STOMP_ADDR="127.0.0.1:${ARTEMIS_STOMP_PORT:-61613}"
+export ARTEMIS_STOMP_PORT="${ARTEMIS_STOMP_PORT:-23313}"
+export ARTEMIS_CORE_PORT="${ARTEMIS_CORE_PORT:-$((ARTEMIS_STOMP_PORT + 3))}"
 export ARTEMIS_LOGIN="${ARTEMIS_LOGIN:-artemis}" ARTEMIS_PASSCODE="${ARTEMIS_PASSCODE:-artemis}"
+check_port ARTEMIS_STOMP_PORT
+check_port ARTEMIS_CORE_PORT
+PREFIX="${BENCH_STOMP_PREFIX:-/queue/}"
+[[ "$PREFIX" == /queue/ || "$PREFIX" == /topic/ ]] || usage_error BENCH_STOMP_PREFIX "/queue/ or /topic/, got '$PREFIX'"
+STARTED=0
+on_exit() { if ((STARTED)); then scripts/artemis.sh stop >&2; fi; }
+bench_init 23380 anchor-stomp "$@"
+export ARTEMIS_DATA="$TMP/artemis"
+STOMP_ADDR="127.0.0.1:$ARTEMIS_STOMP_PORT"
 
-if ! scripts/artemis.sh status >/dev/null 2>&1; then
-    log "no Artemis on $STOMP_ADDR: starting one (scripts/artemis.sh)"
-    STARTED_ARTEMIS=1
-    scripts/artemis.sh start >&2
-fi
+log "starting a private Artemis, STOMP on $STOMP_ADDR (scripts/artemis.sh)"
+STARTED=1
+scripts/artemis.sh start >&2
+build_go stompanchor ./cmd/bench-stompanchor
 
-log "building the anchor (cmd/bench-stompanchor)"
-go build -o "$TMP/stompanchor" ./cmd/bench-stompanchor
-URL="http://127.0.0.1:$PORT/send1?broker=stomp&topic=$TOPIC&size=$SIZE"
-start_mqtarget "$URL" -broker stomp -stomp.hosts "$STOMP_ADDR" \
-    -stomp.login "$ARTEMIS_LOGIN" -stomp.passcode "$ARTEMIS_PASSCODE"
-
-# drain: empty the queue, so that no run pays for Artemis paging what earlier runs left (no consumer
-# reads during the runs, and past its global-max-size Artemis pages to disk).
-drain() {
+direct_cmd() {
+    CMD=("$TMP/stompanchor" -addr "$STOMP_ADDR" -login "$ARTEMIS_LOGIN" -passcode "$ARTEMIS_PASSCODE" -c "$1" -dest "$PREFIX$2")
+}
+send_url() { echo "http://127.0.0.1:$PORT/send1?broker=stomp&topic=$1&size=$SIZE"; }
+# before_run: with one destination for all runs (BENCH_FRESH=0) empty the queue first, so that no run
+# pays for Artemis paging what earlier runs left.
+before_run() {
+    [[ "${BENCH_FRESH:-1}" == 0 && "$PREFIX" == /queue/ ]] || return 0
     local got
     got=$(timeout 150 "$TMP/stompanchor" -drain -addr "$STOMP_ADDR" -login "$ARTEMIS_LOGIN" -passcode "$ARTEMIS_PASSCODE" \
-        -dest "/queue/$TOPIC" -d 120s) || die "draining /queue/$TOPIC failed"
-    log "drained $got messages"
+        -dest "$PREFIX$3" -d 120s) || die "draining $PREFIX$3 failed"
+    log "drained $got messages from $PREFIX$3"
 }
-
-drain
-echo "| N | direct Go client msg/s | direct p50 | direct p99 | mqtarget /send1 req/s | wrk p50 | wrk p99 | mqtarget CPU/req | ratio mqtarget/direct | /healthz req/s | latency ceiling | errors (direct / wrk non-2xx / wrk socket) |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-for n in $CONNS; do
-    log "N=$n: direct client, $n senders"
-    read -r arps ap50 ap99 aerr _ < <(timeout $((WARMUP + DURATION + 60)) "$TMP/stompanchor" -addr "$STOMP_ADDR" -login "$ARTEMIS_LOGIN" \
-        -passcode "$ARTEMIS_PASSCODE" -dest "/queue/$TOPIC" -c "$n" -size "$SIZE" \
-        -d "${DURATION}s" -warmup "${WARMUP}s")
-    drain
-    log "N=$n: wrk -c$n on /send1"
-    read -r rps _ p50 p99 non2xx sock mcpu < <(wrk_run "$n" "$URL")
-    drain
-    hrps=$(hop_rps "$n")
-    echo "| $n | $arps | ${ap50}ms | ${ap99}ms | $rps | $p50 | $p99 | ${mcpu}µs | $(ratio "$rps" "$arps") | $hrps | $(latency_ceiling "$hrps" "$arps") | $aerr / $non2xx / $sock |"
-done
+start_mqtarget "http://127.0.0.1:$PORT/readyz" -broker stomp -stomp.hosts "$STOMP_ADDR" -stomp.prefix "$PREFIX" \
+    -stomp.login "$ARTEMIS_LOGIN" -stomp.passcode "$ARTEMIS_PASSCODE"
+tails_runs
+machine_line
+echo
+echo "Artemis $(basename "$(scripts/artemis.sh fetch 2>/dev/null)"), destinations $PREFIX...; direct client: cmd/bench-stompanchor (go-stomp, one connection per sender, SEND + receipt)."
+echo
+tails_table "direct go-stomp client (cmd/bench-stompanchor)"

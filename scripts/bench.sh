@@ -32,6 +32,9 @@
 #       --no-docs      print only
 #       --rocketmq     afterwards run scripts/bench-rocketmq.sh (RocketMQ anchor) and include its table
 #       --stomp        afterwards run scripts/bench-stomp.sh (STOMP anchor) and include its table
+#       --no-tails     do not run scripts/bench-nsq.sh afterwards (the tails: p50/p99/p99.9 of a direct
+#                      go-nsq client beside /send1 and /healthz at N = 1, 4, 16, in the order A-B-B-A;
+#                      its settings are its BENCH_* variables, e.g. BENCH_DURATION=3)
 # Environment: MQTARGET_CACHE (where scripts/nsqd.sh builds nsqd); BENCH_PORT_BASE: listen on ports from
 # this one up (20 of them) instead of ephemeral ones; the RocketMQ/STOMP scripts read their own.
 # Needs go, curl and wrk (installed with apt-get when missing and running as root).
@@ -57,6 +60,7 @@ DOCS=docs/benchmarks.md
 WRITE_DOCS=1
 RUN_RMQ=0
 RUN_STOMP=0
+RUN_TAILS=1
 TARGETS=""
 readonly SIZE=100             # mqtarget's default message.size; the anchor POSTs bodies of this size
 readonly MEM_QUEUE=1000000    # nsqd --mem-queue-size: a run's messages stay in memory
@@ -81,6 +85,7 @@ while (($#)); do
         --no-docs) WRITE_DOCS=0 ;;
         --rocketmq) RUN_RMQ=1 ;;
         --stomp) RUN_STOMP=1 ;;
+        --no-tails) RUN_TAILS=0 ;;
         -h | --help) usage; exit 0 ;;
         *) usage >&2; die "unknown option $1" ;;
     esac
@@ -430,15 +435,13 @@ report="$TMP/report.md"
     table
 } >"$report"
 
-for part in rocketmq stomp; do
-    if [[ "$part" == rocketmq ]]; then
-        ((RUN_RMQ)) || continue
-    else
-        ((RUN_STOMP)) || continue
-    fi
+for part in nsq rocketmq stomp; do
+    case "$part" in
+        nsq) ((RUN_TAILS)) || continue; title="NSQ tails" ;;
+        rocketmq) ((RUN_RMQ)) || continue; title=RocketMQ ;;
+        stomp) ((RUN_STOMP)) || continue; title=STOMP ;;
+    esac
     script="scripts/bench-$part.sh"
-    title=RocketMQ
-    [[ "$part" == stomp ]] && title=STOMP
     {
         echo
         echo "### $title anchor ($script)"

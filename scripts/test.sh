@@ -218,7 +218,8 @@ for b in kafka nats nats-1 mosquitto-0 mosquitto-1; do wait_broker "$b"; done
 
 step "go test"
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
-TMPDIR=$RUN/tmp go test -race -count=1 -timeout 20m ${GO_TEST_FLAGS:-} ./...
+# -parallel: the integration tests in lanes (internal/itest/lane.go) overlap, a few at a time.
+TMPDIR=$RUN/tmp go test -race -count=1 -timeout 20m -parallel 4 ${GO_TEST_FLAGS:-} ./...
 
 step "memory"
 # What the brokers hold after the whole suite (README quotes these numbers).

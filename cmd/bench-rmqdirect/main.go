@@ -4,16 +4,14 @@
 // topic's queues on one broker, either through mqtarget's publisher (-mode publisher) or through a bare
 // rocketmq-client-go producer (-mode client). With -cpuprofile it writes a CPU profile of the measured part.
 //
-// It prints one line: "RPS P50_MS P99_MS ERRORS SENT CPU_US" (CPU_US: the process's CPU time per answered
-// send in the measured window, in microseconds).
+// It prints closedloop's result line and " cpu_us=…" (the process's CPU time per answered send in the
+// measured window, in microseconds).
 //
 //	go run ./cmd/bench-rmqdirect -namesrv 127.0.0.1:9876 -topic mqtarget-bench -c 16
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -34,55 +32,48 @@ import (
 )
 
 type options struct {
+	closedloop.Common
 	namesrv, topic, broker, mode, cpuprofile, client string
-	senders, size, producers                         int
-	duration, warmup                                 time.Duration
+	producers                                        int
 }
 
 func main() {
 	var o options
+	o.Register(flag.CommandLine)
 	flag.StringVar(&o.namesrv, "namesrv", "127.0.0.1:9876", "name server host:port")
 	flag.StringVar(&o.topic, "topic", "mqtarget-bench", "topic (it must exist on -broker)")
 	flag.StringVar(&o.broker, "broker", "broker-a", "broker name whose queues get the messages")
 	flag.StringVar(&o.mode, "mode", "publisher", "publisher (mqtarget's RocketMQ publisher) or client (bare rocketmq-client-go)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured part here")
 	flag.StringVar(&o.client, "client", mqrocketmq.DefaultConfig().Client, "the publisher's send path (rocketmq.client): native or library")
-	flag.IntVar(&o.senders, "c", 1, "concurrent senders")
-	flag.IntVar(&o.size, "size", 100, "message size in bytes")
 	flag.IntVar(&o.producers, "producers", mqrocketmq.DefaultConfig().Producers, "producer instances")
-	flag.DurationVar(&o.duration, "d", 10*time.Second, "measured duration")
-	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "unmeasured warm-up before it")
 	flag.Parse()
-	if o.senders < 1 || o.producers < 1 || o.duration <= 0 || o.warmup < 0 || (o.mode != "publisher" && o.mode != "client") {
-		fmt.Fprintln(os.Stderr, "rmqdirect: -c and -producers at least 1, -d positive, -mode publisher or client")
+	switch {
+	case o.producers < 1 || o.producers > 64:
+		fmt.Fprintln(os.Stderr, "rmqdirect: -producers: must be 1..64, got", o.producers)
+		os.Exit(2)
+	case o.mode != "publisher" && o.mode != "client":
+		fmt.Fprintf(os.Stderr, "rmqdirect: -mode: publisher or client, got %q\n", o.mode)
 		os.Exit(2)
 	}
-	if err := run(o); err != nil {
-		fmt.Fprintln(os.Stderr, "rmqdirect:", err)
-		os.Exit(1)
-	}
+	os.Exit(closedloop.Main("rmqdirect", o.Common, o.open, os.Stdout, os.Stderr))
 }
 
 // sendFunc sends one message and waits for the broker's answer.
 type sendFunc func(ctx context.Context, body []byte) error
 
-func run(o options) error {
+func (o options) open(c closedloop.Common) (closedloop.Session, error) {
 	send, closeFn, err := sender(o)
 	if err != nil {
-		return err
+		return closedloop.Session{}, err
 	}
-	defer closeFn()
-	body := bytes.Repeat([]byte{'x'}, o.size)
+	body := c.Body()
 	var prof *os.File
 	var profErr error
 	var cpu time.Duration // process CPU time in the measured window
-	r := closedloop.Run(closedloop.Options{
-		Senders: o.senders, Warmup: o.warmup, Duration: o.duration,
-		Send: func(int) error {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			defer cancel()
-			return send(ctx, body)
-		},
+	return closedloop.Session{
+		Send:  c.Timed(func(ctx context.Context, _ int) error { return send(ctx, body) }),
+		Close: closeFn,
 		Window: func(start bool) {
 			if start {
 				cpu = -cpuTime()
@@ -100,18 +91,13 @@ func run(o options) error {
 				profErr = prof.Close()
 			}
 		},
-	})
-	if profErr != nil {
-		return profErr
-	}
-	if r.FirstErr != nil {
-		fmt.Fprintf(os.Stderr, "rmqdirect: %d sends failed, the first: %v\n", r.Failed, r.FirstErr)
-	}
-	if r.Sent == 0 {
-		return errors.New("no send completed in the measured window")
-	}
-	fmt.Printf("%v %.0f\n", r, float64(cpu)/float64(time.Microsecond)/float64(r.Sent))
-	return nil
+		Extra: func(r closedloop.Result) string {
+			if profErr != nil {
+				fmt.Fprintln(os.Stderr, "rmqdirect: -cpuprofile:", profErr)
+			}
+			return fmt.Sprintf(" cpu_us=%.0f", float64(cpu)/float64(time.Microsecond)/float64(max(r.Sent, 1)))
+		},
+	}, nil
 }
 
 // cpuTime is the CPU time this process used so far, user and system.

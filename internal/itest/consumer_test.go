@@ -16,6 +16,7 @@ import (
 
 // TestNSQConsumer: two real nsqd processes.
 func TestNSQConsumer(t *testing.T) {
+	Lane(t, "nsq")
 	bin := nsqdBin(t)
 	a, b := StartNSQDProc(t, bin), StartNSQDProc(t, bin)
 	cfg := nsq.DefaultConfig()
@@ -35,6 +36,7 @@ func TestNSQConsumer(t *testing.T) {
 
 // TestArtemisConsumer: persistent messages through Artemis.
 func TestArtemisConsumer(t *testing.T) {
+	Lane(t, "artemis")
 	addr, login, pass, _ := realBroker(t, "artemis", "ARTEMIS")
 	cfg := stomp.DefaultConfig()
 	cfg.Hosts = []string{addr}
@@ -55,6 +57,7 @@ func TestArtemisConsumer(t *testing.T) {
 
 // TestRocketMQConsumer: the two-broker cluster of scripts/rocketmq.sh, on a topic created on both.
 func TestRocketMQConsumer(t *testing.T) {
+	Lane(t, "rocketmq")
 	cfg := rocketmq.DefaultConfig()
 	cfg.NameServers = []string{rocketmqNamesrv(t)}
 	cfg.CreateTopics = true

@@ -21,6 +21,7 @@ func nsqdBin(t *testing.T) string {
 }
 
 func TestNSQ(t *testing.T) {
+	Lane(t, "nsq")
 	h := NewNSQProcs(t, nsqdBin(t), 3)
 	RunSuite(t, h)
 }
@@ -40,6 +41,7 @@ func TestEmbeddedNSQ(t *testing.T) {
 // TestNSQRejects checks that a message over nsqd's --max-msg-size answers 413 (refused before it reaches
 // nsqd, which would close the shared connection), and that the next request succeeds.
 func TestNSQRejects(t *testing.T) {
+	Lane(t, "nsq")
 	p := StartNSQDProc(t, nsqdBin(t), "-max-msg-size", "1000")
 	h := &NSQ{TCP: []string{p.TCPAddr}, HTTP: []string{p.HTTPAddr}}
 	tg := StartTarget(t, h, nil)

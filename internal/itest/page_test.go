@@ -60,15 +60,22 @@ func tail(s string, n int) string {
 }
 
 var (
-	send1Row   = regexp.MustCompile(`(?s)<tr[^>]*data-route="/send1"[^>]*>(.*?)</tr>`)
+	send1Row   = routeRow("/send1")
+	rtRow      = routeRow("/sendRoundTrip")
 	rateCell   = regexp.MustCompile(`<td class="rate" data-value="([0-9.e+-]+)">`)
 	totalCell  = regexp.MustCompile(`(?s)<td class="l status-total">(.*?)</td>`)
 	hostRow    = regexp.MustCompile(`(?s)<tr[^>]*data-broker="nsq" data-host="127\.0\.0\.1:\d+"[^>]*>(.*?)</tr>`)
 	versionBox = regexp.MustCompile(`<b id="version">([^<]*)</b>`)
 )
 
+// routeRow matches an endpoint's row of the live page's table.
+func routeRow(route string) *regexp.Regexp {
+	return regexp.MustCompile(`(?s)<tr[^>]*data-route="` + regexp.QuoteMeta(route) + `"[^>]*>(.*?)</tr>`)
+}
+
 // checkPage reports what the dumped DOM still lacks: the /send1 row with a positive rate and the 400
-// count, the version, and the embedded nsqd hosts marked up.
+// count, a /sendRoundTrip row with a positive rate (the page shows it once used), the version, and
+// the embedded nsqd hosts marked up.
 func checkPage(dom string, bad400 int) error {
 	if !strings.Contains(dom, `<div id="live" class="ok">live</div>`) {
 		return fmt.Errorf("the page has not shown /stats yet")
@@ -83,6 +90,15 @@ func checkPage(dom string, bad400 int) error {
 	}
 	if r, err := strconv.ParseFloat(m[1], 64); err != nil || r <= 0 {
 		return fmt.Errorf("/send1 rate %q, want > 0", m[1])
+	}
+	rt := rtRow.FindStringSubmatch(dom)
+	if rt == nil {
+		return fmt.Errorf("no /sendRoundTrip row")
+	}
+	if m := rateCell.FindStringSubmatch(rt[1]); m == nil {
+		return fmt.Errorf("/sendRoundTrip row has no rate: %s", rt[1])
+	} else if r, err := strconv.ParseFloat(m[1], 64); err != nil || r <= 0 {
+		return fmt.Errorf("/sendRoundTrip rate %q, want > 0", m[1])
 	}
 	totals := totalCell.FindStringSubmatch(row[1])
 	want400 := fmt.Sprintf(`data-code="400" data-value="%d">400: %d</span>`, bad400, bad400)
@@ -121,7 +137,11 @@ func TestLivePageInChromium(t *testing.T) {
 			t.Fatalf("/send1?size=0: %d, want 400", r.Status)
 		}
 	}
-	// Traffic while the page is looked at, so whichever window it shows has /send1 answers in it.
+	if r := tg.Get(t, "/sendRoundTrip"); r.Status != http.StatusOK {
+		t.Fatalf("/sendRoundTrip: %d %s", r.Status, r.Error)
+	}
+	// Traffic while the page is looked at, so whichever window it shows has /send1 and /sendRoundTrip
+	// answers in it (one round trip every fifth tick).
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -129,13 +149,17 @@ func TestLivePageInChromium(t *testing.T) {
 	wg.Go(func() {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
-		for {
+		for n := 0; ; n++ {
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
 			}
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, tg.Base+"/send1", nil)
+			path := "/send1"
+			if n%5 == 4 {
+				path = "/sendRoundTrip"
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, tg.Base+path, nil)
 			if resp, err := client.Do(req); err == nil {
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
@@ -146,7 +170,7 @@ func TestLivePageInChromium(t *testing.T) {
 	// One Chromium run both dumps the DOM and takes the screenshot: a start costs seconds on a busy machine.
 	shot := t.TempDir() + "/live-page.png"
 	start, tries := time.Now(), 0
-	Eventually(t, 25*time.Second, "the page shows /send1's rate and its 400 answers", func() error {
+	Eventually(t, 25*time.Second, "the page shows /send1's rate and its 400 answers, and /sendRoundTrip's rate", func() error {
 		tries++
 		dom, err := headless(t, bin, tg.Base+"/", "--window-size=1400,760", "--hide-scrollbars", "--screenshot="+shot, "--dump-dom")
 		if err != nil {

@@ -26,6 +26,7 @@ func rocketmqNamesrv(t *testing.T) string {
 }
 
 func TestRocketMQ(t *testing.T) {
+	Lane(t, "rocketmq")
 	h := NewRocketMQ(t, rocketmqNamesrv(t))
 	t.Run("delivery", func(t *testing.T) { RunDelivery(t, h) })
 	t.Run("bad input", func(t *testing.T) { RunBadInput(t, h) })

@@ -20,6 +20,7 @@ import (
 // internal/roundtrip against embedded brokers and real nsqd.
 
 func TestRoundTripNSQ(t *testing.T) {
+	Lane(t, "nsq")
 	RunRoundTrip(t, NewNSQProcs(t, nsqdBin(t), 2))
 }
 
@@ -35,16 +36,19 @@ func TestRoundTripEmbeddedSTOMP(t *testing.T) {
 }
 
 func TestRoundTripArtemis(t *testing.T) {
+	Lane(t, "artemis")
 	addr, login, pass, _ := realBroker(t, "artemis", "ARTEMIS")
 	RunRoundTrip(t, &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass, Persistent: true})
 }
 
 func TestRoundTripActiveMQ(t *testing.T) {
+	Lane(t, "activemq")
 	addr, login, pass, _ := realBroker(t, "activemq", "ACTIVEMQ")
 	RunRoundTrip(t, &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass})
 }
 
 func TestRoundTripRocketMQ(t *testing.T) {
+	Lane(t, "rocketmq")
 	RunRoundTrip(t, NewRocketMQ(t, rocketmqNamesrv(t)))
 }
 

@@ -56,12 +56,14 @@ func realBroker(t *testing.T, name, env string) (addr, login, passcode string, c
 // TestSTOMPMixed covers them across Artemis, ActiveMQ Classic and a go-stomp server.
 
 func TestArtemis(t *testing.T) {
+	Lane(t, "artemis")
 	addr, login, pass, ctl := realBroker(t, "artemis", "ARTEMIS")
 	h := &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass, Persistent: true, Ctl: []BrokerControl{ctl}}
 	RunSuite(t, h)
 }
 
 func TestActiveMQ(t *testing.T) {
+	Lane(t, "activemq")
 	addr, login, pass, ctl := realBroker(t, "activemq", "ACTIVEMQ")
 	h := &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass, Ctl: []BrokerControl{ctl}}
 	RunSuite(t, h)
@@ -71,6 +73,7 @@ func TestActiveMQ(t *testing.T) {
 // CONNECT's host header as the virtual host, so mqtarget and the harness send "/"; a SEND to /queue/NAME
 // declares the durable queue NAME, and persistent:true stores the messages on disk.
 func TestRabbitMQ(t *testing.T) {
+	Lane(t, "rabbitmq")
 	addr, login, pass, ctl := realBroker(t, "rabbitmq", "RABBITMQ")
 	h := &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass, Persistent: true, VHost: "/",
 		Ctl: []BrokerControl{ctl}}
@@ -81,6 +84,7 @@ func TestRabbitMQ(t *testing.T) {
 // the round-robin endpoints are checked per host against real brokers. mqtarget has one STOMP login,
 // so scripts/test.sh starts both brokers with the same credentials; the go-stomp server takes any.
 func TestSTOMPMixed(t *testing.T) {
+	Lane(t, "artemis", "activemq")
 	art, login, pass, _ := realBroker(t, "artemis", "ARTEMIS")
 	amq, login2, pass2, _ := realBroker(t, "activemq", "ACTIVEMQ")
 	if login != login2 || pass != pass2 {

@@ -174,6 +174,7 @@ func runBrokerTLSCases(t *testing.T, h Harness, setTLS func(*config.Config, publ
 // TestNSQTLS runs the delivery suite over TLS against an nsqd that requires it, then the ways a client's
 // TLS setting can be wrong.
 func TestNSQTLS(t *testing.T) {
+	Lane(t, "nsq")
 	bin := nsqdBin(t)
 	pki, other := newTestPKI(t), newTestPKI(t)
 	p := StartNSQDProc(t, bin, "-tls-cert", pki.Cert, "-tls-key", pki.Key, "-tls-required=tcp-https")
@@ -227,6 +228,7 @@ func artemisTLS(t *testing.T) (addr, ca string) {
 
 // TestArtemisTLS runs the delivery suite over Artemis's TLS STOMP acceptor, then wrong settings.
 func TestArtemisTLS(t *testing.T) {
+	Lane(t, "artemis")
 	tlsAddr, ca := artemisTLS(t)
 	plainAddr, login, pass, _ := realBroker(t, "artemis", "ARTEMIS")
 	verifying := publishers.TLSConfig{Enabled: true, CAFile: ca}
@@ -345,6 +347,7 @@ func (h *rmqTLSHarness) Configure(cfg *config.Config) {
 // library, plain and TLS producers cannot live in one process (rocketmq-client-go has one TLS switch per
 // process).
 func TestRocketMQTLS(t *testing.T) {
+	Lane(t, "rocketmq")
 	ns := rocketmqNamesrv(t)
 	ca := os.Getenv("MQTARGET_ROCKETMQ_TLS_CA")
 	if ca == "" {

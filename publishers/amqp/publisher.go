@@ -1036,6 +1036,11 @@ func (l *link) checkStall() {
 func (l *link) kill(err error) {
 	l.deadOnce.Do(func() {
 		l.mu.Lock()
+		if l.closing {
+			// Close is ending this link: whatever cut it short during closeWait (the close handshake's
+			// deadline with a stalled broker, say), what is unconfirmed failed because of Close.
+			err = publishers.ErrClosed
+		}
 		l.deadErr = err
 		pends := l.inflight
 		l.inflight = map[uint64]*pending{}

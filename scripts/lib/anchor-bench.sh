@@ -1,28 +1,95 @@
 # shellcheck shell=bash
-# Shared by scripts/bench-rocketmq.sh and scripts/bench-stomp.sh: settings, clean-up, and wrk runs
-# against a mqtarget built from this tree, on 127.0.0.1, with a bounded duration. Source it after `cd` to
-# the repository root, define on_exit (what to stop besides mqtarget) and call bench_init.
+# The anchor benchmarks' library (scripts/bench-{stomp,rocketmq,nsq,kafka,amqp,nats,mqtt}.sh, issue #21
+# item 2): settings checked with exit 2 naming the flag, a mqtarget built from this tree on 127.0.0.1,
+# a clean-up trap, and the tail comparison every anchor prints: for each N, a direct client of the
+# broker (a cmd/bench-* program over cmd/internal/closedloop: every latency in a histogram, p50 / p99 /
+# p99.9) and wrk -cN on mqtarget's /send1, in the order direct, mqtarget, mqtarget, direct (A-B-B-A),
+# each run to a fresh destination when the script gives one (so no run pays for an earlier run's
+# backlog and a broker slowing as it fills hits both alike), then wrk -cN on /healthz (the HTTP hop
+# alone). Source it after `cd` to the repository root, then:
+#
+#   BENCH_NAME=bench-x; source scripts/lib/anchor-bench.sh
+#   on_exit() { ...stop what the script started... }     # called by the EXIT trap
+#   bench_init PORT TOPIC "$@"                            # flags and BENCH_* settings; TMP, trap
+#   direct_cmd() { CMD=("$TMP/bench-x" -c "$1" -topic "$2"); }  # N DEST: the direct client's command
+#   send_url() { echo "http://127.0.0.1:$PORT/send1?broker=x&topic=$1&size=$SIZE"; }  # DEST
+#   start_mqtarget URL ARGS...
+#   tails_runs                                            # every N, A-B-B-A, then the hop
+#   tails_table "direct client name"                      # the markdown tables on stdout
+#
 # Logs go to stderr; stdout is left for the caller's markdown table.
 
 log() { printf '[%s +%ss] %s\n' "${BENCH_NAME:-bench}" "$SECONDS" "$*" >&2; }
 die() { printf '[%s] ERROR: %s\n' "${BENCH_NAME:-bench}" "$*" >&2; exit 1; }
+# usage_error FLAG MESSAGE: a bad setting; exit 2 naming it.
+usage_error() { printf '[%s] %s: %s (see --help)\n' "${BENCH_NAME:-bench}" "$1" "$2" >&2; exit 2; }
 
 MQT_PID=""
+# Bounds of the settings: every run is bounded by them.
+readonly BENCH_MAX_SECONDS=600 BENCH_MAX_CONNS=1000
 
-# bench_init CONNS WARMUP PORT TOPIC: the defaults of BENCH_CONNS, BENCH_WARMUP, BENCH_PORT and
-# BENCH_TOPIC (BENCH_DURATION defaults to 10); sets CONNS DURATION WARMUP PORT TOPIC SIZE and TMP, and
-# cleans up at exit.
+# check_int FLAG VALUE MIN MAX: VALUE is a whole number in MIN..MAX, else exit 2 naming FLAG.
+check_int() {
+    if ! [[ "$2" =~ ^[0-9]{1,9}$ ]] || (("$2" < $3 || "$2" > $4)); then
+        usage_error "$1" "must be a whole number in $3..$4, got '$2'"
+    fi
+}
+
+# check_port VAR: $VAR is a TCP port (1024..65535), else exit 2 naming VAR.
+check_port() { check_int "$1" "${!1}" 1024 65535; }
+
+# bench_usage: the script's header comment (from line 2 to `set -euo`).
+bench_usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
+
+# bench_init PORT TOPIC ARGS...: the settings, from the flags in ARGS over the BENCH_* environment over
+# the defaults (N: 1 4 16; 10 s measured, 3 s warm-up; mqtarget on PORT; destinations named TOPIC-...):
+#   -c, --conns "N..."   (BENCH_CONNS)     -d, --duration S (BENCH_DURATION)
+#   -w, --warmup S       (BENCH_WARMUP)    -p, --port P     (BENCH_PORT)     --topic T (BENCH_TOPIC)
+#   --broker-warmup S    (BENCH_BROKER_WARMUP [10]): an unrecorded direct run at the largest N before
+#                        the first measured one, so that run 1 does not pay for a cold broker (a JVM's JIT)
+# Sets CONNS DURATION WARMUP PORT TOPIC SIZE TMP and COMMAND (the command line as run), and cleans up at
+# exit. Bad settings exit 2 naming the flag.
 # shellcheck disable=SC2034 # the settings are read by the sourcing script
 bench_init() {
-    CONNS="${BENCH_CONNS:-$1}"
+    CONNS="${BENCH_CONNS:-1 4 16}"
     DURATION="${BENCH_DURATION:-10}"
-    WARMUP="${BENCH_WARMUP:-$2}"
-    PORT="${BENCH_PORT:-$3}"
-    TOPIC="${BENCH_TOPIC:-$4}"
+    WARMUP="${BENCH_WARMUP:-3}"
+    BROKER_WARMUP="${BENCH_BROKER_WARMUP:-10}"
+    PORT="${BENCH_PORT:-$1}"
+    TOPIC="${BENCH_TOPIC:-$2}"
     SIZE=100
-    need_wrk
-    TMP="$(mktemp -d)"
+    shift 2
+    COMMAND="$0${*:+ $*}"
+    while (($#)); do
+        case "$1" in
+            -c | --conns | -d | --duration | -w | --warmup | --broker-warmup | -p | --port | --topic)
+                (($# >= 2)) || usage_error "$1" "needs a value" ;;
+        esac
+        case "$1" in
+            -c | --conns) CONNS="$2"; shift ;;
+            -d | --duration) DURATION="$2"; shift ;;
+            -w | --warmup) WARMUP="$2"; shift ;;
+            --broker-warmup) BROKER_WARMUP="$2"; shift ;;
+            -p | --port) PORT="$2"; shift ;;
+            --topic) TOPIC="$2"; shift ;;
+            -h | --help) bench_usage; exit 0 ;;
+            *) usage_error "$1" "unknown option" ;;
+        esac
+        shift
+    done
+    check_int "--duration (BENCH_DURATION)" "$DURATION" 1 "$BENCH_MAX_SECONDS"
+    check_int "--warmup (BENCH_WARMUP)" "$WARMUP" 0 "$BENCH_MAX_SECONDS"
+    check_int "--broker-warmup (BENCH_BROKER_WARMUP)" "$BROKER_WARMUP" 0 "$BENCH_MAX_SECONDS"
+    check_int "--port (BENCH_PORT)" "$PORT" 1024 65535
+    [[ -n "$CONNS" ]] || usage_error "--conns (BENCH_CONNS)" "no N given"
+    local n
+    for n in $CONNS; do check_int "--conns (BENCH_CONNS)" "$n" 1 "$BENCH_MAX_CONNS"; done
+    [[ "$TOPIC" =~ ^[A-Za-z0-9_-]{1,100}$ ]] || usage_error "--topic (BENCH_TOPIC)" "letters, digits, - and _ only (1..100), got '$TOPIC'"
+    need_tools
+    TMP="$(mktemp -d "${TMPDIR:-/tmp}/mqtarget-${BENCH_NAME:-bench}.XXXXXX")"
+    : >"$TMP/rows"
     trap bench_exit EXIT
+    trap 'exit 130' INT TERM
 }
 
 bench_exit() {
@@ -32,35 +99,51 @@ bench_exit() {
         tail -n 40 "$TMP/mqtarget.log" >&2
     fi
     stop_mqtarget
-    on_exit
+    if declare -F on_exit >/dev/null; then on_exit || true; fi
     rm -rf "$TMP"
 }
 
-# need_wrk: install wrk from Debian when missing (scripts/lib/broker.sh: one apt-get, waiting for the
-# dpkg lock), else fail.
-need_wrk() {
-    command -v wrk >/dev/null && return
-    NAME="${BENCH_NAME:-bench}"
-    # shellcheck source=scripts/lib/broker.sh
-    . scripts/lib/broker.sh
-    ensure_packages wrk
+# need_tools: wrk and curl from Debian when missing (scripts/lib/broker.sh: one apt-get, waiting for the
+# dpkg lock), go on PATH.
+need_tools() {
+    command -v go >/dev/null || die "go is required (it builds mqtarget and the direct client)"
+    local missing=() t
+    for t in wrk curl; do command -v "$t" >/dev/null || missing+=("$t"); done
+    ((${#missing[@]})) || return 0
+    (
+        # shellcheck disable=SC2034 # NAME is broker.sh's log prefix
+        NAME="${BENCH_NAME:-bench}"
+        # shellcheck source=scripts/lib/broker.sh
+        . scripts/lib/broker.sh
+        ensure_packages "${missing[@]}"
+    )
 }
 
-# start_mqtarget URL ARGS...: build mqtarget, start it with ARGS on 127.0.0.1:$PORT and wait until URL
-# answers 2xx (at most 30 s).
+# build_go NAME PKG: go build PKG into $TMP/NAME (once).
+build_go() {
+    [[ -x "$TMP/$1" ]] && return 0
+    log "building $2"
+    go build -o "$TMP/$1" "$2"
+}
+
+# start_mqtarget URL ARGS...: start mqtarget (built from this tree) with ARGS on 127.0.0.1:$PORT and wait
+# until URL answers 2xx (at most BENCH_MQTARGET_TIMEOUT [60] s).
 start_mqtarget() {
-    local url="$1"
+    local url="$1" deadline=$((SECONDS + ${BENCH_MQTARGET_TIMEOUT:-60}))
     shift
-    log "building and starting mqtarget on 127.0.0.1:$PORT"
-    go build -o "$TMP/mqtarget" ./cmd/mqtarget
+    stop_mqtarget
+    build_go mqtarget ./cmd/mqtarget
+    # another process on the port would answer the readiness check in our mqtarget's place
+    if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then die "127.0.0.1:$PORT is taken already: choose another with --port"; fi
+    log "starting mqtarget on 127.0.0.1:$PORT${*:+ with $*}" 2>&1 | sed -E 's#(://[^:/@ ]*:)[^@ ]*@#\1***@#g' >&2
     "$TMP/mqtarget" -http.addr "127.0.0.1:$PORT" -log.level warn "$@" >"$TMP/mqtarget.log" 2>&1 &
     MQT_PID=$!
-    local deadline=$((SECONDS + 30))
     until curl -fsS -o /dev/null "$url" 2>/dev/null; do
         kill -0 "$MQT_PID" 2>/dev/null || { cat "$TMP/mqtarget.log" >&2; die "mqtarget exited"; }
-        ((SECONDS < deadline)) || { cat "$TMP/mqtarget.log" >&2; die "mqtarget does not answer $url"; }
+        ((SECONDS < deadline)) || { cat "$TMP/mqtarget.log" >&2; die "mqtarget does not answer $url: $(curl -sS "$url" 2>&1)"; }
         sleep 0.1
     done
+    kill -0 "$MQT_PID" 2>/dev/null || { cat "$TMP/mqtarget.log" >&2; die "mqtarget exited"; }
 }
 
 # stop_mqtarget: SIGTERM the mqtarget started here and wait for it.
@@ -73,44 +156,143 @@ stop_mqtarget() {
 }
 
 # cpu_ticks PID: user+system CPU time of PID so far, in clock ticks.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 
-# wrk_run N URL: a WARMUP-second run (discarded), then a DURATION-second one with -cN. Prints
-# "RPS AVG P50 P99 NON2XX SOCKET_ERRORS CPU_US" (latencies as wrk prints them; CPU_US: mqtarget's CPU
-# time per request of the measured run, in microseconds).
-wrk_run() {
-    local n="$1" url="$2" t out="$TMP/wrk-$1.out" before after
+# wrk_tail N URL: wrk -cN on URL for WARMUP seconds (discarded), then DURATION seconds measured with
+# scripts/wrk/bench.lua. Prints the direct clients' result line (closedloop.Result.String), from wrk's
+# own latency histogram (1 µs precision), with errors = non-2xx answers + socket errors, and
+# cpu_us = mqtarget's CPU time per request of the measured run.
+wrk_tail() {
+    local n="$1" url="$2" t out before after
     t=$((n < 2 ? n : 2))
-    wrk -t"$t" -c"$n" -d"${WARMUP}s" "$url" >/dev/null
+    if ((WARMUP > 0)); then
+        wrk -t"$t" -c"$n" -d"${WARMUP}s" "$url" >/dev/null || die "wrk warm-up on $url failed"
+    fi
     before=$(cpu_ticks "$MQT_PID")
-    wrk -t"$t" -c"$n" -d"${DURATION}s" --latency "$url" >"$out"
+    out="$(timeout $((DURATION + 60)) wrk -t"$t" -c"$n" -d"${DURATION}s" -s scripts/wrk/bench.lua "$url" 2>&1)" ||
+        die "wrk on $url failed: $out"
     after=$(cpu_ticks "$MQT_PID")
-    awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" '
-        /^ +Latency / && !lat { avg = $2; lat = 1 }
-        /^ +50% / { p50 = $2 }
-        /^ +99% / { p99 = $2 }
-        /^Requests:|requests in/ { if ($1 ~ /^[0-9]+$/) total = $1 }
-        /^Requests\/sec:/ { rps = $2 }
-        /Non-2xx or 3xx responses:/ { non2xx = $NF }
-        /Socket errors:/ { gsub(/,/, ""); sock = $4 + $6 + $8 + $10 }
-        END { printf "%d %s %s %s %d %d %.0f\n", rps, avg, p50, p99, non2xx, sock, (total ? ticks / hz * 1e6 / total : 0) }' "$out"
+    grep -m1 '^BENCH ' <<<"$out" | awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" '
+        { for (i = 2; i <= NF; i++) { split($i, p, "="); f[p[1]] = p[2] } }
+        END {
+            secs = f["duration_us"] / 1e6
+            bad = f["non2xx"] + f["connect"] + f["read"] + f["write"] + f["timeout"]
+            printf "rate=%.0f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f failed=%d sent=%d cpu_us=%.0f\n",
+                (secs ? f["ok"] / secs : 0), f["p50_us"] / 1e3, f["p99_us"] / 1e3, f["p999_us"] / 1e3, f["max_us"] / 1e3,
+                bad, f["ok"], (f["requests"] ? ticks / hz * 1e6 / f["requests"] : 0) }'
 }
 
-# hop_rps N: wrk -cN on mqtarget's /healthz, the HTTP hop alone at the same N; prints its req/s for
-# latency_ceiling.
-hop_rps() {
-    log "N=$1: wrk -c$1 on /healthz (the HTTP hop alone)"
-    wrk_run "$1" "http://127.0.0.1:$PORT/healthz" | awk '{ print $1 }'
+# direct_tail N DEST [SECONDS]: the command the script's direct_cmd N DEST puts in CMD, with the common
+# flags (measuring SECONDS, default DURATION), bounded in time; prints its result line (it must start
+# with rate=).
+direct_tail() {
+    local line CMD=() secs="${3:-$DURATION}"
+    direct_cmd "$1" "$2"
+    line="$(timeout $((WARMUP + secs + 120)) "${CMD[@]}" -size "$SIZE" -d "${secs}s" -warmup "${WARMUP}s")" ||
+        die "the direct client failed at N=$1 (destination $2)"
+    [[ "$line" == rate=* ]] || die "the direct client printed '$line', not a result line"
+    echo "$line"
 }
 
-# latency_ceiling HOP_RPS DIRECT_RPS: the highest mqtarget/direct ratio a run can reach when every request
-# adds the HTTP hop to the direct client's latency and the broker answers as fast as for the direct
-# client. N closed-loop clients have mean latency N / rate (Little's law), so the direct client's is
-# N/DIRECT_RPS, the hop's N/HOP_RPS (wrk on /healthz at the same N), and the ceiling is
-# (N/DIRECT_RPS) / (N/DIRECT_RPS + N/HOP_RPS) = HOP_RPS / (HOP_RPS + DIRECT_RPS).
-latency_ceiling() {
-    awk -v h="$1" -v d="$2" 'BEGIN { if (h + d > 0) printf "%.2f", h / (h + d); else printf "-" }'
+# record N RUN CLIENT LINE: one row of the results.
+record() {
+    echo "n=$1 run=$2 client=$3 $4" >>"$TMP/rows"
+    log "N=$1 run $2 $3: $4"
 }
 
-# ratio A B: A/B with two decimals ("-" when B is 0).
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'; }
+# dest N RUN: the run's destination: fresh per run (TOPIC-nN-RUN) unless BENCH_FRESH=0 (then TOPIC).
+dest() {
+    if [[ "${BENCH_FRESH:-1}" == 0 ]]; then echo "$TOPIC"; else echo "$TOPIC-n$1-$2"; fi
+}
+
+# tails_runs: for each N, A-B-B-A (direct_tail, wrk_tail on send_url, again, direct_tail again; each to
+# dest N RUN, with before_run N RUN DEST first when the script defines it), then the hop (/healthz).
+tails_runs() {
+    local n run d line top=0
+    if ((BROKER_WARMUP > 0)); then
+        for n in $CONNS; do if ((n > top)); then top=$n; fi; done
+        log "warming the broker up: the direct client at N=$top for $BROKER_WARMUP s, not recorded"
+        line="$(direct_tail "$top" "$(dest "$top" warm)" "$BROKER_WARMUP")"
+        log "warm-up: $line"
+    fi
+    for n in $CONNS; do
+        for run in 1 2 3 4; do
+            d="$(dest "$n" "$run")"
+            if declare -F before_run >/dev/null; then before_run "$n" "$run" "$d"; fi
+            case $run in
+                1 | 4) line="$(direct_tail "$n" "$d")"; record "$n" "$run" direct "$line" ;;
+                *) line="$(wrk_tail "$n" "$(send_url "$d")")"; record "$n" "$run" send1 "$line" ;;
+            esac
+        done
+        line="$(wrk_tail "$n" "http://127.0.0.1:$PORT/healthz")"
+        record "$n" 5 healthz "$line"
+    done
+}
+
+# tails_table DIRECT_NAME: the runs as a markdown table (in the order run), then per N the target of
+# issue #21: p99(/send1) <= p99(direct) + p99(/healthz) + 1 ms, each /send1 run judged against the
+# direct run beside it (run 2 against 1, run 3 against 4), with p99.9 and the throughput ratio beside.
+tails_table() {
+    awk -v direct="$1" '
+    function kv(    i, p) { delete f; for (i = 1; i <= NF; i++) { split($i, p, "="); f[p[1]] = p[2] } }
+    BEGIN { name["direct"] = direct; name["send1"] = "mqtarget `/send1` (wrk)"; name["healthz"] = "mqtarget `/healthz` (wrk, the hop)" }
+    {
+        kv(); n = f["n"]; r = f["run"]
+        if (!(n in seen)) { seen[n] = 1; ns[++nn] = n }
+        rows[++nr] = sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n, r, name[f["client"]], f["rate"],
+            f["p50_ms"], f["p99_ms"], f["p999_ms"], f["max_ms"], f["failed"], ("cpu_us" in f) && f["client"] != "direct" ? f["cpu_us"] "µs" : "-")
+        p99[n, r] = f["p99_ms"]; p999[n, r] = f["p999_ms"]; rate[n, r] = f["rate"]
+    }
+    END {
+        print "| N | run | client | msg/s | p50 ms | p99 ms | p99.9 ms | max ms | errors | mqtarget CPU/req |"
+        print "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        for (i = 1; i <= nr; i++) print rows[i]
+        print ""
+        print "| N | direct p99 (run 1 / 4) | `/send1` p99 (run 2 / 3) | `/healthz` p99 | p99(`/send1`) ≤ p99(direct) + p99(hop) + 1 ms | direct p99.9 (1 / 4) | `/send1` p99.9 (2 / 3) | `/send1` / direct msg/s |"
+        print "| --- | --- | --- | --- | --- | --- | --- | --- |"
+        for (i = 1; i <= nn; i++) {
+            n = ns[i]; met = 0
+            if (p99[n, 2] <= p99[n, 1] + p99[n, 5] + 1) met++
+            if (p99[n, 3] <= p99[n, 4] + p99[n, 5] + 1) met++
+            d = rate[n, 1] + rate[n, 4]
+            printf "| %s | %s / %s | %s / %s | %s | %s (met in %d of 2) | %s / %s | %s / %s | %s |\n", n, p99[n, 1], p99[n, 4],
+                p99[n, 2], p99[n, 3], p99[n, 5], (met == 2 ? "met" : "not met"), met, p999[n, 1], p999[n, 4], p999[n, 2], p999[n, 3],
+                (d > 0 ? sprintf("%.2f", (rate[n, 2] + rate[n, 3]) / d) : "-")
+        }
+    }' "$TMP/rows"
+}
+
+# machine_line: where and when this ran, for the report.
+machine_line() {
+    printf 'Measured %s on %s CPUs (%s), load average %s, mqtarget %s, %s; %s s measured after %s s warm-up per run, %s s broker warm-up, %s-byte messages.\n' \
+        "$(date -u '+%Y-%m-%d %H:%M UTC')" "$(nproc)" "$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)" \
+        "$(cut -d' ' -f1-3 /proc/loadavg)" "$(git describe --always --dirty 2>/dev/null || echo unknown)" \
+        "$(go env GOVERSION)" "$DURATION" "$WARMUP" "$BROKER_WARMUP" "$SIZE"
+}
+
+# maven_lib DIR COORDS...: fetch the Maven Central artifacts COORDS (group:artifact:version) with their
+# runtime dependencies into DIR/lib (once; mvn, like scripts/kafka.sh); prints DIR/lib.
+maven_lib() {
+    local dir="$1" c g a v deps=""
+    shift
+    if [[ -f "$dir/fetched" && "$(<"$dir/fetched")" == "$*" ]]; then
+        echo "$dir/lib"
+        return 0
+    fi
+    command -v mvn >/dev/null || die "mvn not found (apt-get install -y maven) to fetch $*"
+    for c in "$@"; do
+        IFS=: read -r g a v <<<"$c"
+        deps+="<dependency><groupId>$g</groupId><artifactId>$a</artifactId><version>$v</version></dependency>"
+    done
+    mkdir -p "$dir"
+    printf '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion><groupId>mqtarget</groupId><artifactId>bench-fetch</artifactId><version>1</version><dependencies>%s</dependencies></project>\n' \
+        "$deps" >"$dir/pom.xml"
+    log "fetching $* (maven) into $dir"
+    rm -rf "$dir/lib.tmp"
+    mvn -B -q -f "$dir/pom.xml" dependency:copy-dependencies -DoutputDirectory="$dir/lib.tmp" -DincludeScope=runtime \
+        >"$dir/mvn.log" 2>&1 || { tail -n 30 "$dir/mvn.log" >&2; die "maven could not fetch $* (log: $dir/mvn.log)"; }
+    rm -rf "${dir:?}/lib"
+    mv "$dir/lib.tmp" "$dir/lib"
+    echo "$*" >"$dir/fetched"
+    echo "$dir/lib"
+}

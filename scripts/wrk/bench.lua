@@ -3,7 +3,7 @@
 -- machine-readable line at the end:
 --
 --   BENCH requests=… ok=… non2xx=… codes=429:3,503:1 connect=… read=… write=… timeout=…
---         duration_us=… p50_us=… p99_us=… max_us=…
+--         duration_us=… p50_us=… p99_us=… p999_us=… max_us=…
 --
 -- Environment:
 --   BENCH_POST_SIZE  when set, POST a body of that many bytes shaped like mqtarget's payload
@@ -56,7 +56,7 @@ function done(summary, latency, requests)
    if codes_text == "" then codes_text = "-" end
    local e = summary.errors
    io.write(string.format(
-      "BENCH requests=%d ok=%d non2xx=%d codes=%s connect=%d read=%d write=%d timeout=%d duration_us=%d p50_us=%d p99_us=%d max_us=%d\n",
+      "BENCH requests=%d ok=%d non2xx=%d codes=%s connect=%d read=%d write=%d timeout=%d duration_us=%d p50_us=%d p99_us=%d p999_us=%d max_us=%d\n",
       summary.requests, summary.requests - n, n, codes_text, e.connect, e.read, e.write, e.timeout,
-      summary.duration, latency:percentile(50), latency:percentile(99), latency.max))
+      summary.duration, latency:percentile(50), latency:percentile(99), latency:percentile(99.9), latency.max))
 end

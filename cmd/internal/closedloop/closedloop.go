@@ -1,12 +1,17 @@
 // Package closedloop drives the anchor benchmarks' direct clients (cmd/bench-...): N senders, each
 // sending one message, waiting for the broker's answer and sending the next, like wrk's connections.
+// Every answered send's latency goes into a histogram (mqtarget load's, internal/drive/load.Recorder),
+// so the percentiles of a direct client and of `mqtarget load` are computed alike, and the one result
+// line all direct clients print is Result.String.
 package closedloop
 
 import (
+	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
+
+	"github.com/mqtarget/mqtarget/internal/drive/load"
 )
 
 // Options say how long to run and what to call.
@@ -19,34 +24,78 @@ type Options struct {
 	Window func(start bool)
 }
 
+// Bounds of a run, checked by Validate: the senders are goroutines with a connection each.
+const (
+	MaxSenders  = 10_000
+	MaxDuration = time.Hour
+)
+
+// Validate names the first bad option by the flag the direct clients give it (-c, -d, -warmup).
+func (o Options) Validate() error {
+	switch {
+	case o.Senders < 1 || o.Senders > MaxSenders:
+		return fmt.Errorf("-c: senders must be 1..%d, got %d", MaxSenders, o.Senders)
+	case o.Duration <= 0 || o.Duration > MaxDuration:
+		return fmt.Errorf("-d: must be > 0 and <= %v, got %v", MaxDuration, o.Duration)
+	case o.Warmup < 0 || o.Warmup > MaxDuration:
+		return fmt.Errorf("-warmup: must be 0..%v, got %v", MaxDuration, o.Warmup)
+	}
+	return nil
+}
+
 // Result covers the sends that started after the warm-up and were answered within the measured window.
 type Result struct {
-	Rate     float64 // answered sends per second
-	P50, P99 time.Duration
-	Sent     int
+	Duration time.Duration // the measured window
+	Latency  load.Latency  // milliseconds
+	Sent     int           // answered without error in the window
 	Failed   int
 	FirstErr error
 }
 
-// String is the line the benchmark scripts read: "RATE P50_MS P99_MS FAILED SENT".
-func (r Result) String() string {
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	return fmt.Sprintf("%.0f %.3f %.3f %d %d", r.Rate, ms(r.P50), ms(r.P99), r.Failed, r.Sent)
+// Rate is the answered sends per second of the measured window.
+func (r Result) Rate() float64 {
+	if r.Duration <= 0 {
+		return 0
+	}
+	return float64(r.Sent) / r.Duration.Seconds()
 }
 
-// Run runs o.Senders senders for o.Warmup + o.Duration and waits for all of them.
+// String is the line the benchmark scripts read (scripts/lib/anchor-bench.sh, direct_run):
+// "rate=R p50_ms=… p99_ms=… p999_ms=… max_ms=… failed=F sent=S".
+func (r Result) String() string {
+	l := r.Latency
+	return fmt.Sprintf("rate=%.0f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f failed=%d sent=%d",
+		r.Rate(), l.P50, l.P99, l.P999, l.Max, r.Failed, r.Sent)
+}
+
+// ErrNoSends is Check's error when no send was answered in the measured window.
+var ErrNoSends = errors.New("no send completed in the measured window")
+
+// Check is nil when at least one send was answered in the window.
+func (r Result) Check() error {
+	if r.Sent == 0 {
+		if r.FirstErr != nil {
+			return fmt.Errorf("%w (%d failed, the first: %w)", ErrNoSends, r.Failed, r.FirstErr)
+		}
+		return ErrNoSends
+	}
+	return nil
+}
+
+// Run runs o.Senders senders for o.Warmup + o.Duration and waits for all of them. A send that began in
+// the warm-up or ended after the window is not counted.
 func Run(o Options) Result {
 	start := time.Now()
 	from, to := start.Add(o.Warmup), start.Add(o.Warmup+o.Duration)
 	var (
 		mu  sync.Mutex
-		lat []time.Duration
-		r   Result
+		all load.Recorder
+		r   = Result{Duration: o.Duration}
 		wg  sync.WaitGroup
 	)
 	for i := range o.Senders {
 		wg.Go(func() {
-			var mine []time.Duration
+			var mine load.Recorder // one per sender: no lock per send
 			failed := 0
 			var first error
 			for time.Now().Before(to) {
@@ -61,11 +110,11 @@ func Run(o Options) Result {
 					first = cmpOr(first, err)
 					continue
 				}
-				mine = append(mine, t1.Sub(t0))
+				mine.Add(t1.Sub(t0))
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			lat = append(lat, mine...)
+			all.Merge(&mine)
 			r.Failed += failed
 			r.FirstErr = cmpOr(r.FirstErr, first)
 		})
@@ -77,14 +126,8 @@ func Run(o Options) Result {
 		o.Window(false)
 	}
 	wg.Wait()
-	if len(lat) == 0 {
-		return r
-	}
-	slices.Sort(lat)
-	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-	r.Sent = len(lat)
-	r.Rate = float64(len(lat)) / o.Duration.Seconds()
-	r.P50, r.P99 = pct(0.50), pct(0.99)
+	r.Sent = int(all.Count())
+	r.Latency = all.Latency()
 	return r
 }
 

@@ -1,10 +1,15 @@
 package closedloop
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mqtarget/mqtarget/internal/drive/load"
 )
 
 // TestRunCountsOnlyTheWindow: sends answered inside the measured window count, failures apart from
@@ -14,7 +19,7 @@ func TestRunCountsOnlyTheWindow(t *testing.T) {
 	var window []bool
 	boom := errors.New("boom")
 	r := Run(Options{
-		Senders: 2, Warmup: 50 * time.Millisecond, Duration: 100 * time.Millisecond,
+		Senders: 2, Warmup: 50 * time.Millisecond, Duration: 200 * time.Millisecond,
 		Send: func(sender int) error {
 			time.Sleep(time.Millisecond)
 			if calls.Add(1)%4 == 0 {
@@ -34,7 +39,106 @@ func TestRunCountsOnlyTheWindow(t *testing.T) {
 	if len(window) != 2 || !window[0] || window[1] {
 		t.Errorf("window callbacks %v, want [true false]", window)
 	}
-	if r.P50 <= 0 || r.P99 < r.P50 || r.Rate != float64(r.Sent)/0.1 {
-		t.Errorf("p50 %v p99 %v rate %v for %d sends in 100ms", r.P50, r.P99, r.Rate, r.Sent)
+	l := r.Latency
+	if l.P50 < 1 || l.P99 < l.P50 || l.P999 < l.P99 || l.Max < l.P999 || r.Rate() != float64(r.Sent)/0.2 {
+		t.Errorf("latency %+v rate %v for %d sends of >= 1 ms in 200ms", l, r.Rate(), r.Sent)
+	}
+}
+
+// TestResultLine: the line the scripts parse names every field, and a run without an answered send
+// is an error that carries the first failure.
+func TestResultLine(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name    string
+		r       Result
+		line    string
+		wantErr error
+	}{
+		{"answered", Result{Duration: 2 * time.Second, Sent: 3000, Failed: 1,
+			Latency: load.Latency{P50: 0.05, P99: 0.144, P999: 1.5, Max: 12.25}},
+			"rate=1500 p50_ms=0.050 p99_ms=0.144 p999_ms=1.500 max_ms=12.250 failed=1 sent=3000", nil},
+		{"nothing answered", Result{Duration: time.Second, Failed: 7, FirstErr: boom},
+			"rate=0 p50_ms=0.000 p99_ms=0.000 p999_ms=0.000 max_ms=0.000 failed=7 sent=0", boom},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.r.String(); got != tc.line {
+				t.Errorf("line %q, want %q", got, tc.line)
+			}
+			err := tc.r.Check()
+			if (err == nil) != (tc.wantErr == nil) || tc.wantErr != nil && (!errors.Is(err, tc.wantErr) || !errors.Is(err, ErrNoSends)) {
+				t.Errorf("Check() = %v, want %v", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestMainFlags: bad common flags exit 2 naming the flag before anything is opened.
+func TestMainFlags(t *testing.T) {
+	good := Common{Senders: 1, Size: 100, Duration: time.Second, Timeout: time.Second}
+	for _, tc := range []struct {
+		name string
+		edit func(*Common)
+		flag string
+	}{
+		{"no senders", func(c *Common) { c.Senders = 0 }, "-c:"},
+		{"too many senders", func(c *Common) { c.Senders = MaxSenders + 1 }, "-c:"},
+		{"zero duration", func(c *Common) { c.Duration = 0 }, "-d:"},
+		{"duration too long", func(c *Common) { c.Duration = MaxDuration + time.Second }, "-d:"},
+		{"negative warm-up", func(c *Common) { c.Warmup = -time.Second }, "-warmup:"},
+		{"negative size", func(c *Common) { c.Size = -1 }, "-size:"},
+		{"size too large", func(c *Common) { c.Size = MaxSize + 1 }, "-size:"},
+		{"no timeout", func(c *Common) { c.Timeout = 0 }, "-timeout:"},
+		{"timeout too long", func(c *Common) { c.Timeout = time.Hour }, "-timeout:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := good
+			tc.edit(&c)
+			opened := false
+			var out, errb bytes.Buffer
+			code := Main("x", c, func(Common) (Session, error) { opened = true; return Session{}, nil }, &out, &errb)
+			if code != 2 || opened || !strings.Contains(errb.String(), tc.flag) {
+				t.Errorf("exit %d, opened %v, stderr %q: want 2, not opened, naming %s", code, opened, errb.String(), tc.flag)
+			}
+		})
+	}
+}
+
+// TestMainPrintsTheLine: a session that answers prints one result line (with its extra) and exits 0;
+// one that cannot open exits 1.
+func TestMainPrintsTheLine(t *testing.T) {
+	c := Common{Senders: 1, Size: 1, Duration: 20 * time.Millisecond, Timeout: time.Second}
+	var out, errb bytes.Buffer
+	closed := false
+	code := Main("x", c, func(Common) (Session, error) {
+		return Session{Send: func(int) error { return nil }, Close: func() { closed = true },
+			Extra: func(Result) string { return " cpu_us=1" }}, nil
+	}, &out, &errb)
+	if code != 0 || !closed || !strings.HasPrefix(out.String(), "rate=") || !strings.HasSuffix(out.String(), " cpu_us=1\n") {
+		t.Errorf("exit %d closed %v stdout %q stderr %q", code, closed, out.String(), errb.String())
+	}
+	code = Main("x", c, func(Common) (Session, error) { return Session{}, errors.New("refused") }, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "refused") {
+		t.Errorf("failed open: exit %d stderr %q", code, errb.String())
+	}
+}
+
+// TestCommonHelpers: the body has Size bytes, and Timed gives every send a context with the deadline.
+func TestCommonHelpers(t *testing.T) {
+	c := Common{Size: 100, Timeout: time.Minute}
+	if b := c.Body(); len(b) != 100 || strings.Trim(string(b), "x") != "" {
+		t.Errorf("body %q", b)
+	}
+	var left time.Duration
+	err := c.Timed(func(ctx context.Context, i int) error {
+		d, ok := ctx.Deadline()
+		if !ok || i != 3 {
+			return errors.New("no deadline or wrong sender")
+		}
+		left = time.Until(d)
+		return nil
+	})(3)
+	if err != nil || left <= 0 || left > time.Minute {
+		t.Errorf("Timed: err %v, deadline in %v: want nil and within the minute", err, left)
 	}
 }

@@ -40,6 +40,7 @@ type wire struct {
 	parse   *http.Request
 	timeout time.Duration
 	dialer  net.Dialer
+	direct  directAddr // where the open model's pacer may connect by itself (open_linux.go)
 }
 
 func newWire(u *url.URL, method string, body []byte, timeout time.Duration) *wire {
@@ -53,6 +54,7 @@ func newWire(u *url.URL, method string, body []byte, timeout time.Duration) *wir
 	if u.Scheme == "https" {
 		w.tls = &tls.Config{ServerName: host, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12}
 	}
+	w.direct = newDirectAddr(host, port, w.tls == nil)
 	b := fmt.Appendf(nil, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: mqtarget-load\r\n", method, u.RequestURI(), u.Host)
 	if u.User != nil { // as net/http: credentials in the URL are sent as basic auth
 		r := &http.Request{Header: http.Header{}}
@@ -75,6 +77,9 @@ type conn struct {
 	r    countingReader
 	br   *bufio.Reader
 	idle time.Time // when the last answer was read
+	// resp and body are the last simple answer's (head.go), reused: one request at a time.
+	resp http.Response
+	body fixedBody
 }
 
 // countingReader reads from the connection, counting what it read since the last reset, and fails once
@@ -168,6 +173,11 @@ func (w *wire) finish(c *conn, resp *http.Response, err error, want func(code in
 
 // read reads one final answer's head, skipping informational (1xx) ones.
 func (w *wire) read(c *conn) (*http.Response, error) {
+	if h, ok := readSimple(c.br, w.parse.Method); ok {
+		c.body = fixedBody{r: c.br, n: h.length}
+		c.resp = http.Response{StatusCode: h.code, Close: h.close, ContentLength: h.length, Body: &c.body}
+		return &c.resp, nil
+	}
 	for range maxInformational {
 		resp, err := http.ReadResponse(c.br, w.parse)
 		if err != nil {
@@ -199,6 +209,12 @@ func (w *wire) connect(c *conn, deadline time.Time) error {
 		}
 		nc = tc
 	}
+	c.use(nc, raw)
+	return nil
+}
+
+// use makes nc (over the TCP connection raw) c's connection.
+func (c *conn) use(nc net.Conn, raw syscall.Conn) {
 	c.nc, c.raw = nc, raw
 	c.r = countingReader{nc: nc}
 	if c.br == nil {
@@ -206,7 +222,28 @@ func (w *wire) connect(c *conn, deadline time.Time) error {
 	} else {
 		c.br.Reset(&c.r)
 	}
-	return nil
+}
+
+// resume takes over the connection the pacer opened and wrote the first written bytes of the request
+// on (startWritten), writes the rest and reads the whole answer. sent is when the pacer began.
+func (w *wire) resume(c *conn, s *socket, sent time.Time, want func(code int) bool) answer {
+	nc, err := s.conn()
+	if err != nil {
+		return answer{err: errorKind(err)}
+	}
+	raw, _ := nc.(syscall.Conn)
+	c.use(nc, raw)
+	_ = nc.SetDeadline(sent.Add(w.timeout))
+	c.r.n, c.r.limit = 0, maxHeadBytes
+	if s.written < len(w.request) {
+		// A connect still in progress (a target not on this machine) is waited for here, by the poller.
+		if _, err := nc.Write(w.request[s.written:]); err != nil {
+			c.close()
+			return answer{err: "writing the request: " + errorKind(err)}
+		}
+	}
+	resp, err := w.read(c)
+	return w.finish(c, resp, err, want)
 }
 
 // idleCheck: a connection idle longer than this is checked before it carries a request (a target

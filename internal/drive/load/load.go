@@ -328,6 +328,11 @@ func errorKind(err error) string {
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		// Without the addresses: each connection's own port would make every error a kind of its own.
+		return oneLine(oe.Op + ": " + oe.Err.Error())
+	}
 	return oneLine(err.Error())
 }
 

@@ -563,3 +563,37 @@ func TestErrorKindsAreShort(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorKindsWithoutAddresses: a target that never answers times every connection out; the kind
+// names the failure, not each connection's own port (which would make every error a kind of its own).
+func TestErrorKindsWithoutAddresses(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	wg.Go(func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c) // read nothing, answer nothing
+		}
+	})
+	r, err := Run(context.Background(), Options{URL: "http://" + ln.Addr().String() + "/", Connections: 4, Duration: 100 * time.Millisecond, Timeout: 150 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Errors != 4 || len(r.ErrorKinds) != 1 || r.ErrorKinds["read: i/o timeout"] != 4 {
+		t.Errorf("errors %d by kind %v: want 4 × \"read: i/o timeout\"", r.Errors, r.ErrorKinds)
+	}
+}

@@ -14,9 +14,11 @@ import (
 // goroutine that reads its answers (and, while the connection is idle, notices the target closing it
 // or sending what nobody asked for, as net/http's background read does). So between the due time
 // and the write there is only the pacer's own wake-up: no goroutine to wake, no lock, no allocation.
-// When no connection is idle a new worker is started, up to the run's workers, which connects and
-// sends that one request itself (its start and the dial count as lag and service); a request that
-// waits for a worker is late, and its latency counts from when it was due.
+// When no connection is idle a new worker is started, up to the run's workers: on Linux, for plain
+// HTTP to an IP address, the pacer itself connects (without waiting for the handshake) and writes the
+// request, and the worker reads the answer (open_linux.go); otherwise the worker connects and sends
+// that one request itself (its start then counts as lag, the dial as service). A request that waits
+// for a worker is late, and its latency counts from when it was due.
 
 // Worker states. The pacer claims an idle worker (idle → busy) before writing on its connection; the
 // worker's read, which began while the connection was idle, then takes the answer (busy → reading).
@@ -118,7 +120,12 @@ func (o *openRun) dispatch(ctx context.Context, stop <-chan time.Time, due time.
 		case w = <-o.idle:
 		default:
 			if o.live.Load() < int64(workers) {
-				o.start(due, rec)
+				sent := time.Now()
+				if s := o.s.wire.startWritten(); s != nil {
+					o.resume(s, due, sent, rec)
+				} else {
+					o.start(due, rec)
+				}
 				return true
 			}
 			select { // every worker busy: wait for one, but not past the end
@@ -163,6 +170,24 @@ func (o *openRun) write(w *openWorker, nc net.Conn) {
 
 // start runs a new worker, which connects and sends the request due at due itself.
 func (o *openRun) start(due time.Time, rec *recorder) {
+	o.worker(func(c *conn) {
+		o.s.send(c, rec, due, time.Now())
+	})
+}
+
+// resume runs a new worker on the connection the pacer opened at sent and began the request due at
+// due on: the worker reads the answer. The pacer's connect and write take microseconds on its own
+// thread, where starting a goroutine to do them is late by as long as the scheduler makes it wait
+// (every connection busy is when the target stalls, when the cores are busiest).
+func (o *openRun) resume(s *socket, due, sent time.Time, rec *recorder) {
+	o.worker(func(c *conn) {
+		a := o.s.wire.resume(c, s, sent, rec.wantSample)
+		rec.add(a.code, a.err, a.sample, due, sent, time.Now())
+	})
+}
+
+// worker runs a new worker whose first request first sends and counts.
+func (o *openRun) worker(first func(c *conn)) {
 	w := &openWorker{}
 	o.mu.Lock()
 	o.all = append(o.all, w)
@@ -172,7 +197,7 @@ func (o *openRun) start(due time.Time, rec *recorder) {
 	o.wg.Go(func() {
 		defer o.live.Add(-1)
 		defer w.c.close()
-		o.s.send(&w.c, rec, due, time.Now())
+		first(&w.c)
 		o.inflight.Done()
 		for o.serve(w) {
 		}
