@@ -17,6 +17,7 @@ import (
 // TestAMQP: every endpoint's ledger (queue.declare passive, and rabbitmqctl once per vhost), bad
 // input, the async drain, a frozen node (stopped too with MQTARGET_AMQP_KILL), and /send3Host with two.
 func TestAMQP(t *testing.T) {
+	Lane(t, "rabbitmq") // the node of TestRabbitMQ (STOMP)
 	h := NewAMQP(t)
 	RunSuite(t, h)
 	t.Run("send3Host with 2 servers", func(t *testing.T) { RunTooFewHosts(t, h, "amqp.urls") })
@@ -24,7 +25,8 @@ func TestAMQP(t *testing.T) {
 }
 
 // TestAMQPFaults freezes the node under load; kills it with -9 only with MQTARGET_AMQP_KILL (the
-// restart of the Erlang node takes tens of seconds, and the STOMP tests use it too).
+// restart of the Erlang node takes tens of seconds, and the STOMP tests use it too). No lane: it counts
+// the process's goroutines, and runs before every test in lanes.
 func TestAMQPFaults(t *testing.T) {
 	h := NewAMQP(t)
 	for _, f := range Faults {
@@ -38,11 +40,13 @@ func TestAMQPFaults(t *testing.T) {
 }
 
 func TestRoundTripAMQP(t *testing.T) {
+	Lane(t, "rabbitmq")
 	RunRoundTrip(t, NewAMQP(t))
 }
 
 // TestAMQPConsumer: the consumer over both vhosts.
 func TestAMQPConsumer(t *testing.T) {
+	Lane(t, "rabbitmq")
 	h := NewAMQP(t)
 	cfg := amqp.DefaultConfig()
 	cfg.URLs = h.URLs

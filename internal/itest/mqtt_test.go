@@ -19,13 +19,15 @@ import (
 // TestMQTT: two brokers, two hosts: every endpoint's ledger against mosquitto_sub, bad input, the
 // async drain, a stopped and a frozen broker, and /send3Host with two.
 func TestMQTT(t *testing.T) {
+	Lane(t, "mqtt")
 	Integration(t)
 	h := NewMQTT(t, 2)
 	RunSuite(t, h)
 	t.Run("send3Host with 2 servers", func(t *testing.T) { RunTooFewHosts(t, h, "mqtt.servers") })
 }
 
-// TestMQTTFaults kills and freezes one broker under load at QoS 1.
+// TestMQTTFaults kills and freezes one broker under load at QoS 1. No lane: it counts the process's
+// goroutines.
 func TestMQTTFaults(t *testing.T) {
 	Integration(t)
 	RunFaults(t, NewMQTT(t, 1))
@@ -35,6 +37,7 @@ func TestMQTTFaults(t *testing.T) {
 // subscribed first (an MQTT broker keeps nothing for a topic nobody subscribes to, so the shared
 // consume check, which publishes first, cannot apply).
 func TestRoundTripMQTT(t *testing.T) {
+	Lane(t, "mqtt")
 	Integration(t)
 	h := NewMQTT(t, 2)
 	// The batch: roundtrip.Batch lost its first messages here (2 and 6 of 300) before it waited for a

@@ -17,6 +17,7 @@ import (
 // TestNATS: two servers, two hosts: every endpoint's ledger against /jsz, bad input, the async drain,
 // a stopped and a frozen server, and /send3Host with two.
 func TestNATS(t *testing.T) {
+	Lane(t, "nats")
 	Integration(t)
 	h := NewNATS(t, 2)
 	RunSuite(t, h)
@@ -24,19 +25,21 @@ func TestNATS(t *testing.T) {
 }
 
 // TestNATSFaults kills and freezes one server under load (JetStream's file store: the PubAck follows
-// the write, so a kill -9 loses no acknowledged message).
+// the write, so a kill -9 loses no acknowledged message). No lane: it counts the process's goroutines.
 func TestNATSFaults(t *testing.T) {
 	Integration(t)
 	RunFaults(t, NewNATS(t, 1))
 }
 
 func TestRoundTripNATS(t *testing.T) {
+	Lane(t, "nats")
 	Integration(t)
 	RunRoundTrip(t, NewNATS(t, 2))
 }
 
 // TestNATSConsumer: the JetStream consumer over two servers.
 func TestNATSConsumer(t *testing.T) {
+	Lane(t, "nats")
 	Integration(t)
 	h := NewNATS(t, 2)
 	cfg := nats.DefaultConfig()
