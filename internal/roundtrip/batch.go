@@ -104,14 +104,10 @@ func Batch(ctx context.Context, o BatchOptions) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var atEcho span
-	probes := message.NewSource() // see warmUp; the echo's span leaves them out
 	if o.Echo != nil {
 		eo := *o.Echo
 		eo.Broker, eo.Publisher, eo.Topics, eo.AckSuffix = o.Broker, o.Publisher, []string{o.Topic}, o.AckSuffix
 		eo.observe = func(d publishers.Delivery) {
-			if run, ok := message.ParseRun(d.Body); ok && run == probes.Run() {
-				return
-			}
 			if _, sent, err := message.Parse(d.Body); err == nil {
 				atEcho.add(d.Received, sent)
 			}
@@ -126,18 +122,15 @@ func Batch(ctx context.Context, o BatchOptions) (Result, error) {
 	client := NewClient(o.Publisher, o.Acks, []string{o.Topic}, o.AckSuffix, corr, nil)
 	defer client.Close()
 
-	hosts := len(o.Publisher.Hosts())
-	if err := warmUp(ctx, o, corr, probes, hosts); err != nil {
-		return Result{}, err
-	}
 	src := message.NewSource()
 	pending := make([]*Pending, o.Count)
+	hosts := len(o.Publisher.Hosts())
 	var next, sent atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, o.Producers)
 	start := time.Now()
 	if o.Progress != nil {
-		stopProgress := reportProgress(o, start, &sent, corr, corr.Stats().Acked) // the probes' acks left out
+		stopProgress := reportProgress(o, start, &sent, corr)
 		defer stopProgress()
 	}
 	for p := range o.Producers {
@@ -202,54 +195,11 @@ func Batch(ctx context.Context, o BatchOptions) (Result, error) {
 	return r, nil
 }
 
-// probeEvery is how long warmUp waits for a probe's ack before it sends another.
-const probeEvery = 100 * time.Millisecond
-
-// warmUp returns once a probe published to each host came back through the echo and the acks'
-// consumer: they subscribe in the background, and a broker that keeps nothing for a topic nobody
-// subscribes to yet would drop the batch's first messages, counted lost. Probes are a run of their
-// own (probes.Run) and count in no result; one whose ack does not come within probeEvery is withdrawn
-// (its late ack is an unknown one) and another sent, until o.Wait passed.
-func warmUp(ctx context.Context, o BatchOptions, corr *Correlator, probes *message.Source, hosts int) error {
-	end := time.Now().Add(o.Wait)
-	size := max(o.Size, message.RunHeaderLen)
-	for host := range hosts {
-		for {
-			id := probes.NextID()
-			p := corr.Expect(message.FormatID(id))
-			if err := o.Publisher.Publish(ctx, host, o.Topic, probes.Build(id, size)); err != nil {
-				p.Cancel()
-				return fmt.Errorf("publishing a probe to host %d: %w", host, err)
-			}
-			back := false
-			t := time.NewTimer(probeEvery)
-			select {
-			case <-p.ch:
-				back = true
-			case <-t.C:
-			case <-ctx.Done():
-			}
-			t.Stop()
-			if back {
-				break
-			}
-			p.Cancel()
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if time.Now().After(end) {
-				return fmt.Errorf("no probe published to host %d came back within %v: is the echo running?", host, o.Wait)
-			}
-		}
-	}
-	return nil
-}
-
 // reportProgress calls o.Progress every progressEvery until the returned stop is called, which waits
 // for the goroutine and reports the final state once more.
-func reportProgress(o BatchOptions, start time.Time, sent *atomic.Int64, corr *Correlator, acked0 int64) (stop func()) {
+func reportProgress(o BatchOptions, start time.Time, sent *atomic.Int64, corr *Correlator) (stop func()) {
 	report := func(now time.Time) {
-		o.Progress(Progress{Count: o.Count, Sent: int(sent.Load()), Acked: int(corr.Stats().Acked - acked0), Elapsed: now.Sub(start)})
+		o.Progress(Progress{Count: o.Count, Sent: int(sent.Load()), Acked: int(corr.Stats().Acked), Elapsed: now.Sub(start)})
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
