@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Publisher sends messages to one broker family. Host arguments index Hosts(); handlers choose the host
@@ -62,6 +63,16 @@ func CtxErr(ctx context.Context) error {
 		return Wrap(ErrTimeout, ctx.Err())
 	}
 	return ctx.Err()
+}
+
+// Ended reports whether ctx is done or its deadline has passed: a socket deadline set from ctx can fire
+// a moment before ctx's own timer does, and what failed on it failed because ctx ended.
+func Ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // Result classifies err for metrics labels.

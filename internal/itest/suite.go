@@ -372,12 +372,19 @@ func RunBrokerDown(t *testing.T, h Harness) {
 	syncPaths := []string{"/send1", "/send2", "/send2?mode=sequential", "/send2Topic", "/sendAsyncWait"}
 	bound := PublishTimeout + time.Second
 	check := func(t *testing.T, allowed ...int) {
-		for _, p := range syncPaths {
+		// At once: against a frozen broker each waits out the publish timeout.
+		replies := make([]Reply, len(syncPaths))
+		var wg sync.WaitGroup
+		for i, p := range syncPaths {
 			sep := "?"
 			if strings.Contains(p, "?") {
 				sep = "&"
 			}
-			r := tg.Get(t, p+sep+q[1:])
+			wg.Go(func() { replies[i] = tg.Get(t, p+sep+q[1:]) })
+		}
+		wg.Wait()
+		for i, p := range syncPaths {
+			r := replies[i]
 			if !slices.Contains(allowed, r.Status) {
 				t.Errorf("%s: status %d (%s), want one of %v", p, r.Status, r.Error, allowed)
 			}

@@ -81,6 +81,9 @@ func (c *Consumer) Consume(ctx context.Context, topic string, handle func(publis
 				s.close()
 			}
 		}
+		if publishers.Ended(ctx) {
+			return nil // ended (its context, Close) while subscribing: as if a moment later
+		}
 		return err
 	}
 	var wg sync.WaitGroup

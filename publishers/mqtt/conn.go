@@ -161,12 +161,20 @@ func (d *dialer) dial(ctx context.Context, addr, id string, tap *ackTap, onPubli
 		raw = tlsConn
 	}
 	nc := &netConn{Conn: raw, tap: tap}
+	// paho reports errors on goroutines of its own that Done does not wait for: once close began, the
+	// errors are its own doing (a closed connection), not a loss, and must reach no callback (whose
+	// logger may be gone with its owner).
+	lost := func(err error) {
+		if !nc.closing.Load() {
+			onError(err)
+		}
+	}
 	cc := paho.ClientConfig{
 		Conn:          nc,
 		PacketTimeout: maxAckWait,
-		OnClientError: onError,
+		OnClientError: lost,
 		OnServerDisconnect: func(dp *paho.Disconnect) {
-			onError(fmt.Errorf("broker sent DISCONNECT, reason 0x%02x %s", dp.ReasonCode, reasonString(dp.Properties)))
+			lost(fmt.Errorf("broker sent DISCONNECT, reason 0x%02x %s", dp.ReasonCode, reasonString(dp.Properties)))
 		},
 	}
 	if onPublish != nil {

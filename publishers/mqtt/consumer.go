@@ -77,6 +77,9 @@ func (c *Consumer) Consume(ctx context.Context, topic string, handle func(publis
 				s.cancel()
 			}
 		}
+		if publishers.Ended(ctx) {
+			return nil // ended (its context, Close) while subscribing: as if a moment later
+		}
 		return err
 	}
 	var wg sync.WaitGroup

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -120,5 +121,45 @@ func TestConsumerRefusedAtStart(t *testing.T) {
 	}
 	if err := cons.Consume(context.Background(), "a/#", func(publishers.Delivery) {}); !errors.Is(err, publishers.ErrBadTopic) {
 		t.Errorf("Consume of a wildcard: %v, want ErrBadTopic", err)
+	}
+}
+
+// TestConsumeEndsWhileSubscribing: a Consume whose context ends while it still subscribes (to a
+// server that accepts and never answers) ends like one whose context ended later: nil, not an
+// unavailable error (consume.Run's handler cancels once it had its count, maybe before every host
+// is subscribed).
+func TestConsumeEndsWhileSubscribing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); held.Wait() })
+	held.Go(func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c) // silent
+		}
+	})
+	c := DefaultConfig()
+	c.Servers = []string{ln.Addr().String()}
+	k, err := NewConsumer(c, publishers.ConsumerOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Close() })
+	cctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := k.Consume(cctx, "ending", func(publishers.Delivery) {}); err != nil {
+		t.Fatalf("Consume whose context ended while it subscribed: %v, want nil", err)
 	}
 }

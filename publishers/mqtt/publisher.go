@@ -39,24 +39,30 @@ type host struct {
 	queue chan struct{} // publishes accepted and not yet answered (mqtt.max_inflight)
 	ping  chan struct{} // one Ping at a time
 
-	mu      sync.Mutex
-	cur     *session      // nil: none (never made, or lost)
-	dialing chan struct{} // closed when the dial in progress ends; nil: none
-	rd      redial
-	hadConn bool
-	pingAt  time.Time
-	pingErr error
+	mu       sync.Mutex
+	cur      *session      // nil: none (never made, or lost)
+	dialing  chan struct{} // closed when the dial in progress ends; nil: none
+	rd       redial
+	hadConn  bool
+	pingAt   time.Time
+	pingErr  error
+	pingNews uint64 // h.news() when pingErr was learned
 
 	version                        atomic.Pointer[string]
 	opened, reopened, dialFailures atomic.Uint64
+	lost                           atomic.Uint64 // connections found ended
 	protoErrs                      atomic.Uint64
 }
+
+// news counts what happened to h's connections (dials, failed dials, losses): a Ping result learned
+// before any of it no longer answers for the host.
+func (h *host) news() uint64 { return h.opened.Load() + h.dialFailures.Load() + h.lost.Load() }
 
 // sysVersion is the $SYS topic mosquitto and mochi-mqtt publish (retained) their version on.
 const sysVersion = "$SYS/broker/version"
 
-// pingReuse is how long a Ping result answers for its host, so /readyz at any rate makes at most one
-// connection per host and second.
+// pingReuse is how long a Ping result answers for its host (unless its connections showed news since),
+// so /readyz at any rate makes at most one connection per host and second.
 const pingReuse = time.Second
 
 // New creates the publisher. It does not connect: each server's connection is made on first use and
@@ -207,6 +213,7 @@ func (p *Publisher) watch(h *host, s *session) {
 	h.mu.Lock()
 	if h.cur == s {
 		h.cur = nil
+		h.lost.Add(1)
 		h.rd.lost(time.Now(), time.Since(s.born), fmt.Errorf("mqtt %s: connection lost %v after it was made; redialling with backoff", h.addr, time.Since(s.born).Round(time.Millisecond)))
 	}
 	h.mu.Unlock()
@@ -359,7 +366,9 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 }
 
 // Ping implements publishers.Publisher: a connection of its own (CONNECT answered by a successful
-// CONNACK, then DISCONNECT), at most one per host at a time and its result reused for a second.
+// CONNACK, then DISCONNECT; before the host's first connection, the publishing connection, which
+// learns the version), at most one per host at a time and its result reused for a second unless the
+// host's connections showed news since.
 func (p *Publisher) Ping(ctx context.Context, host int) error {
 	h, err := p.host(host)
 	if err != nil {
@@ -375,22 +384,27 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 	}
 	defer func() { <-h.ping }()
 	h.mu.Lock()
-	if !h.pingAt.IsZero() && time.Since(h.pingAt) < pingReuse {
+	if !h.pingAt.IsZero() && time.Since(h.pingAt) < pingReuse && h.news() == h.pingNews {
 		err := h.pingErr
 		h.mu.Unlock()
 		return err
 	}
+	news, first := h.news(), !h.hadConn
 	h.mu.Unlock()
-	s, err := p.d.dial(ctx, h.addr, p.d.idBase+"-ping-"+fmt.Sprint(h.idx), nil, nil, func(error) {})
-	if err == nil {
+	if first {
+		// The version comes on the publishing connection ($SYS/broker/version, which watch subscribes
+		// to): before the first publish the check makes that connection, so GET / names the version at
+		// once. Its CONNACK proves the broker up as the check's own connection would.
+		_, err = p.session(ctx, h)
+	} else if s, derr := p.d.dial(ctx, h.addr, p.d.idBase+"-ping-"+fmt.Sprint(h.idx), nil, nil, func(error) {}); derr == nil {
 		s.close()
 		s.cancel()
 	} else {
-		err = fmt.Errorf("%w: mqtt %s: %w", publishers.ErrUnavailable, h.addr, err)
+		err = fmt.Errorf("%w: mqtt %s: %w", publishers.ErrUnavailable, h.addr, derr)
 	}
 	if ctx.Err() == nil { // a caller that left says nothing about the host
 		h.mu.Lock()
-		h.pingAt, h.pingErr = time.Now(), err
+		h.pingAt, h.pingErr, h.pingNews = time.Now(), err, news
 		h.mu.Unlock()
 	}
 	return err

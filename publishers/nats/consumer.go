@@ -78,6 +78,11 @@ func (k *Consumer) Consume(ctx context.Context, topic string, handle func(publis
 	}()
 	for i, addr := range k.hosts {
 		s, err := k.subscribe(ctx, i, addr, topic, handle)
+		if err != nil && ctx.Err() != nil {
+			// Ended (its context, Close, or a handler that had enough from the hosts before) while
+			// subscribing: as if it had ended a moment later, not a broker failure.
+			return nil
+		}
 		if err != nil {
 			return err
 		}

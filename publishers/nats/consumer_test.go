@@ -3,6 +3,7 @@ package nats_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -87,5 +88,46 @@ func TestConsumer(t *testing.T) {
 				t.Errorf("Consume: %v", err)
 			}
 		})
+	}
+}
+
+// TestConsumeEndsWhileSubscribing: a Consume whose context ends while it still subscribes (here to a
+// server that accepts and never says INFO, the connect running into dial_timeout) ends like one whose
+// context ended later: nil, not "unavailable: context canceled" (consume.Run's handler cancels once it
+// had its count, maybe before the last host is subscribed).
+func TestConsumeEndsWhileSubscribing(t *testing.T) {
+	e := embedded(t, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); held.Wait() })
+	held.Go(func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c) // silent: no INFO
+		}
+	})
+	c := nats.DefaultConfig()
+	c.Servers = []string{e.Addrs()[0], ln.Addr().String()}
+	k, err := nats.NewConsumer(c, publishers.ConsumerOptions{}, publishertest.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Close() })
+	cctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := k.Consume(cctx, "ending", func(publishers.Delivery) {}); err != nil {
+		t.Fatalf("Consume whose context ended while it subscribed: %v, want nil", err)
 	}
 }

@@ -1,0 +1,214 @@
+package itest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/amqp"
+)
+
+// AMQP is the Harness for RabbitMQ over AMQP 0-9-1: the node scripts/test.sh starts with
+// scripts/rabbitmq.sh, shared with the STOMP tests, each URL of MQTARGET_AMQP_TEST_URLS a vhost of it
+// that stands for an independent server (a queue of one vhost is not seen from another). What a
+// queue holds is counted by the broker: queue.declare passive (the management-free equivalent of
+// `rabbitmqctl list_queues name messages`, in milliseconds where rabbitmqctl takes seconds) and
+// rabbitmqctl itself in TestAMQP's ledger. Freezing the node (SIGSTOP) freezes every host; stopping or
+// killing it restarts an Erlang node (tens of seconds, and the STOMP tests' broker): only with
+// MQTARGET_AMQP_KILL set.
+type AMQP struct {
+	URLs   []string
+	Kill   bool         // the node may be stopped, killed and restarted
+	Ctl    ScriptBroker // the node: stop and start by scripts/rabbitmq.sh, freeze and kill by its PID file
+	names  []string     // hosts as mqtarget names them
+	vhosts []string
+
+	mu       sync.Mutex
+	consumed map[key]int // messages Consume took per host and topic, for Stored
+}
+
+// NewAMQP is the harness over MQTARGET_AMQP_TEST_URLS, making each URL's vhost when it is missing.
+func NewAMQP(t testing.TB) *AMQP {
+	t.Helper()
+	Integration(t)
+	urls, data := os.Getenv("MQTARGET_AMQP_TEST_URLS"), os.Getenv("RABBITMQ_DATA")
+	if urls == "" || data == "" {
+		t.Fatal("MQTARGET_AMQP_TEST_URLS and RABBITMQ_DATA are not set (scripts/test.sh starts RabbitMQ with scripts/rabbitmq.sh and sets them)")
+	}
+	h := &AMQP{URLs: strings.Split(urls, ","), Kill: os.Getenv("MQTARGET_AMQP_KILL") != "",
+		Ctl:      ScriptBroker{Script: scriptPath("rabbitmq"), PIDFile: filepath.Join(data, "mqtarget-broker.pid")},
+		consumed: map[key]int{}}
+	cfg := amqp.DefaultConfig()
+	cfg.URLs = h.URLs
+	cons, err := amqp.NewConsumer(cfg, publishers.ConsumerOptions{}, nil) // connects in Consume only
+	if err != nil {
+		t.Fatalf("MQTARGET_AMQP_TEST_URLS: %v", err)
+	}
+	h.names = cons.Hosts()
+	_ = cons.Close()
+	for _, raw := range h.URLs {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vhost, _ := url.PathUnescape(strings.TrimPrefix(u.EscapedPath(), "/"))
+		if vhost == "" {
+			vhost = "/"
+		}
+		h.vhosts = append(h.vhosts, vhost)
+		if conn, err := amqp091.Dial(raw); err == nil {
+			_ = conn.Close()
+			continue
+		}
+		// Most likely the vhost is missing. publishers/amqp's tests make it too, maybe at the same
+		// time: add_vhost failing because it exists is fine, set_permissions must not fail.
+		_, _ = h.ctlRun("add_vhost", vhost)
+		h.ctl(t, "set_permissions", "-p", vhost, u.User.Username(), ".*", ".*", ".*")
+	}
+	return h
+}
+
+// ctl runs scripts/rabbitmq.sh ctl ARGS (rabbitmqctl against the node) and returns its output.
+func (h *AMQP) ctl(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := h.ctlRun(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (h *AMQP) ctlRun(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "bash", append([]string{h.Ctl.Script, "ctl"}, args...)...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("scripts/rabbitmq.sh ctl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// ctlQueues is `rabbitmqctl list_queues -p VHOST name messages` of host's vhost: messages by queue.
+func (h *AMQP) ctlQueues(host int) (map[string]int, error) {
+	out, err := h.ctlRun("list_queues", "-p", h.vhosts[host], "-q", "--no-table-headers", "name", "messages")
+	if err != nil {
+		return nil, err
+	}
+	queues := map[string]int{}
+	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		name, n, ok := strings.Cut(line, "\t")
+		v, err := strconv.Atoi(strings.TrimSpace(n))
+		if !ok || err != nil {
+			return nil, fmt.Errorf("list_queues -p %s: %q", h.vhosts[host], line)
+		}
+		queues[name] = v
+	}
+	return queues, nil
+}
+
+func (h *AMQP) Broker() string               { return "amqp" }
+func (h *AMQP) InvalidTopic() string         { return "amq.reserved" } // the broker's own names
+func (h *AMQP) Hosts() []string              { return h.names }
+func (h *AMQP) Configure(cfg *config.Config) { cfg.AMQP.URLs = h.URLs }
+func (h *AMQP) CanStop() bool                { return true } // frozen at least; stopped with Kill
+
+// mayKill skips the test unless the node may be restarted.
+func (h *AMQP) mayKill(t testing.TB) {
+	t.Helper()
+	if !h.Kill {
+		t.Skip("stops the RabbitMQ node the STOMP tests share: set MQTARGET_AMQP_KILL=1 to run it")
+	}
+}
+
+func (h *AMQP) StopHost(t testing.TB, _ int)   { t.Helper(); h.mayKill(t); h.Ctl.Stop(t) }
+func (h *AMQP) StartHost(t testing.TB, _ int)  { t.Helper(); h.Ctl.Start(t) }
+func (h *AMQP) KillHost(t testing.TB, _ int)   { t.Helper(); h.mayKill(t); h.Ctl.Kill(t) }
+func (h *AMQP) FreezeHost(t testing.TB, _ int) { t.Helper(); freeze(t, h.Ctl.pid(t)) }
+func (h *AMQP) ThawHost(t testing.TB, _ int) {
+	t.Helper()
+	must(t, syscall.Kill(h.Ctl.pid(t), syscall.SIGCONT))
+}
+
+// queued is how many ready messages queue topic holds on host, by a passive queue.declare; 0 when
+// there is no such queue.
+func (h *AMQP) queued(t testing.TB, host int, topic string) int {
+	t.Helper()
+	conn, err := amqp091.DialConfig(h.URLs[host], amqp091.Config{Dial: amqp091.DefaultDial(10 * time.Second)})
+	if err != nil {
+		t.Fatalf("amqp %s: %v", h.names[host], err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatalf("amqp %s: %v", h.names[host], err)
+	}
+	q, err := ch.QueueDeclarePassive(topic, true, false, false, false, nil)
+	var ae *amqp091.Error
+	if errors.As(err, &ae) && ae.Code == amqp091.NotFound {
+		return 0
+	}
+	if err != nil {
+		t.Fatalf("amqp %s: passive declare of %s: %v", h.names[host], topic, err)
+	}
+	return q.Messages
+}
+
+// Stored is every message queue topic on host took: what Consume read from it so far plus what it
+// still holds.
+func (h *AMQP) Stored(t testing.TB, host int, topic string) int {
+	t.Helper()
+	n := h.queued(t, host, topic)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return n + h.consumed[key{host, topic}]
+}
+
+// Consume takes messages from queue topic on host with the product's consumer (acknowledging them)
+// until want arrived or the deadline passed; what it prefetched beyond goes back to the queue.
+func (h *AMQP) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
+	t.Helper()
+	return h.consume(t, host, topic, want, 0, deadline)
+}
+
+func (h *AMQP) consume(t testing.TB, host int, topic string, want int, grace, deadline time.Duration) [][]byte {
+	t.Helper()
+	cfg := amqp.DefaultConfig()
+	cfg.URLs = h.URLs[host : host+1]
+	cons, err := amqp.NewConsumer(cfg, publishers.ConsumerOptions{}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	got := collect(t, cons, 0, topic, want, grace, deadline)
+	h.mu.Lock()
+	h.consumed[key{host, topic}] += len(got)
+	h.mu.Unlock()
+	return got
+}
+
+// ConsumeAll takes every message queue topic on host holds, and whatever follows within 300 ms.
+func (h *AMQP) ConsumeAll(t testing.TB, host int, topic string, atLeast int) [][]byte {
+	t.Helper()
+	n := h.queued(t, host, topic)
+	if n < atLeast {
+		t.Errorf("amqp %s: queue %s holds %d messages, at least %d expected", h.names[host], topic, n, atLeast)
+	}
+	return h.consume(t, host, topic, n, 300*time.Millisecond, 20*time.Second)
+}
