@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mqtarget/mqtarget/internal/testlane"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/amqp"
 )
@@ -28,6 +29,7 @@ func TestAMQP(t *testing.T) {
 // restart of the Erlang node takes tens of seconds, and the STOMP tests use it too). No lane: it counts
 // the process's goroutines, and runs before every test in lanes.
 func TestAMQPFaults(t *testing.T) {
+	testlane.Lock(t, "rabbitmq") // not parallel (goroutine counts), but a turn against other packages
 	h := NewAMQP(t)
 	for _, f := range Faults {
 		t.Run(f.Name, func(t *testing.T) {
