@@ -108,6 +108,10 @@ func (c *Consumer) Consume(ctx context.Context, topic string, handle func(publis
 func (c *Consumer) hostConsumer(topic string, i int, handle func(publishers.Delivery)) (*nsq.Consumer, error) {
 	cfg := nsq.NewConfig()
 	cfg.MaxInFlight = nsqMaxInFlight
+	// No output buffer on nsqd's side: by default it holds what it sends a consumer until 16 KiB are
+	// buffered or its 250 ms flush ticker fires, so a lone message (a round trip's, a slow load's)
+	// arrived up to 250 ms late and the latency measured was nsqd's flush interval.
+	cfg.OutputBufferSize = -1
 	cfg.DialTimeout = c.cfg.DialTimeout
 	cfg.LookupdPollInterval = nsqReconnectInterval
 	if c.tls != nil {
