@@ -222,6 +222,30 @@ func (d *dialer) dial(ctx context.Context, addr, id string, tap *ackTap, onPubli
 	return s, nil
 }
 
+// drainWait bounds how long Close lets QoS 2 publishes in flight finish before it disconnects.
+const drainWait = time.Second
+
+// drain waits up to d for the publishes in flight to be acknowledged (new ones are refused once the
+// publisher closes). At QoS 2 a DISCONNECT must not meet a PUBREC: paho.golang v0.23.0 answers a PUBREC
+// by writing PUBREL to its state's connection read without its lock (session/state/state.go,
+// PacketReceived) while the shutdown clears it under the lock (connectionLost): a data race the race
+// detector caught in CI, and a write to a nil connection if it loses. A connection the broker drops
+// still meets it (docs/mqtt.md).
+func (s *session) drain(d time.Duration) {
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	end := time.After(d)
+	for len(s.slots) > 0 {
+		select {
+		case <-t.C:
+		case <-end:
+			return
+		case <-s.client.Done():
+			return
+		}
+	}
+}
+
 // close ends the session: DISCONNECT (bounded by writeTimeout) and the connection closed; it waits
 // for paho's goroutines.
 func (s *session) close() {

@@ -207,6 +207,9 @@ func (p *Publisher) watch(h *host, s *session) {
 	select {
 	case <-s.client.Done():
 	case <-p.root.Done():
+		if p.qos == 2 {
+			s.drain(drainWait)
+		}
 		s.close()
 	}
 	s.cancel()
