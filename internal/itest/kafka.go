@@ -86,6 +86,14 @@ func (h *Kafka) InvalidTopic() string { return "bad%20topic" }
 func (h *Kafka) Hosts() []string      { return h.hosts }
 func (h *Kafka) CanStop() bool        { return h.script != "" }
 
+// GoroutineSlack: the target holds five franz-go clients (the publisher; the echo's and the ack
+// consumer's cluster clients and their Consume clients), each with goroutines per connection it keeps
+// (per broker and request kind: produce, metadata, fetch, group). Two CI runs counted 52 against a
+// baseline of 40, 30 s after kill -9's load; that connections opened under load or after broker 0's
+// restart make the difference is not verified yet: the failure prints the baseline's goroutines
+// beside the final ones to tell.
+func (h *Kafka) GoroutineSlack() int { return 30 }
+
 func (h *Kafka) Configure(cfg *config.Config) {
 	cfg.Kafka.Brokers = h.Bootstrap
 }
