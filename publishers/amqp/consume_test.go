@@ -3,12 +3,12 @@ package amqp
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // TestConsumer: Consume subscribes on every host, hands over each message with its host and acks it
@@ -98,29 +98,9 @@ func TestConsumerStart(t *testing.T) {
 // unavailable error (consume.Run's handler cancels once it had its count, maybe before every host
 // is subscribed).
 func TestConsumeEndsWhileSubscribing(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); held.Wait() })
-	held.Go(func() {
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c) // silent
-		}
-	})
+	silent := publishertest.SilentServer(t)
 	c := DefaultConfig()
-	c.URLs = URLs{"amqp://u:p@" + ln.Addr().String() + "/"}
+	c.URLs = URLs{"amqp://u:p@" + silent + "/"}
 	k, err := NewConsumer(c, publishers.ConsumerOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // TestConsumer: a consumer on two embedded servers gets what each server takes, with the server's
@@ -129,29 +129,9 @@ func TestConsumerRefusedAtStart(t *testing.T) {
 // unavailable error (consume.Run's handler cancels once it had its count, maybe before every host
 // is subscribed).
 func TestConsumeEndsWhileSubscribing(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); held.Wait() })
-	held.Go(func() {
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c) // silent
-		}
-	})
+	silent := publishertest.SilentServer(t)
 	c := DefaultConfig()
-	c.Servers = []string{ln.Addr().String()}
+	c.Servers = []string{silent}
 	k, err := NewConsumer(c, publishers.ConsumerOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)

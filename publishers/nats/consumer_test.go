@@ -3,7 +3,6 @@ package nats_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -97,29 +96,9 @@ func TestConsumer(t *testing.T) {
 // had its count, maybe before the last host is subscribed).
 func TestConsumeEndsWhileSubscribing(t *testing.T) {
 	e := embedded(t, 1)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); held.Wait() })
-	held.Go(func() {
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c) // silent: no INFO
-		}
-	})
+	silent := publishertest.SilentServer(t)
 	c := nats.DefaultConfig()
-	c.Servers = []string{e.Addrs()[0], ln.Addr().String()}
+	c.Servers = []string{e.Addrs()[0], silent}
 	k, err := nats.NewConsumer(c, publishers.ConsumerOptions{}, publishertest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
