@@ -205,8 +205,11 @@ cluster_id() {
   local f=$DATA_DIR/cluster.id
   if [[ ! -s $f ]]; then
     mkdir -p "$DATA_DIR"
-    # a Kafka cluster id: 16 random bytes, URL-safe base64 without padding
-    head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22 >"$f"
+    # a Kafka cluster id: 16 random bytes, URL-safe base64 without padding; never one that starts
+    # with "-", which kafka-storage's argument parser takes for an option (1 start in 64 failed so)
+    local id=-
+    while [[ $id == -* ]]; do id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22); done
+    echo "$id" >"$f"
   fi
   cat "$f"
 }
