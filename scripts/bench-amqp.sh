@@ -64,6 +64,7 @@ build_go bench-amqp ./cmd/bench-amqp
 direct_cmd() { CMD=("$TMP/bench-amqp" -url "$AMQP_URL" -c "$1" -topic "$2"); }
 send_url() { echo "http://127.0.0.1:$PORT/send1?broker=amqp&topic=$1&size=$SIZE"; }
 start_mqtarget "http://127.0.0.1:$PORT/readyz" -broker amqp -amqp.urls "$AMQP_URL"
+broker_pids_in "$RABBITMQ_DATA"
 tails_runs
 
 # --- 2. PerfTest ----------------------------------------------------------------------------------------

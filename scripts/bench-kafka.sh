@@ -55,6 +55,7 @@ build_go bench-kafka ./cmd/bench-kafka
 direct_cmd() { CMD=("$TMP/bench-kafka" -brokers "$BROKERS" -acks all -c "$1" -topic "$2"); }
 send_url() { echo "http://127.0.0.1:$PORT/send1?broker=kafka&topic=$1&size=$SIZE"; }
 start_mqtarget "http://127.0.0.1:$PORT/readyz" -broker kafka -kafka.brokers "$BROKERS" -kafka.acks all
+broker_pids_in "$KAFKA_DATA"
 tails_runs
 
 # --- 2. batching: ProducerPerformance and /sendAsync at c200 -------------------------------------------

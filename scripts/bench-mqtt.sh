@@ -42,6 +42,7 @@ build_go bench-mqtt ./cmd/bench-mqtt
 direct_cmd() { CMD=("$TMP/bench-mqtt" -server "127.0.0.1:$MOSQUITTO_PORT" -qos 1 -c "$1" -topic "$2"); }
 send_url() { echo "http://127.0.0.1:$PORT/send1?broker=mqtt&topic=$1&size=$SIZE"; }
 start_mqtarget "http://127.0.0.1:$PORT/readyz" -broker mqtt -mqtt.servers "127.0.0.1:$MOSQUITTO_PORT" -mqtt.qos 1
+broker_pids_in "$MOSQUITTO_DATA"
 tails_runs
 machine_line
 echo

@@ -41,6 +41,7 @@ build_go bench-nats ./cmd/bench-nats
 direct_cmd() { CMD=("$TMP/bench-nats" -server "127.0.0.1:$NATS_PORT" -c "$1" -topic "$2"); }
 send_url() { echo "http://127.0.0.1:$PORT/send1?broker=nats&topic=$1&size=$SIZE"; }
 start_mqtarget "http://127.0.0.1:$PORT/readyz" -broker nats -nats.servers "127.0.0.1:$NATS_PORT"
+broker_pids_in "$NATS_DATA"
 tails_runs
 machine_line
 echo

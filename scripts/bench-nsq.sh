@@ -42,6 +42,7 @@ build_go bench-nsq ./cmd/bench-nsq
 direct_cmd() { CMD=("$TMP/bench-nsq" -nsqd "127.0.0.1:$NSQD_TCP_PORT" -c "$1" -topic "$2"); }
 send_url() { echo "http://127.0.0.1:$PORT/send1?broker=nsq&topic=$1&size=$SIZE"; }
 start_mqtarget "http://127.0.0.1:$PORT/readyz" -broker nsq -nsq.hosts "127.0.0.1:$NSQD_TCP_PORT"
+broker_pids_in "$NSQD_DATA"
 tails_runs
 machine_line
 echo

@@ -70,6 +70,7 @@ direct_cmd() { CMD=("$TMP/rmqdirect" -mode client -namesrv "$NAMESRV" -broker br
 send_url() { echo "http://127.0.0.1:$PORT/send1?broker=rocketmq&topic=$1&size=$SIZE"; }
 start_mqtarget "$(send_url "$TOPIC")" -broker rocketmq -rocketmq.name_servers "$NAMESRV"
 curl -fsS "$(send_url "$TOPIC")" | grep -q 'broker-a@' || die "mqtarget does not publish to broker-a: $(curl -sS "$(send_url "$TOPIC")")"
+if ((STARTED_RMQ)); then broker_pids_in "$ROCKETMQ_DATA"; fi # the name server and both brokers
 tails_runs
 
 # --- 2. the Java benchmark Producer ----------------------------------------------------------------------

@@ -63,6 +63,7 @@ before_run() {
 }
 start_mqtarget "http://127.0.0.1:$PORT/readyz" -broker stomp -stomp.hosts "$STOMP_ADDR" -stomp.prefix "$PREFIX" \
     -stomp.login "$ARTEMIS_LOGIN" -stomp.passcode "$ARTEMIS_PASSCODE"
+broker_pids_in "$ARTEMIS_DATA"
 tails_runs
 machine_line
 echo

@@ -315,14 +315,19 @@ table() {
         for (p = 1; p <= passes; p++) s = s (p > 1 ? " / " : "") ((key SUBSEP p) in arr ? sprintf(fmt, arr[key, p]) : "-")
         return s
     }
-    # met: "(≥ 0.70: met in 1 of 2)", judged on the unrounded values (a 0.798 printed as 0.80 is not met).
-    function met(arr, key, op, want,    p, n, k) {
+    # met: "(≥ 0.70: met in 1 of 2)", judged on the unrounded values (a 0.798 printed as 0.80 is not met);
+    # from 3 passes on, with the median pass beside it (one disturbed pass moves it least).
+    function met(arr, key, op, want,    p, n, k, v, i, j, x, med) {
         n = 0; k = 0
         for (p = 1; p <= passes; p++) if ((key SUBSEP p) in arr) {
-            n++
+            v[++n] = arr[key, p]
             if (op == "≥" ? arr[key, p] >= want : arr[key, p] <= want) k++
         }
-        return sprintf("(%s %.2f: met in %d of %d)", op, want, k, n)
+        if (n < 3) return sprintf("(%s %.2f: met in %d of %d)", op, want, k, n)
+        for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+        med = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+        return sprintf("(%s %.2f: met in %d of %d; median %.2f, %s)", op, want, k, n, med,
+            (op == "≥" ? med >= want : med <= want) ? "met" : "not met")
     }
     {
         delete f; kv()

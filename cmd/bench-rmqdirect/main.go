@@ -4,7 +4,7 @@
 // topic's queues on one broker, either through mqtarget's publisher (-mode publisher) or through a bare
 // rocketmq-client-go producer (-mode client). With -cpuprofile it writes a CPU profile of the measured part.
 //
-// It prints closedloop's result line and " cpu_us=…" (the process's CPU time per answered send in the
+// It prints closedloop's result line (with client_us, the process's CPU time per answered send in the
 // measured window, in microseconds).
 //
 //	go run ./cmd/bench-rmqdirect -namesrv 127.0.0.1:9876 -topic mqtarget-bench -c 16
@@ -19,8 +19,6 @@ import (
 	"runtime/pprof"
 	"slices"
 	"sync/atomic"
-	"syscall"
-	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
@@ -70,16 +68,10 @@ func (o options) open(c closedloop.Common) (closedloop.Session, error) {
 	body := c.Body()
 	var prof *os.File
 	var profErr error
-	var cpu time.Duration // process CPU time in the measured window
 	return closedloop.Session{
 		Send:  c.Timed(func(ctx context.Context, _ int) error { return send(ctx, body) }),
 		Close: closeFn,
 		Window: func(start bool) {
-			if start {
-				cpu = -cpuTime()
-			} else {
-				cpu += cpuTime()
-			}
 			switch {
 			case o.cpuprofile == "":
 			case start:
@@ -91,20 +83,13 @@ func (o options) open(c closedloop.Common) (closedloop.Session, error) {
 				profErr = prof.Close()
 			}
 		},
-		Extra: func(r closedloop.Result) string {
+		Extra: func(closedloop.Result) string {
 			if profErr != nil {
 				fmt.Fprintln(os.Stderr, "rmqdirect: -cpuprofile:", profErr)
 			}
-			return fmt.Sprintf(" cpu_us=%.0f", float64(cpu)/float64(time.Microsecond)/float64(max(r.Sent, 1)))
+			return ""
 		},
 	}, nil
-}
-
-// cpuTime is the CPU time this process used so far, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func sender(o options) (sendFunc, func(), error) {

@@ -3,10 +3,12 @@
 # item 2): settings checked with exit 2 naming the flag, a mqtarget built from this tree on 127.0.0.1,
 # a clean-up trap, and the tail comparison every anchor prints: for each N, a direct client of the
 # broker (a cmd/bench-* program over cmd/internal/closedloop: every latency in a histogram, p50 / p99 /
-# p99.9) and wrk -cN on mqtarget's /send1, in the order direct, mqtarget, mqtarget, direct (A-B-B-A),
-# each run to a fresh destination when the script gives one (so no run pays for an earlier run's
-# backlog and a broker slowing as it fills hits both alike), then wrk -cN on /healthz (the HTTP hop
-# alone). Source it after `cd` to the repository root, then:
+# p99.9), wrk -cN on mqtarget's /send1 and wrk -cN on the floor (the same direct client behind bare chi
+# + net/http: what the same libraries give with nothing else), in the order direct, mqtarget, floor,
+# floor, mqtarget, direct (A-B-B-A pairs), each run to a fresh destination when the script gives one
+# (so no run pays for an earlier run's backlog and a broker slowing as it fills hits all alike), then
+# wrk -cN on /healthz (the HTTP hop alone). CPU time per message is counted for every process: the
+# client (direct client or wrk), mqtarget or the floor, and the broker (BROKER_PIDS, broker_pids_in). Source it after `cd` to the repository root, then:
 #
 #   BENCH_NAME=bench-x; source scripts/lib/anchor-bench.sh
 #   on_exit() { ...stop what the script started... }     # called by the EXIT trap
@@ -158,39 +160,82 @@ stop_mqtarget() {
 # cpu_ticks PID: user+system CPU time of PID so far, in clock ticks.
 cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 
-# wrk_tail N URL: wrk -cN on URL for WARMUP seconds (discarded), then DURATION seconds measured with
+# broker_pids_in DIR: sets BROKER_PIDS to the processes of the broker started with its data in DIR:
+# those its script's PID files (*.pid under DIR) name, and their descendants (a start wrapper's JVM or
+# Erlang VM). Call it once the broker is ready.
+broker_pids_in() {
+    local roots
+    roots="$(find "$1" -maxdepth 3 -name '*.pid' -exec cat {} + 2>/dev/null | tr -s ' \n' ' ')"
+    BROKER_PIDS="$(ps -e -o pid=,ppid= | awk -v roots="$roots" '
+        { parent[$1] = $2 }
+        END {
+            n = split(roots, r, " "); for (i = 1; i <= n; i++) if (r[i] in parent) keep[r[i]] = 1
+            do { more = 0; for (p in parent) if (!(p in keep) && (parent[p] in keep)) { keep[p] = 1; more = 1 } } while (more)
+            for (p in keep) printf "%s ", p }')"
+    [[ -n $BROKER_PIDS ]] || log "no running broker process found from the PID files under $1: no broker CPU column"
+    log "broker processes (CPU counted per message): ${BROKER_PIDS:-none}"
+}
+
+# broker_ticks: user+system CPU ticks so far of the broker's processes, BROKER_PIDS (the script sets it
+# once its broker runs; unset: none counted, and the tables show no broker column values).
+broker_ticks() {
+    local p t=0
+    for p in ${BROKER_PIDS:-}; do
+        if [[ -r /proc/$p/stat ]]; then t=$((t + $(cpu_ticks "$p"))); fi
+    done
+    echo "$t"
+}
+
+# wrk_tail N URL [PID]: wrk -cN on URL for WARMUP seconds (discarded), then DURATION seconds measured with
 # scripts/wrk/bench.lua. Prints the direct clients' result line (closedloop.Result.String), from wrk's
-# own latency histogram (1 µs precision), with errors = non-2xx answers + socket errors, and
-# cpu_us = mqtarget's CPU time per request of the measured run.
+# own latency histogram (1 µs precision), with errors = non-2xx answers + socket errors; cpu_us =
+# the CPU time per request of the server under test (PID, default mqtarget's) over the measured run, client_us = wrk's, broker_us = the broker's
+# (BROKER_PIDS) over the same run.
 wrk_tail() {
-    local n="$1" url="$2" t out before after
+    local n="$1" url="$2" pid="${3:-$MQT_PID}" t out before after b0 b1 TIMEFORMAT='%3U %3S'
     t=$((n < 2 ? n : 2))
     if ((WARMUP > 0)); then
         wrk -t"$t" -c"$n" -d"${WARMUP}s" "$url" >/dev/null || die "wrk warm-up on $url failed"
     fi
-    before=$(cpu_ticks "$MQT_PID")
-    out="$(timeout $((DURATION + 60)) wrk -t"$t" -c"$n" -d"${DURATION}s" -s scripts/wrk/bench.lua "$url" 2>&1)" ||
-        die "wrk on $url failed: $out"
-    after=$(cpu_ticks "$MQT_PID")
-    grep -m1 '^BENCH ' <<<"$out" | awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" '
+    before=$(cpu_ticks "$pid") b0=$(broker_ticks)
+    # `time` reports wrk's own CPU (the load generator's share of the 2 cores) into wrk.time
+    { time timeout $((DURATION + 60)) wrk -t"$t" -c"$n" -d"${DURATION}s" -s scripts/wrk/bench.lua "$url" >"$TMP/wrk.out" 2>&1; } 2>"$TMP/wrk.time" ||
+        die "wrk on $url failed: $(cat "$TMP/wrk.out")"
+    after=$(cpu_ticks "$pid") b1=$(broker_ticks)
+    out="$(<"$TMP/wrk.out")"
+    grep -m1 '^BENCH ' <<<"$out" | awk -v ticks=$((after - before)) -v bticks=$((b1 - b0)) -v hz="$(getconf CLK_TCK)" \
+        -v wrkcpu="$(awk '{ print $1 + $2 }' "$TMP/wrk.time")" -v brokers="${BROKER_PIDS:-}" '
         { for (i = 2; i <= NF; i++) { split($i, p, "="); f[p[1]] = p[2] } }
         END {
             secs = f["duration_us"] / 1e6
             bad = f["non2xx"] + f["connect"] + f["read"] + f["write"] + f["timeout"]
-            printf "rate=%.0f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f failed=%d sent=%d cpu_us=%.0f\n",
+            printf "rate=%.0f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f failed=%d sent=%d cpu_us=%.0f",
                 (secs ? f["ok"] / secs : 0), f["p50_us"] / 1e3, f["p99_us"] / 1e3, f["p999_us"] / 1e3, f["max_us"] / 1e3,
-                bad, f["ok"], (f["requests"] ? ticks / hz * 1e6 / f["requests"] : 0) }'
+                bad, f["ok"], (f["requests"] ? ticks / hz * 1e6 / f["requests"] : 0)
+            if (f["requests"]) {
+                printf " client_us=%.1f", wrkcpu * 1e6 / f["requests"]
+                if (brokers != "") printf " broker_us=%.1f", bticks / hz * 1e6 / f["requests"]
+            }
+            printf "\n" }'
 }
 
 # direct_tail N DEST [SECONDS]: the command the script's direct_cmd N DEST puts in CMD, with the common
 # flags (measuring SECONDS, default DURATION), bounded in time; prints its result line (it must start
-# with rate=).
+# with rate=), with broker_us = the broker's CPU per message (BROKER_PIDS; its CPU per second over the
+# client's whole run, warm-up included, divided by the measured rate).
 direct_tail() {
-    local line CMD=() secs="${3:-$DURATION}"
+    local line CMD=() secs="${3:-$DURATION}" b0 b1 t0 t1
     direct_cmd "$1" "$2"
+    b0=$(broker_ticks) t0=$EPOCHREALTIME
     line="$(timeout $((WARMUP + secs + 120)) "${CMD[@]}" -size "$SIZE" -d "${secs}s" -warmup "${WARMUP}s")" ||
         die "the direct client failed at N=$1 (destination $2)"
+    b1=$(broker_ticks) t1=$EPOCHREALTIME
     [[ "$line" == rate=* ]] || die "the direct client printed '$line', not a result line"
+    if [[ -n ${BROKER_PIDS:-} ]]; then
+        line+="$(awk -v l="$line" -v bt=$((b1 - b0)) -v hz="$(getconf CLK_TCK)" -v t0="$t0" -v t1="$t1" 'BEGIN {
+            n = split(l, kv, " "); for (i = 1; i <= n; i++) { split(kv[i], p, "="); f[p[1]] = p[2] }
+            if (f["rate"] > 0 && t1 > t0) printf " broker_us=%.1f", bt / hz / (t1 - t0) * 1e6 / f["rate"] }')"
+    fi
     echo "$line"
 }
 
@@ -205,10 +250,36 @@ dest() {
     if [[ "${BENCH_FRESH:-1}" == 0 ]]; then echo "$TOPIC"; else echo "$TOPIC-n$1-$2"; fi
 }
 
-# tails_runs: for each N, A-B-B-A (direct_tail, wrk_tail on send_url, again, direct_tail again; each to
-# dest N RUN, with before_run N RUN DEST first when the script defines it), then the hop (/healthz).
+# floor_tail N DEST: the floor row: the direct client's session served over bare chi + net/http
+# (closedloop -http, the same libraries as mqtarget and nothing else) on 127.0.0.1:FLOOR_PORT, wrk_tail
+# on its /send1 (CPU counted for the floor's process), then stopped. BENCH_FLOOR=0 leaves it out.
+floor_tail() {
+    local CMD=() pid deadline=$((SECONDS + 120)) line
+    direct_cmd "$1" "$2"
+    if (exec 3<>"/dev/tcp/127.0.0.1/$FLOOR_PORT") 2>/dev/null; then die "127.0.0.1:$FLOOR_PORT (the floor) is taken already: choose another --port"; fi
+    "${CMD[@]}" -size "$SIZE" -http "127.0.0.1:$FLOOR_PORT" >"$TMP/floor.log" 2>&1 &
+    pid=$!
+    # (this runs in the caller's command substitution: a failing step ends it, and the floor with it)
+    trap 'kill "$pid" 2>/dev/null || true' EXIT
+    until curl -fsS -o /dev/null "http://127.0.0.1:$FLOOR_PORT/healthz" 2>/dev/null; do
+        kill -0 "$pid" 2>/dev/null || { cat "$TMP/floor.log" >&2; die "the floor exited"; }
+        ((SECONDS < deadline)) || { kill "$pid"; cat "$TMP/floor.log" >&2; die "the floor does not answer on 127.0.0.1:$FLOOR_PORT"; }
+        sleep 0.1
+    done
+    line="$(wrk_tail "$1" "http://127.0.0.1:$FLOOR_PORT/send1" "$pid")"
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    echo "$line"
+}
+
+# tails_runs: for each N, in the order direct, mqtarget, floor, floor, mqtarget, direct (each pair
+# A-B-B-A: direct_tail; wrk_tail on send_url; floor_tail; each to dest N RUN, with before_run N RUN DEST
+# first when the script defines it), then the hop (wrk_tail on /healthz). With BENCH_FLOOR=0: direct,
+# mqtarget, mqtarget, direct.
 tails_runs() {
-    local n run d line top=0
+    local n run d line top=0 order=(direct send1 floor floor send1 direct)
+    if [[ ${BENCH_FLOOR:-1} == 0 ]]; then order=(direct send1 send1 direct); fi
+    FLOOR_PORT=$((PORT + 9))
     if ((BROKER_WARMUP > 0)); then
         for n in $CONNS; do if ((n > top)); then top=$n; fi; done
         log "warming the broker up: the direct client at N=$top for $BROKER_WARMUP s, not recorded"
@@ -216,48 +287,98 @@ tails_runs() {
         log "warm-up: $line"
     fi
     for n in $CONNS; do
-        for run in 1 2 3 4; do
-            d="$(dest "$n" "$run")"
-            if declare -F before_run >/dev/null; then before_run "$n" "$run" "$d"; fi
-            case $run in
-                1 | 4) line="$(direct_tail "$n" "$d")"; record "$n" "$run" direct "$line" ;;
-                *) line="$(wrk_tail "$n" "$(send_url "$d")")"; record "$n" "$run" send1 "$line" ;;
+        for run in "${!order[@]}"; do
+            d="$(dest "$n" $((run + 1)))"
+            if declare -F before_run >/dev/null; then before_run "$n" $((run + 1)) "$d"; fi
+            case ${order[run]} in
+                direct) line="$(direct_tail "$n" "$d")" ;;
+                send1) line="$(wrk_tail "$n" "$(send_url "$d")")" ;;
+                floor) line="$(floor_tail "$n" "$d")" ;;
             esac
+            record "$n" $((run + 1)) "${order[run]}" "$line"
         done
         line="$(wrk_tail "$n" "http://127.0.0.1:$PORT/healthz")"
-        record "$n" 5 healthz "$line"
+        record "$n" $((${#order[@]} + 1)) healthz "$line"
     done
 }
 
-# tails_table DIRECT_NAME: the runs as a markdown table (in the order run), then per N the target of
-# issue #21: p99(/send1) <= p99(direct) + p99(/healthz) + 1 ms, each /send1 run judged against the
-# direct run beside it (run 2 against 1, run 3 against 4), with p99.9 and the throughput ratio beside.
+# tails_table DIRECT_NAME: the runs as a markdown table (in the order run); then per N the target of
+# issue #21, p99(/send1) <= p99(direct) + p99(/healthz) + 1 ms, each /send1 run judged against the
+# direct run beside it (the first against the first, the second against the second), with p99.9 and
+# the throughput ratios beside (to the direct client and to the floor); then where the CPU goes per
+# message on each side (each side's two runs averaged): the direct client and the broker; wrk, the floor
+# and the broker; wrk, mqtarget and the broker; with mqtarget's /send1 less the floor's (the overhead
+# mqtarget can change) and less its /healthz, and the cores all of them kept busy. When both sides are
+# CPU-bound on the same cores the throughput ratio is the inverse ratio of the totals; when neither
+# is, it is the ratio of the latencies (N senders, each waiting for its answer).
 tails_table() {
     awk -v direct="$1" '
     function kv(    i, p) { delete f; for (i = 1; i <= NF; i++) { split($i, p, "="); f[p[1]] = p[2] } }
-    BEGIN { name["direct"] = direct; name["send1"] = "mqtarget `/send1` (wrk)"; name["healthz"] = "mqtarget `/healthz` (wrk, the hop)" }
+    function us(k) { return (k in f) ? f[k] "µs" : "-" }
+    function mean(a, b) { return (a == "" || b == "") ? "" : (a + b) / 2 }
+    function show(x) { return x == "" ? "-" : sprintf("%.1f", x) }
+    function sum3(a, b, c) { return (a == "" || b == "" || c == "") ? "" : a + b + c }
+    function cores(r, t) { return t == "" ? "-" : sprintf("%.2f", r * t / 1e6) }
+    function ratio(a, b) { return (a == "" || b == "" || b == 0) ? "-" : sprintf("%.2f", a / b) }
+    BEGIN {
+        name["direct"] = direct; name["send1"] = "mqtarget `/send1` (wrk)"; name["healthz"] = "mqtarget `/healthz` (wrk, the hop)"
+        name["floor"] = "floor: the direct client behind bare chi + net/http `/send1` (wrk)"
+    }
     {
-        kv(); n = f["n"]; r = f["run"]
+        kv(); n = f["n"]; c = f["client"]
         if (!(n in seen)) { seen[n] = 1; ns[++nn] = n }
-        rows[++nr] = sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n, r, name[f["client"]], f["rate"],
-            f["p50_ms"], f["p99_ms"], f["p999_ms"], f["max_ms"], f["failed"], ("cpu_us" in f) && f["client"] != "direct" ? f["cpu_us"] "µs" : "-")
-        p99[n, r] = f["p99_ms"]; p999[n, r] = f["p999_ms"]; rate[n, r] = f["rate"]
+        k = ++cnt[n, c] # the first or second run of this client at this N
+        rows[++nr] = sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n, f["run"], name[c], f["rate"],
+            f["p50_ms"], f["p99_ms"], f["p999_ms"], f["max_ms"], f["failed"], us("client_us"),
+            ("cpu_us" in f) && c != "direct" ? f["cpu_us"] "µs" : "-", us("broker_us"))
+        p99[n, c, k] = f["p99_ms"]; p999[n, c, k] = f["p999_ms"]; rate[n, c, k] = f["rate"]
+        cl[n, c, k] = ("client_us" in f) ? f["client_us"] : ""; br[n, c, k] = ("broker_us" in f) ? f["broker_us"] : ""
+        sv[n, c, k] = ("cpu_us" in f) && c != "direct" ? f["cpu_us"] : ""
     }
     END {
-        print "| N | run | client | msg/s | p50 ms | p99 ms | p99.9 ms | max ms | errors | mqtarget CPU/req |"
-        print "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        print "| N | run | client | msg/s | p50 ms | p99 ms | p99.9 ms | max ms | errors | client CPU/msg | server CPU/req (mqtarget, floor) | broker CPU/msg |"
+        print "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
         for (i = 1; i <= nr; i++) print rows[i]
         print ""
-        print "| N | direct p99 (run 1 / 4) | `/send1` p99 (run 2 / 3) | `/healthz` p99 | p99(`/send1`) ≤ p99(direct) + p99(hop) + 1 ms | direct p99.9 (1 / 4) | `/send1` p99.9 (2 / 3) | `/send1` / direct msg/s |"
-        print "| --- | --- | --- | --- | --- | --- | --- | --- |"
+        print "| N | direct p99 (1st / 2nd) | `/send1` p99 (1st / 2nd) | `/healthz` p99 | p99(`/send1`) ≤ p99(direct) + p99(hop) + 1 ms | direct p99.9 | `/send1` p99.9 | floor p99 / p99.9 | `/send1` / direct msg/s | `/send1` / floor msg/s |"
+        print "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
         for (i = 1; i <= nn; i++) {
             n = ns[i]; met = 0
-            if (p99[n, 2] <= p99[n, 1] + p99[n, 5] + 1) met++
-            if (p99[n, 3] <= p99[n, 4] + p99[n, 5] + 1) met++
-            d = rate[n, 1] + rate[n, 4]
-            printf "| %s | %s / %s | %s / %s | %s | %s (met in %d of 2) | %s / %s | %s / %s | %s |\n", n, p99[n, 1], p99[n, 4],
-                p99[n, 2], p99[n, 3], p99[n, 5], (met == 2 ? "met" : "not met"), met, p999[n, 1], p999[n, 4], p999[n, 2], p999[n, 3],
-                (d > 0 ? sprintf("%.2f", (rate[n, 2] + rate[n, 3]) / d) : "-")
+            for (k = 1; k <= 2; k++) if (p99[n, "send1", k] <= p99[n, "direct", k] + p99[n, "healthz", 1] + 1) met++
+            d = rate[n, "direct", 1] + rate[n, "direct", 2]; m = rate[n, "send1", 1] + rate[n, "send1", 2]
+            fl = cnt[n, "floor"] ? rate[n, "floor", 1] + rate[n, "floor", 2] : ""
+            printf "| %s | %s / %s | %s / %s | %s | %s (met in %d of 2) | %s / %s | %s / %s | %s | %s | %s |\n", n,
+                p99[n, "direct", 1], p99[n, "direct", 2], p99[n, "send1", 1], p99[n, "send1", 2], p99[n, "healthz", 1],
+                (met == 2 ? "met" : "not met"), met, p999[n, "direct", 1], p999[n, "direct", 2], p999[n, "send1", 1], p999[n, "send1", 2],
+                (cnt[n, "floor"] ? p99[n, "floor", 1] " / " p99[n, "floor", 2] " ; " p999[n, "floor", 1] " / " p999[n, "floor", 2] : "-"),
+                ratio(m, d), ratio(m, fl)
+        }
+        print ""
+        print "Where the CPU goes, µs per message (each side: its two runs averaged; cores = msg/s × total):"
+        print ""
+        print "| N | direct: client + broker = total (cores) | floor: wrk + floor + broker = total (cores) | mqtarget: wrk + mqtarget + broker = total (cores) | hop: wrk + mqtarget per `/healthz` | mqtarget − floor | mqtarget − `/healthz` vs direct client | total direct ÷ total mqtarget | `/send1` / direct msg/s |"
+        print "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        for (i = 1; i <= nn; i++) {
+            n = ns[i]
+            dc = mean(cl[n, "direct", 1], cl[n, "direct", 2]); db = mean(br[n, "direct", 1], br[n, "direct", 2])
+            dt = (dc == "" || db == "") ? "" : dc + db
+            mw = mean(cl[n, "send1", 1], cl[n, "send1", 2]); mm = mean(sv[n, "send1", 1], sv[n, "send1", 2]); mb = mean(br[n, "send1", 1], br[n, "send1", 2])
+            mt = sum3(mw, mm, mb)
+            fw = fm = fb = ft = ""
+            if (cnt[n, "floor"]) {
+                fw = mean(cl[n, "floor", 1], cl[n, "floor", 2]); fm = mean(sv[n, "floor", 1], sv[n, "floor", 2]); fb = mean(br[n, "floor", 1], br[n, "floor", 2])
+                ft = sum3(fw, fm, fb)
+            }
+            dr = (rate[n, "direct", 1] + rate[n, "direct", 2]) / 2; mr = (rate[n, "send1", 1] + rate[n, "send1", 2]) / 2
+            fr = cnt[n, "floor"] ? (rate[n, "floor", 1] + rate[n, "floor", 2]) / 2 : 0
+            printf "| %s | %s + %s = %s (%s) | %s + %s + %s = %s (%s) | %s + %s + %s = %s (%s) | %s + %s | %s | %s vs %s | %s | %s |\n", n,
+                show(dc), show(db), show(dt), cores(dr, dt),
+                show(fw), show(fm), show(fb), show(ft), cores(fr, ft),
+                show(mw), show(mm), show(mb), show(mt), cores(mr, mt),
+                show(cl[n, "healthz", 1]), show(sv[n, "healthz", 1]),
+                (mm == "" || fm == "" ? "-" : sprintf("%.1f", mm - fm)),
+                (mm == "" || sv[n, "healthz", 1] == "" ? "-" : sprintf("%.1f", mm - sv[n, "healthz", 1])), show(dc),
+                ratio(dt, mt), ratio(mr, dr)
         }
     }' "$TMP/rows"
 }

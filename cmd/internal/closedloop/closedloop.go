@@ -50,6 +50,8 @@ type Result struct {
 	Sent     int           // answered without error in the window
 	Failed   int
 	FirstErr error
+	// CPU is this process's CPU time (user + system) within the measured window; 0 where unknown.
+	CPU time.Duration
 }
 
 // Rate is the answered sends per second of the measured window.
@@ -61,11 +63,16 @@ func (r Result) Rate() float64 {
 }
 
 // String is the line the benchmark scripts read (scripts/lib/anchor-bench.sh, direct_run):
-// "rate=R p50_ms=… p99_ms=… p999_ms=… max_ms=… failed=F sent=S".
+// "rate=R p50_ms=… p99_ms=… p999_ms=… max_ms=… failed=F sent=S", then " client_us=C" (the client's CPU
+// time per answered send, in µs) when CPU is known.
 func (r Result) String() string {
 	l := r.Latency
-	return fmt.Sprintf("rate=%.0f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f failed=%d sent=%d",
+	s := fmt.Sprintf("rate=%.0f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f failed=%d sent=%d",
 		r.Rate(), l.P50, l.P99, l.P999, l.Max, r.Failed, r.Sent)
+	if r.CPU > 0 && r.Sent > 0 {
+		s += fmt.Sprintf(" client_us=%.1f", float64(r.CPU.Microseconds())/float64(r.Sent))
+	}
+	return s
 }
 
 // ErrNoSends is Check's error when no send was answered in the measured window.
@@ -119,10 +126,18 @@ func Run(o Options) Result {
 			r.FirstErr = cmpOr(r.FirstErr, first)
 		})
 	}
+	// A timed window, not synchronisation: the process's CPU over it is the client's cost of the sends
+	// it counts (the anchors set it beside mqtarget's and the broker's, docs/benchmarks.md).
+	time.Sleep(time.Until(from))
 	if o.Window != nil {
-		time.Sleep(time.Until(from)) // a timed window, not synchronisation
 		o.Window(true)
-		time.Sleep(time.Until(to))
+	}
+	cpu0 := processCPU()
+	time.Sleep(time.Until(to))
+	if cpu1 := processCPU(); cpu0 > 0 && cpu1 > cpu0 {
+		r.CPU = cpu1 - cpu0
+	}
+	if o.Window != nil {
 		o.Window(false)
 	}
 	wg.Wait()

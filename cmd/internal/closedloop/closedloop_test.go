@@ -142,3 +142,23 @@ func TestCommonHelpers(t *testing.T) {
 		t.Errorf("Timed: err %v, deadline in %v: want nil and within the minute", err, left)
 	}
 }
+
+// TestRunMeasuresClientCPU: the result carries the process's CPU over the measured window, and the line
+// the scripts read gives it per answered send (the anchors' "client CPU/msg" column).
+func TestRunMeasuresClientCPU(t *testing.T) {
+	var sink atomic.Uint64
+	r := Run(Options{Senders: 2, Warmup: 10 * time.Millisecond, Duration: 200 * time.Millisecond, Send: func(int) error {
+		x := uint64(1)
+		for i := range 20_000 { // work, so the window holds CPU time whatever the clock's resolution
+			x = x*31 + uint64(i)
+		}
+		sink.Add(x)
+		return nil
+	}})
+	if r.Sent == 0 || r.CPU <= 0 {
+		t.Fatalf("sent %d, CPU %v: want both > 0", r.Sent, r.CPU)
+	}
+	if !strings.Contains(r.String(), " client_us=") {
+		t.Fatalf("line %q: no client_us", r.String())
+	}
+}

@@ -6,6 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 )
 
@@ -16,6 +19,9 @@ type Common struct {
 	Size             int
 	Duration, Warmup time.Duration
 	Timeout          time.Duration // per send (and for opening the connections)
+	// HTTP, when set, serves the session over bare HTTP on this loopback address instead of running
+	// the closed loop (Serve: the anchors' floor row), until SIGTERM or SIGINT.
+	HTTP string
 }
 
 // MaxSize bounds -size: the anchors send 100-byte messages; a few MiB is every broker's limit.
@@ -28,6 +34,7 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Duration, "d", 10*time.Second, "measured duration")
 	fs.DurationVar(&c.Warmup, "warmup", 3*time.Second, "unmeasured warm-up before it")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "per send, for clients that take a deadline (and for dialling): a send not answered by then fails")
+	fs.StringVar(&c.HTTP, "http", "", "serve GET /send1 (one send each, -c senders) and /healthz on this loopback host:port with bare chi + net/http, until SIGTERM, instead of the closed loop: the anchors' floor")
 }
 
 // Body is the message every send carries: Size bytes of 'x'.
@@ -78,6 +85,16 @@ func Main(name string, c Common, open func(Common) (Session, error), stdout, std
 	}
 	if s.Close != nil {
 		defer s.Close()
+	}
+	if c.HTTP != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		fmt.Fprintf(stderr, "%s: serving /send1 on http://%s until SIGTERM\n", name, c.HTTP)
+		if err := Serve(ctx, c.HTTP, c.Senders, s.Send); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return 1
+		}
+		return 0
 	}
 	r := Run(Options{Senders: c.Senders, Warmup: c.Warmup, Duration: c.Duration, Send: s.Send, Window: s.Window})
 	if r.FirstErr != nil {
