@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mqtarget's test command (README, .ci/run): installs what is missing, starts the real brokers on
+# mqtarget's test command (README.md names it; .ci/run runs it): installs what is missing, starts the real brokers on
 # 127.0.0.1, runs the static checks, then every test with the race detector.
 #
 #  1. packages  every missing Debian package (Java, Maven, python3, shellcheck, chromium, activemq,
@@ -234,7 +234,7 @@ step "go test"
 TMPDIR=$RUN/tmp go test -race -count=1 -timeout 20m -parallel 4 ${GO_TEST_FLAGS:-} ./...
 
 step "memory"
-# What the brokers hold after the whole suite (README quotes these numbers).
+# What the brokers hold after the whole suite (docs/testing.md "Broker memory after the suite").
 for b in ARTEMIS ACTIVEMQ RABBITMQ; do
   f=MQTARGET_${b}_PIDFILE
   printf '%-9s %s MiB\n' "${b,,}" "$(rss_mib "$(cat "${!f}" 2>/dev/null || echo none)")"
