@@ -2,7 +2,6 @@ package itest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -98,33 +97,11 @@ func (h *NATS) KillHost(t testing.TB, i int)   { t.Helper(); h.Ctl[i].Kill(t) }
 func (h *NATS) Stored(t testing.TB, host int, topic string) int {
 	t.Helper()
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := c.Get("http://" + h.Monitors[host] + "/jsz?streams=true")
+	n, err := nats.StreamMessages(t.Context(), c, h.Monitors[host], nats.StreamName(topic))
 	if err != nil {
-		t.Fatalf("nats /jsz: %v", err)
+		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var jsz struct {
-		Accounts []struct {
-			Streams []struct {
-				Name  string `json:"name"`
-				State struct {
-					Messages int `json:"messages"`
-				} `json:"state"`
-			} `json:"stream_detail"`
-		} `json:"account_details"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&jsz); err != nil {
-		t.Fatalf("nats /jsz: %v", err)
-	}
-	stream := nats.StreamName(topic)
-	for _, a := range jsz.Accounts {
-		for _, s := range a.Streams {
-			if s.Name == stream {
-				return s.State.Messages
-			}
-		}
-	}
-	return 0
+	return n
 }
 
 // Consume reads topic's stream on host with the product's consumer under a durable consumer name of

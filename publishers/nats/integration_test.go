@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -91,32 +90,11 @@ func TestIntegrationLedger(t *testing.T) {
 func jszMessages(t testing.TB, mon, stream string) int {
 	t.Helper()
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}} // no idle connection outlives the test
-	resp, err := client.Get("http://" + mon + "/jsz?streams=true")
+	n, err := nats.StreamMessages(t.Context(), client, mon, stream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var jsz struct {
-		Accounts []struct {
-			Streams []struct {
-				Name  string `json:"name"`
-				State struct {
-					Messages int `json:"messages"`
-				} `json:"state"`
-			} `json:"stream_detail"`
-		} `json:"account_details"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&jsz); err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range jsz.Accounts {
-		for _, s := range a.Streams {
-			if s.Name == stream {
-				return s.State.Messages
-			}
-		}
-	}
-	return 0
+	return n
 }
 
 // pidBroker is jsBroker for real servers, frozen with SIGSTOP of their processes.
