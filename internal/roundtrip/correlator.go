@@ -120,6 +120,17 @@ func (c *Correlator) IsProbe(id string) bool {
 	return ok
 }
 
+// lostUnsent counts a round trip given up before its message was published (Client.RoundTrip waiting
+// for its paths to be proven live) as lost.
+func (c *Correlator) lostUnsent() {
+	c.mu.Lock()
+	c.stats.Lost++
+	c.mu.Unlock()
+	if c.lost != nil {
+		c.lost.Inc()
+	}
+}
+
 // Cancel withdraws a round trip whose message was never published; it counts as nothing.
 func (p *Pending) Cancel() {
 	p.c.mu.Lock()

@@ -33,8 +33,9 @@ type memBroker struct {
 	published map[string]int        // per topic
 	held      []publishers.Delivery // waiting for releaseAfter
 	heldIDs   []string              // the ids ever held
-	acked     map[string]int        // per id: deliveries to a subscriber of hold+".ack"
+	acked     map[string]int        // per id: deliveries to a subscriber of an ack topic
 	perHost   map[memKey]int        // publishes per host and topic
+	ids       map[string]bool       // every id published
 }
 
 type memKey struct {
@@ -51,7 +52,7 @@ type memSub struct {
 
 func newMemBroker(hosts, late int) *memBroker {
 	return &memBroker{hosts: hosts, late: late, subs: map[memKey][]*memSub{}, published: map[string]int{},
-		acked: map[string]int{}, perHost: map[memKey]int{}}
+		acked: map[string]int{}, perHost: map[memKey]int{}, ids: map[string]bool{}}
 }
 
 // memPub publishes to a memBroker.
@@ -108,6 +109,9 @@ func (b *memBroker) publish(host int, topic string, body []byte) {
 	b.mu.Lock()
 	b.published[topic]++
 	b.perHost[k]++
+	if id, _, err := message.Parse(body); err == nil {
+		b.ids[id] = true
+	}
 	n := b.published[topic]
 	var out []memDelivery
 	for _, s := range b.subs[k] {
@@ -192,6 +196,12 @@ func (b *memBroker) heldID() string {
 		return ""
 	}
 	return b.heldIDs[0]
+}
+
+func (b *memBroker) sawID(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ids[id]
 }
 
 func (b *memBroker) publishedTo(host int, topic string) int {

@@ -174,3 +174,66 @@ func TestBatchNotLive(t *testing.T) {
 		t.Errorf("%d published: more than the probes", got)
 	}
 }
+
+// TestStartProbes: a round trip asked for while the consumers still subscribe (what /sendRoundTrip
+// meets right after the service started) waits for the probes and comes back, where it would have
+// gone to nobody; without an echo it ends lost at its deadline without publishing, and once the probe
+// gave up, round trips are published as without probes.
+func TestStartProbes(t *testing.T) {
+	t.Run("late subscriptions", func(t *testing.T) {
+		b, topic := newMemBroker(2, 2), itest.FreshTopic("rt")
+		pub := memPub{b}
+		corr := roundtrip.NewCorrelator("mem", time.Minute, nil)
+		client := roundtrip.NewClient(pub, newMemConsumer(b), []string{topic}, "", corr, quiet)
+		defer client.Close()
+		client.StartProbes(message.NewSource(), 10*time.Second)
+		echo, err := roundtrip.StartEcho(roundtrip.EchoOptions{Broker: "mem", Consumer: newMemConsumer(b), Publisher: pub,
+			Topics: []string{topic}, Handoff: roundtrip.Queue, Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer echo.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		src := message.NewSource()
+		for h := range 2 {
+			if _, err := client.RoundTrip(ctx, h, topic, src.Build(src.NextID(), 64)); err != nil {
+				t.Fatalf("host %d: %v", h, err)
+			}
+		}
+		if s := corr.Stats(); s.Acked != 2 || s.Lost != 0 || s.Duplicates != 0 || s.Unknown != 0 {
+			t.Errorf("stats %+v, want 2 acked and nothing else", s)
+		}
+	})
+
+	t.Run("no echo", func(t *testing.T) {
+		b, topic := newMemBroker(1, 0), itest.FreshTopic("rt")
+		corr := roundtrip.NewCorrelator("mem", time.Minute, nil)
+		client := roundtrip.NewClient(memPub{b}, newMemConsumer(b), []string{topic}, "", corr, quiet)
+		defer client.Close()
+		const wait = 300 * time.Millisecond
+		client.StartProbes(message.NewSource(), wait)
+		src := message.NewSource()
+		short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		id := src.NextID()
+		_, err := client.RoundTrip(short, 0, topic, src.Build(id, 64))
+		if !errors.Is(err, roundtrip.ErrLost) || !errors.Is(err, roundtrip.ErrNotLive) {
+			t.Fatalf("while probing: %v, want ErrLost and ErrNotLive", err)
+		}
+		if b.sawID(message.FormatID(id)) {
+			t.Error("the round trip was published while the probes ran")
+		}
+		itest.Eventually(t, 10*time.Second, "the probe giving up", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			defer cancel()
+			if _, err := client.RoundTrip(ctx, 0, topic, src.Build(src.NextID(), 64)); errors.Is(err, roundtrip.ErrNotLive) || !errors.Is(err, roundtrip.ErrLost) {
+				return fmt.Errorf("round trip: %v", err)
+			}
+			return nil
+		})
+		if s := corr.Stats(); s.Lost < 2 || s.Acked != 0 || s.Duplicates != 0 || s.Unknown != 0 {
+			t.Errorf("stats %+v, want the round trips lost and nothing else", s)
+		}
+	})
+}
