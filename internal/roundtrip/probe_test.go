@@ -81,16 +81,8 @@ func TestProbe(t *testing.T) {
 	t.Run("every host", func(t *testing.T) {
 		b, topic := newMemBroker(3, 2), itest.FreshTopic("probe")
 		b.hold, b.dup = topic+roundtrip.DefaultAckSuffix, true
-		pub := memPub{b}
-		echo, err := roundtrip.StartEcho(roundtrip.EchoOptions{Broker: "mem", Consumer: newMemConsumer(b), Publisher: pub,
-			Topics: []string{topic}, Handoff: roundtrip.Queue, Workers: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer echo.Close()
-		corr := roundtrip.NewCorrelator("mem", time.Minute, nil)
-		client := roundtrip.NewClient(pub, newMemConsumer(b), []string{topic}, "", corr, quiet)
-		defer client.Close()
+		memEcho(t, b, topic)
+		client, corr := memClient(t, b, topic)
 		if err := client.Probe(context.Background(), topic, message.NewSource(), 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
@@ -117,9 +109,7 @@ func TestProbe(t *testing.T) {
 
 	t.Run("no echo", func(t *testing.T) {
 		b, topic := newMemBroker(2, 0), itest.FreshTopic("probe")
-		corr := roundtrip.NewCorrelator("mem", time.Minute, nil)
-		client := roundtrip.NewClient(memPub{b}, newMemConsumer(b), []string{topic}, "", corr, quiet)
-		defer client.Close()
+		client, corr := memClient(t, b, topic)
 		const wait = 300 * time.Millisecond
 		err := client.Probe(context.Background(), topic, message.NewSource(), wait)
 		if !errors.Is(err, roundtrip.ErrNotLive) {
@@ -140,9 +130,8 @@ func TestProbe(t *testing.T) {
 	})
 
 	t.Run("ctx ends", func(t *testing.T) {
-		b, topic := newMemBroker(1, 0), itest.FreshTopic("probe")
-		client := roundtrip.NewClient(memPub{b}, newMemConsumer(b), []string{topic}, "", roundtrip.NewCorrelator("mem", time.Minute, nil), quiet)
-		defer client.Close()
+		topic := itest.FreshTopic("probe")
+		client, _ := memClient(t, newMemBroker(1, 0), topic)
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
 		err := client.Probe(ctx, topic, message.NewSource(), time.Hour)
@@ -152,9 +141,7 @@ func TestProbe(t *testing.T) {
 	})
 
 	t.Run("topic without acks", func(t *testing.T) {
-		b := newMemBroker(1, 0)
-		client := roundtrip.NewClient(memPub{b}, newMemConsumer(b), []string{"t"}, "", roundtrip.NewCorrelator("mem", time.Minute, nil), quiet)
-		defer client.Close()
+		client, _ := memClient(t, newMemBroker(1, 0), "t")
 		if err := client.Probe(context.Background(), "other", message.NewSource(), time.Second); !errors.Is(err, roundtrip.ErrTopic) {
 			t.Errorf("err %v, want ErrTopic", err)
 		}
@@ -182,17 +169,9 @@ func TestBatchNotLive(t *testing.T) {
 func TestStartProbes(t *testing.T) {
 	t.Run("late subscriptions", func(t *testing.T) {
 		b, topic := newMemBroker(2, 2), itest.FreshTopic("rt")
-		pub := memPub{b}
-		corr := roundtrip.NewCorrelator("mem", time.Minute, nil)
-		client := roundtrip.NewClient(pub, newMemConsumer(b), []string{topic}, "", corr, quiet)
-		defer client.Close()
+		client, corr := memClient(t, b, topic)
 		client.StartProbes(message.NewSource(), 10*time.Second)
-		echo, err := roundtrip.StartEcho(roundtrip.EchoOptions{Broker: "mem", Consumer: newMemConsumer(b), Publisher: pub,
-			Topics: []string{topic}, Handoff: roundtrip.Queue, Workers: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer echo.Close()
+		memEcho(t, b, topic)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		src := message.NewSource()
@@ -208,9 +187,7 @@ func TestStartProbes(t *testing.T) {
 
 	t.Run("no echo", func(t *testing.T) {
 		b, topic := newMemBroker(1, 0), itest.FreshTopic("rt")
-		corr := roundtrip.NewCorrelator("mem", time.Minute, nil)
-		client := roundtrip.NewClient(memPub{b}, newMemConsumer(b), []string{topic}, "", corr, quiet)
-		defer client.Close()
+		client, corr := memClient(t, b, topic)
 		const wait = 300 * time.Millisecond
 		client.StartProbes(message.NewSource(), wait)
 		src := message.NewSource()
@@ -236,4 +213,22 @@ func TestStartProbes(t *testing.T) {
 			t.Errorf("stats %+v, want the round trips lost and nothing else", s)
 		}
 	})
+}
+
+// memClient returns a Client of topic's acks on b, with its correlator; closed when the test ends.
+func memClient(t *testing.T, b *memBroker, topic string) (*roundtrip.Client, *roundtrip.Correlator) {
+	corr := roundtrip.NewCorrelator("mem", time.Minute, nil)
+	client := roundtrip.NewClient(memPub{b}, newMemConsumer(b), []string{topic}, "", corr, quiet)
+	t.Cleanup(func() { client.Close() })
+	return client, corr
+}
+
+// memEcho starts an echo of topic on b, closed when the test ends.
+func memEcho(t *testing.T, b *memBroker, topic string) {
+	echo, err := roundtrip.StartEcho(roundtrip.EchoOptions{Broker: "mem", Consumer: newMemConsumer(b), Publisher: memPub{b},
+		Topics: []string{topic}, Handoff: roundtrip.Queue, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { echo.Close() })
 }
