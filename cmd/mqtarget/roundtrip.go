@@ -19,7 +19,7 @@ import (
 	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
 
-const roundtripUsage = `usage: mqtarget roundtrip [-broker B] [-count N] [-size BYTES] [-producers P] [-handoff queue|direct] [-workers W] [-echo=false] [-o table|json|csv] [settings]
+const roundtripUsage = `usage: mqtarget roundtrip [-broker B] [-count N] [-size BYTES] [-producers P] [-handoff queue|direct] [-workers W] [-echo=false] [-probe_wait D] [-o table|json|csv] [settings]
 
 Publishes a batch of N messages to echo.topics[0] of broker B as fast as P producers can; an echo in this
 process (or, with -echo=false, another mqtarget with echo.enabled) returns each to its ack topic, and
@@ -28,6 +28,11 @@ echo_max_latency_ms, return_receive_ms, return_last_latency_ms, rtt_p50_ms, rtt_
 lost, duplicates (times in milliseconds; *_last_latency_ms is the last message's to arrive, the longest
 is echo_max_latency_ms and rtt_max_ms). Exit status: 0 when lost = duplicates = 0, 1 otherwise, 2 for bad input. When stderr
 is a terminal, a batch running over a second shows its progress there, erased before the row.
+
+Before the first measured message, a probe goes to every host until it came back through the echo
+(within -probe_wait, else exit 1 naming the host): consumers subscribe in the background, and a broker
+that keeps nothing for a topic without a subscriber (MQTT, NATS core, STOMP topics) would drop what
+came first. Probes are counted nowhere.
 
 The broker's addresses come from the same settings, environment and config file as the service; with
 none, embedded servers are started (for the brokers that have them).
@@ -54,6 +59,7 @@ func runRoundTrip(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	workers := fs.Int("workers", 4, fmt.Sprintf("the echo's workers (1..%d)", maxRoundTripWorkers))
 	echo := fs.Bool("echo", true, "run the echo in this process (-echo=false: another mqtarget echoes)")
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for acks after the last publish; later ones are lost")
+	probeWait := fs.Duration("probe_wait", roundtrip.DefaultProbeWait, "how long to wait, before the batch, for a probe back through the echo from every host")
 	format := fs.String("o", "table", "output format: "+strings.Join(roundtrip.Formats, ", "))
 	rest, code, done := parseSubcommand(fs, roundtripUsage, args, stderr)
 	if done {
@@ -78,6 +84,8 @@ func runRoundTrip(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return bad("-workers: must be 1..%d, got %d", maxRoundTripWorkers, *workers)
 	case *wait <= 0 || *wait > maxRoundTripWait:
 		return bad("-wait: must be > 0 and <= %v, got %v", maxRoundTripWait, *wait)
+	case *probeWait <= 0 || *probeWait > maxRoundTripWait:
+		return bad("-probe_wait: must be > 0 and <= %v, got %v", maxRoundTripWait, *probeWait)
 	case int64(*count)*int64(*size) > maxRoundTripBytes:
 		return bad("-count × -size: at most %d bytes per batch, got %d × %d", maxRoundTripBytes, *count, *size)
 	case !slices.Contains(roundtrip.Formats, *format):
@@ -100,7 +108,7 @@ func runRoundTrip(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		defer stop()
 	}
 	o := roundtrip.RunOptions{Count: *count, Size: *size, Producers: *producers, Handoff: roundtrip.Handoff(*handoff),
-		Workers: *workers, Echo: *echo, Wait: *wait}
+		Workers: *workers, Echo: *echo, Wait: *wait, ProbeWait: *probeWait}
 	var line *progressLine
 	if isTerminal(stderr) {
 		line = newProgressLine(stderr, b.Name)

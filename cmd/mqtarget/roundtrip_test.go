@@ -38,6 +38,16 @@ func TestRoundTripCommand(t *testing.T) {
 	}
 }
 
+// TestRoundTripCommandNoEcho: with -echo=false and no echo anywhere, the batch does not start: exit 1
+// after -probe_wait, naming the host whose probe never came back, and no row.
+func TestRoundTripCommandNoEcho(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"roundtrip", "-broker", "stomp", "-count", "10", "-echo=false", "-probe_wait", "300ms", "-log.level", "error"}, &out, &errOut)
+	if code != 1 || out.Len() != 0 || !strings.Contains(errOut.String(), "round trip not live: host 0 (") {
+		t.Errorf("exit %d, stdout %q, stderr %q: want 1 naming host 0 and no row", code, out.String(), errOut.String())
+	}
+}
+
 func TestRoundTripCommandBadInput(t *testing.T) {
 	cases := []struct {
 		name string
@@ -59,6 +69,8 @@ func TestRoundTripCommandBadInput(t *testing.T) {
 		{"workers too many", []string{"-workers", "4097"}, "-workers"},
 		{"wait", []string{"-wait", "0s"}, "-wait"},
 		{"wait too long", []string{"-wait", "1000h"}, "-wait: must be > 0 and <= 1h0m0s"},
+		{"probe wait", []string{"-probe_wait", "0s"}, "-probe_wait"},
+		{"probe wait too long", []string{"-probe_wait", "2h"}, "-probe_wait: must be > 0 and <= 1h0m0s"},
 		{"batch too large", []string{"-count", "1000000", "-size", "65536", "-message.max_size", "67108864"}, "-count × -size: at most 4294967296 bytes"},
 		{"format", []string{"-o", "xml"}, "-o"},
 		{"broker", []string{"-broker", "pulsar"}, "broker"},

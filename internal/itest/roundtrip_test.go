@@ -82,7 +82,7 @@ func runBatch(t *testing.T, h Harness) {
 			defer cancel()
 			start := time.Now()
 			r, err := roundtrip.Run(ctx, cfg, addrs, roundtrip.RunOptions{Count: batchCount, Size: 1024, Producers: 4,
-				Handoff: handoff, Workers: 4, Echo: true, Wait: 30 * time.Second}, testLogger(t))
+				Handoff: handoff, Workers: 4, Echo: true, Wait: 30 * time.Second, ProbeWait: 60 * time.Second}, testLogger(t))
 			total := float64(time.Since(start).Microseconds()) / 1000
 			if err != nil {
 				t.Fatal(err)
@@ -107,7 +107,8 @@ func runSendRoundTrip(t *testing.T, h Harness) {
 		tg := StartTarget(t, h, func(c *config.Config) {
 			c.Echo.Enabled, c.Echo.RoundTrip, c.Echo.Topics = true, true, []string{topic}
 		})
-		// The first may be lost while the consumers subscribe (RocketMQ: until the ack topic exists).
+		// The first waits for the service's probes (roundtrip.Client.StartProbes) and may time out while
+		// they run longer than publish_timeout (RocketMQ: until the ack topic exists).
 		Eventually(t, 30*time.Second, "a first round trip", func() error {
 			if r := tg.Get(t, "/sendRoundTrip"); r.Status != http.StatusOK {
 				return fmt.Errorf("%d %s", r.Status, r.Error)

@@ -31,6 +31,9 @@ type BatchOptions struct {
 	Wait time.Duration
 	// Grace is how long to keep listening after the last ack, for duplicates that trail it.
 	Grace time.Duration
+	// ProbeWait bounds the wait, before the first measured publish, for a probe back from every host
+	// (Client.Probe); 0: DefaultProbeWait.
+	ProbeWait time.Duration
 	// Progress, when set, is called every progressEvery while the batch runs, from one goroutine Batch
 	// owns and waits for, and once more at the end.
 	Progress func(Progress)
@@ -93,7 +96,8 @@ func (s *span) add(received, sent time.Time) {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // Batch runs one batch. It returns an error only when the experiment could not run (the echo did not
-// start, a publish failed); lost and duplicated acks are in the Result.
+// start, a probe did not come back from a host within o.ProbeWait: ErrNotLive, a publish failed); lost
+// and duplicated acks are in the Result, which never counts a probe.
 func Batch(ctx context.Context, o BatchOptions) (Result, error) {
 	if o.Count < 1 || o.Size < message.HeaderLen || o.Producers < 1 {
 		return Result{}, fmt.Errorf("batch: count %d, size %d (at least %d), producers %d", o.Count, o.Size, message.HeaderLen, o.Producers)
@@ -103,12 +107,13 @@ func Batch(ctx context.Context, o BatchOptions) (Result, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	corr := NewCorrelator(o.Broker, time.Hour, nil)
 	var atEcho span
 	if o.Echo != nil {
 		eo := *o.Echo
 		eo.Broker, eo.Publisher, eo.Topics, eo.AckSuffix = o.Broker, o.Publisher, []string{o.Topic}, o.AckSuffix
 		eo.observe = func(d publishers.Delivery) {
-			if _, sent, err := message.Parse(d.Body); err == nil {
+			if id, sent, err := message.Parse(d.Body); err == nil && !corr.IsProbe(id) {
 				atEcho.add(d.Received, sent)
 			}
 		}
@@ -118,11 +123,16 @@ func Batch(ctx context.Context, o BatchOptions) (Result, error) {
 		}
 		defer echo.Close()
 	}
-	corr := NewCorrelator(o.Broker, time.Hour, nil)
 	client := NewClient(o.Publisher, o.Acks, []string{o.Topic}, o.AckSuffix, corr, nil)
 	defer client.Close()
 
 	src := message.NewSource()
+	// The consumers subscribe in the background: on a broker that keeps nothing for a topic without a
+	// subscriber (MQTT, NATS core, STOMP topics) what is published before then reaches nobody and would
+	// count as lost. The batch starts once a probe came back from every host (probe.go says why a probe).
+	if err := client.Probe(ctx, o.Topic, src, o.ProbeWait); err != nil {
+		return Result{}, fmt.Errorf("batch: %w", err)
+	}
 	pending := make([]*Pending, o.Count)
 	hosts := len(o.Publisher.Hosts())
 	var next, sent atomic.Int64

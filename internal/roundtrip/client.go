@@ -21,8 +21,13 @@ type Client struct {
 	corr      *Correlator
 	ackSuffix string
 	topics    map[string]bool
+	log       *slog.Logger
+	ctx       context.Context // ends with Close
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
+	// live holds, per topic, a channel closed once StartProbes' probe of it finished; nil without
+	// StartProbes. Written before the first RoundTrip, read-only after.
+	live map[string]chan struct{}
 }
 
 // ErrTopic is returned by RoundTrip for a topic whose ack topic the Client does not consume.
@@ -37,9 +42,9 @@ func NewClient(pub publishers.Publisher, acks publishers.Consumer, topics []stri
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{pub: pub, corr: corr, ackSuffix: ackSuffix, topics: map[string]bool{}}
-	var ctx context.Context
-	ctx, c.cancel = context.WithCancel(context.Background())
+	c := &Client{pub: pub, corr: corr, ackSuffix: ackSuffix, topics: map[string]bool{}, log: log}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	ctx := c.ctx
 	for _, t := range topics {
 		c.topics[t] = true
 		c.wg.Add(1)
@@ -61,12 +66,42 @@ func (c *Client) RoundTrip(ctx context.Context, host int, topic string, body []b
 	if err != nil {
 		return Ack{}, fmt.Errorf("round trip needs a payload with a header: %w", err)
 	}
+	if live := c.live[topic]; live != nil {
+		select {
+		case <-live:
+		case <-ctx.Done(): // the paths are not proven yet: a publish now might reach nobody
+			c.corr.lostUnsent()
+			return Ack{}, errors.Join(ErrLost, ErrNotLive, ctx.Err())
+		}
+	}
 	p := c.corr.Expect(id)
 	if err := c.pub.Publish(ctx, host, topic, body); err != nil {
 		p.Cancel()
 		return Ack{}, err
 	}
 	return p.Wait(ctx)
+}
+
+// StartProbes probes every topic in the background (Probe, with payloads of src, for up to wait each)
+// and makes RoundTrip on a topic wait until its probe finished, however it ended: a round trip started
+// while the consumers still subscribe waits for them (counted lost when its ctx ends first) instead of
+// being published to nobody; once a probe gave up (no echo within wait), round trips go on as without
+// it. Call it once, before the first RoundTrip.
+func (c *Client) StartProbes(src *message.Source, wait time.Duration) {
+	c.live = map[string]chan struct{}{}
+	for t := range c.topics {
+		done := make(chan struct{})
+		c.live[t] = done
+		c.wg.Go(func() {
+			defer close(done)
+			switch err := c.Probe(c.ctx, t, src, wait); {
+			case err == nil:
+				c.log.Info("round trip live on every host", "topic", t)
+			case c.ctx.Err() == nil:
+				c.log.Warn("round trip probe gave up; round trips go on unproven", "topic", t, "err", err)
+			}
+		})
+	}
 }
 
 // Correlator returns the client's correlator, for its counts.

@@ -40,6 +40,11 @@ type Correlator struct {
 	pruned   time.Time
 	maxSeq   map[uint32]uint64 // highest acked sequence number per producer run
 	stats    Stats
+	// probes are the ids of Client.Probe's messages, each with what to call when it comes back. They
+	// are kept for the correlator's life, never pruned, so a probe that trails the run (a retry's, or
+	// one the broker delivers twice) is still recognised and counted nowhere; Probe bounds how many
+	// there are (probeBudget per host).
+	probes map[string]func()
 
 	rtt                          prometheus.Observer
 	lost, duplicates, outOfOrder prometheus.Counter
@@ -48,7 +53,8 @@ type Correlator struct {
 // NewCorrelator returns a correlator that remembers finished ids for retain (at least the timeout its
 // callers wait, so a late duplicate is still recognised). m may be nil.
 func NewCorrelator(broker string, retain time.Duration, m *Metrics) *Correlator {
-	c := &Correlator{retain: retain, waiting: map[string]*Pending{}, finished: map[string]time.Time{}, maxSeq: map[uint32]uint64{}}
+	c := &Correlator{retain: retain, waiting: map[string]*Pending{}, finished: map[string]time.Time{}, maxSeq: map[uint32]uint64{},
+		probes: map[string]func(){}}
 	if m != nil {
 		c.rtt = m.roundTrip.WithLabelValues(broker)
 		c.lost = m.lost.WithLabelValues(broker)
@@ -98,6 +104,33 @@ func (p *Pending) Wait(ctx context.Context) (Ack, error) {
 	return Ack{}, errors.Join(ErrLost, ctx.Err())
 }
 
+// expectProbe registers a probe's id before it is published; back is called (under the correlator's
+// lock: it must not block) every time the probe comes back.
+func (c *Correlator) expectProbe(id string, back func()) {
+	c.mu.Lock()
+	c.probes[id] = back
+	c.mu.Unlock()
+}
+
+// IsProbe reports whether id is one of Client.Probe's messages, which no count includes.
+func (c *Correlator) IsProbe(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.probes[id]
+	return ok
+}
+
+// lostUnsent counts a round trip given up before its message was published (Client.RoundTrip waiting
+// for its paths to be proven live) as lost.
+func (c *Correlator) lostUnsent() {
+	c.mu.Lock()
+	c.stats.Lost++
+	c.mu.Unlock()
+	if c.lost != nil {
+		c.lost.Inc()
+	}
+}
+
 // Cancel withdraws a round trip whose message was never published; it counts as nothing.
 func (p *Pending) Cancel() {
 	p.c.mu.Lock()
@@ -113,6 +146,10 @@ func (c *Correlator) Handle(d publishers.Delivery) {
 	c.prune(d.Received)
 	if err != nil {
 		c.stats.Unknown++
+		return
+	}
+	if back, ok := c.probes[id]; ok { // a probe, however late or often: counted nowhere
+		back()
 		return
 	}
 	p := c.waiting[id]

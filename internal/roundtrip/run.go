@@ -18,6 +18,7 @@ type RunOptions struct {
 	Workers                int
 	Echo                   bool // run the echo in this process; false: a remote one answers
 	Wait                   time.Duration
+	ProbeWait              time.Duration  // bounds the probes before the batch (BatchOptions.ProbeWait)
 	Progress               func(Progress) // nil: none
 }
 
@@ -49,7 +50,7 @@ func Run(ctx context.Context, cfg config.Config, addrs []string, o RunOptions, l
 	}
 	defer acks.Close()
 	bo := BatchOptions{Broker: b.Name, Publisher: pub, Acks: acks, Topic: cfg.Echo.Topics[0], AckSuffix: cfg.Echo.AckSuffix,
-		Count: o.Count, Size: o.Size, Producers: o.Producers, Wait: o.Wait, Grace: 200 * time.Millisecond, Progress: o.Progress}
+		Count: o.Count, Size: o.Size, Producers: o.Producers, Wait: o.Wait, ProbeWait: o.ProbeWait, Grace: 200 * time.Millisecond, Progress: o.Progress}
 	if o.Echo {
 		in, err := open(EchoGroup)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/handlers"
 	"github.com/mqtarget/mqtarget/internal/roundtrip"
+	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
@@ -53,6 +54,9 @@ func (a *App) startRoundTrips(cfg config.Config, pubs map[string]publishers.Publ
 			// Finished ids are remembered for a minute beyond the wait, so late duplicates still count.
 			corr := roundtrip.NewCorrelator(b.Name, cfg.PublishTimeout+time.Minute, metrics)
 			client := roundtrip.NewClient(pub, acks, e.Topics, e.AckSuffix, corr, blog)
+			// The consumers subscribe in the background (the echo's too, below): a /sendRoundTrip before
+			// then waits for a probe back from every host instead of going to nobody.
+			client.StartProbes(message.NewSource(), roundtrip.DefaultProbeWait)
 			a.stoppers = append(a.stoppers, client.Close)
 			rts[b.Name] = client
 		}
