@@ -31,7 +31,7 @@ is a terminal, a batch running over a second shows its progress there, erased be
 
 Before the first measured message, a probe goes to every host until it came back through the echo
 (within -probe_wait, else exit 1 naming the host): consumers subscribe in the background, and a broker
-that keeps nothing for a topic without a subscriber (MQTT, NATS core, STOMP topics) would drop what
+that keeps nothing for a topic without a subscriber (topics with no retention) would drop what
 came first. Probes are counted nowhere.
 
 The broker's addresses come from the same settings, environment and config file as the service; with

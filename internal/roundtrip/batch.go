@@ -128,7 +128,7 @@ func Batch(ctx context.Context, o BatchOptions) (Result, error) {
 
 	src := message.NewSource()
 	// The consumers subscribe in the background: on a broker that keeps nothing for a topic without a
-	// subscriber (MQTT, NATS core, STOMP topics) what is published before then reaches nobody and would
+	// subscriber (topics with no retention) what is published before then reaches nobody and would
 	// count as lost. The batch starts once a probe came back from every host (probe.go says why a probe).
 	if err := client.Probe(ctx, o.Topic, src, o.ProbeWait); err != nil {
 		return Result{}, fmt.Errorf("batch: %w", err)

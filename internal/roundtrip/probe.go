@@ -11,20 +11,20 @@ import (
 )
 
 // Why a probe, and not a "subscribed" signal from publishers.Consumer: Consume returns only at its end,
-// and the brokers that keep nothing for a topic without a subscriber (MQTT, NATS core, STOMP topics)
-// drop what is published before the SUBSCRIBE took effect, so a measurement must not start before
+// and the brokers that keep nothing for a topic without a subscriber (publish–subscribe topics with no
+// retention) drop what is published before the SUBSCRIBE took effect, so a measurement must not start before
 // then. A signal would change a contract seven broker packages implement, each with its own notion of
-// "subscribed" (a SUBACK, a consumer group's assignment, a RocketMQ rebalance, an NSQ channel), and it
+// "subscribed" (a SUBACK, a consumer group's assignment or rebalance, a channel created), and it
 // would prove one consumer at a time, not the path: publisher → host → echo's subscription → ack topic →
 // the ack consumer's subscription. A probe proves that whole path per host, on every broker the same way,
-// and also waits out what a signal would not see (a RocketMQ ack topic created on first use, an echo in
+// and also waits out what a signal would not see (an ack topic created on first use, an echo in
 // another process that is not running yet).
 
 // ErrNotLive is returned by Probe when a host's probe did not come back in time.
 var ErrNotLive = errors.New("round trip not live")
 
 // DefaultProbeWait bounds Probe when its caller gives no wait: the time a broker's consumers take to
-// subscribe (a Kafka group's assignment, a RocketMQ rebalance) with room to spare.
+// subscribe (a consumer group's assignment or rebalance) with room to spare.
 const DefaultProbeWait = 30 * time.Second
 
 // Probe pacing: a probe is published again after probeFirstPause, then at pauses doubling up to

@@ -54,7 +54,7 @@ func TestRegistry(t *testing.T) {
 		{"kafka disabled without brokers", kafka.Broker, func(*brokers.Sections) {}, false, 0},
 		{"kafka enabled by brokers", kafka.Broker, func(s *brokers.Sections) { s.Kafka.Brokers = []string{"k:9092"} }, true, 0},
 		{"amqp disabled without urls", amqp.Broker, func(*brokers.Sections) {}, false, 0},
-		{"mqtt embedded by default", mqtt.Broker, func(*brokers.Sections) {}, true, 2},
+		{"mqtt embedded by default", mqtt.Broker, func(*brokers.Sections) {}, true, 3},
 		{"mqtt with servers", mqtt.Broker, func(s *brokers.Sections) { s.MQTT.Servers = []string{"m:1883"} }, true, 0},
 		{"nats embedded by default", nats.Broker, func(*brokers.Sections) {}, true, 3},
 		{"nats with servers", nats.Broker, func(s *brokers.Sections) { s.NATS.Servers = []string{"n:4222"} }, true, 0},

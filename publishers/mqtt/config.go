@@ -50,7 +50,7 @@ func DefaultConfig() Config {
 		DialTimeout: time.Second,
 		KeepAlive:   10 * time.Second,
 		MaxInFlight: 1024,
-		Embedded:    3, // three, like nsq and nats: /send3Host needs them
+		Embedded:    3, // three, as the other embedded brokers: /send3Host needs them
 	}
 }
 
