@@ -3,9 +3,7 @@ package nsq
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/json"
-	"io"
 	"net"
 	"testing"
 	"time"
@@ -30,19 +28,8 @@ func TestConsumerAsksForNoOutputBuffer(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		r := bufio.NewReader(c)
-		var size [4]byte
-		if _, err := io.ReadFull(r, size[:]); err != nil { // the magic
-			return
-		}
-		if line, err := r.ReadString('\n'); err != nil || line != "IDENTIFY\n" {
-			return
-		}
-		if _, err := io.ReadFull(r, size[:]); err != nil {
-			return
-		}
-		body := make([]byte, binary.BigEndian.Uint32(size[:]))
-		if _, err := io.ReadFull(r, body); err != nil {
+		body, ok := readIdentify(bufio.NewReader(c))
+		if !ok {
 			return
 		}
 		var m map[string]any

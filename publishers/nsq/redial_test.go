@@ -22,22 +22,32 @@ import (
 func nsqHandshakeThen(then func(*bufio.Reader, net.Conn)) func(net.Conn) {
 	return func(c net.Conn) {
 		r := bufio.NewReader(c)
-		if _, err := io.ReadFull(r, make([]byte, 4)); err != nil {
-			return
-		}
-		if line, err := r.ReadString('\n'); err != nil || line != "IDENTIFY\n" {
-			return
-		}
-		var size [4]byte
-		if _, err := io.ReadFull(r, size[:]); err != nil {
-			return
-		}
-		if _, err := io.ReadFull(r, make([]byte, binary.BigEndian.Uint32(size[:]))); err != nil {
+		if _, ok := readIdentify(r); !ok {
 			return
 		}
 		_, _ = c.Write(nsqTestFrame(0, "OK"))
 		then(r, c)
 	}
+}
+
+// readIdentify reads a client's opening as a fake nsqd: the magic, then IDENTIFY and its body, which it
+// returns; false when the client sent something else.
+func readIdentify(r *bufio.Reader) ([]byte, bool) {
+	if _, err := io.ReadFull(r, make([]byte, 4)); err != nil {
+		return nil, false
+	}
+	if line, err := r.ReadString('\n'); err != nil || line != "IDENTIFY\n" {
+		return nil, false
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return nil, false
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, false
+	}
+	return body, true
 }
 
 func nsqTestFrame(frameType uint32, data string) []byte {
