@@ -63,7 +63,9 @@ func (p *Publisher) streamFor(ctx context.Context, h *hostConn, topic string) (*
 		st = &streamState{topic: topic, ready: make(chan struct{})}
 		h.streams.m[topic] = st
 		h.streams.mu.Unlock()
-		st.err = p.lookUp(ctx, h, st)
+		lctx, cancel := p.scope(ctx) // a look-up Close ends too (the publishes waiting on it do not wait for Close)
+		st.err = p.lookUp(lctx, h, st)
+		cancel()
 		if st.err != nil {
 			h.streams.mu.Lock()
 			delete(h.streams.m, topic)
@@ -77,6 +79,8 @@ func (p *Publisher) streamFor(ctx context.Context, h *hostConn, topic string) (*
 	case <-st.ready:
 	case <-ctx.Done():
 		return nil, p.ended(ctx)
+	case <-p.root.Done():
+		return nil, publishers.ErrClosed
 	}
 	if st.err != nil {
 		return nil, st.err

@@ -1,0 +1,78 @@
+package nats_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mqtarget/mqtarget/publishers/nats"
+)
+
+// BenchmarkPublish: mqtarget's JetStream publish (checked PubAcks, own reply subjects) against nats.go's
+// jetstream.Publish on one in-process server, b.N publishes from GOMAXPROCS×4 goroutines each waiting
+// for its PubAck. Read ns/op side by side in one run and allocs/op (docs/benchmarks.md, "NATS").
+func BenchmarkPublish(b *testing.B) {
+	e, err := nats.StartEmbedded(1, nats.EmbeddedOptions{MaxStore: 1 << 30}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = e.Close() })
+	body := make([]byte, 100)
+	b.Run("mqtarget", func(b *testing.B) {
+		c := nats.DefaultConfig()
+		c.Servers = e.Addrs()
+		p, err := nats.New(c, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		ctx := context.Background()
+		if err := p.Publish(ctx, 0, "bench-mqt", body); err != nil {
+			b.Fatal(err)
+		}
+		b.SetParallelism(4)
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				if err := p.Publish(ctx, 0, "bench-mqt", body); err != nil {
+					b.Error(err)
+				}
+				cancel()
+			}
+		})
+	})
+	b.Run("jetstream", func(b *testing.B) {
+		nc, err := natsgo.Connect("nats://" + e.Addrs()[0])
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: nats.StreamName("bench-js"), Subjects: []string{"bench-js"}, Storage: jetstream.FileStorage}); err != nil {
+			b.Fatal(err)
+		}
+		b.SetParallelism(4)
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				if _, err := js.Publish(ctx, "bench-js", body); err != nil {
+					b.Error(err)
+				}
+				cancel()
+			}
+		})
+	})
+}
