@@ -5,12 +5,12 @@ import (
 	"io"
 	"log/slog"
 	"testing"
-	"time"
 
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mqtarget/mqtarget/publishers/nats"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // BenchmarkPublish: mqtarget's JetStream publish (checked PubAcks, own reply subjects) against nats.go's
@@ -35,7 +35,7 @@ func BenchmarkPublish(b *testing.B) {
 		if err := p.Publish(ctx, 0, "bench-mqt", body); err != nil {
 			b.Fatal(err)
 		}
-		parallel(b, func(ctx context.Context) error { return p.Publish(ctx, 0, "bench-mqt", body) })
+		publishertest.BenchParallel(b, func(ctx context.Context) error { return p.Publish(ctx, 0, "bench-mqt", body) })
 	})
 	b.Run("jetstream", func(b *testing.B) {
 		nc, err := natsgo.Connect("nats://" + e.Addrs()[0])
@@ -51,22 +51,6 @@ func BenchmarkPublish(b *testing.B) {
 		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: nats.StreamName("bench-js"), Subjects: []string{"bench-js"}, Storage: jetstream.FileStorage}); err != nil {
 			b.Fatal(err)
 		}
-		parallel(b, func(ctx context.Context) error { _, err := js.Publish(ctx, "bench-js", body); return err })
-	})
-}
-
-// parallel runs b.N publishes from GOMAXPROCS×4 goroutines, each under a 5 s deadline.
-func parallel(b *testing.B, publish func(context.Context) error) {
-	b.SetParallelism(4)
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := publish(ctx); err != nil {
-				b.Error(err)
-			}
-			cancel()
-		}
+		publishertest.BenchParallel(b, func(ctx context.Context) error { _, err := js.Publish(ctx, "bench-js", body); return err })
 	})
 }
