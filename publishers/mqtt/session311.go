@@ -1,0 +1,169 @@
+package mqtt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	paho311 "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
+)
+
+// MQTT 3.1.1 over github.com/eclipse/paho.mqtt.golang (v1.5.1). That client reconnects, resumes its
+// session and resends what was in flight unless told not to; here it is told not to, every way it has:
+//
+//   - one client per connection, as at MQTT 5: AutoReconnect and ConnectRetry off, so a lost connection
+//     ends the client, and the host redials under mqtarget's own backoff (publisher.go);
+//   - CleanSession on and ResumeSubs off: the broker drops the session with the connection, and paho's
+//     resume (the code that resends stored PUBLISHes with DUP set) has nothing to do;
+//   - its Store keeps nothing (endStore): even a resume would find no message to send again, and no
+//     payload is held in memory beyond paho's own in-flight token.
+//
+// paho.mqtt.golang matches an acknowledgement by packet identifier only: a PUBACK for an identifier it
+// does not know is dropped (a DummyToken), but a PUBACK (or PUBCOMP) for an identifier it allocated and
+// not yet written, or a PUBCOMP where a PUBREC is due, completes that publish. The connection carries the
+// same tap as at MQTT 5 (proto.go), which ends the connection before paho reads such an answer.
+
+// version311 is mqtt.version's value for MQTT 3.1.1.
+const version311 = "3.1.1"
+
+// link311 is an MQTT 3.1.1 connection's paho.mqtt.golang client.
+type link311 struct {
+	c     paho311.Client
+	raw   *netConn
+	ended chan struct{} // closed once the client stopped every goroutine of the connection (end)
+	once  sync.Once
+}
+
+// end marks the client stopped. paho.mqtt.golang has no Done: its last acts are, on a lost connection,
+// the ConnectionLostHandler (started once its workers stopped and its tokens were failed), and on a
+// Disconnect, closing its Store (likewise after both). Exactly one of the two happens per connection;
+// what runs after either is the return of the goroutine that called it.
+func (l *link311) end() { l.once.Do(func() { close(l.ended) }) }
+
+// dial311 is dial at MQTT 3.1.1: a paho.mqtt.golang client over nc (already connected: paho dials
+// nothing, its CustomOpenConnectionFn hands it nc once).
+func (d *dialer) dial311(ctx context.Context, nc *netConn, id string, onPublish onPublishFunc, lost func(error)) (*session, error) {
+	nc.serial = true
+	l := &link311{raw: nc, ended: make(chan struct{})}
+	store := &endStore{l: l}
+	var handed atomic.Bool
+	o := paho311.NewClientOptions()
+	o.AddBroker("tcp://" + nc.RemoteAddr().String()) // a name only: the connection is nc
+	o.SetCustomOpenConnectionFn(func(*url.URL, paho311.ClientOptions) (net.Conn, error) {
+		if handed.Swap(true) {
+			return nil, errors.New("mqtt: one connection per client")
+		}
+		return nc, nil
+	})
+	o.SetClientID(id)
+	o.SetProtocolVersion(4) // 3.1.1, never falling back to 3.1
+	o.SetCleanSession(true)
+	o.SetAutoReconnect(false)
+	o.SetConnectRetry(false)
+	o.SetResumeSubs(false)
+	o.SetStore(store)
+	o.SetOrderMatters(true) // handlers run on paho's router goroutine, which the client stops: none of its own
+	o.SetKeepAlive(d.cfg.KeepAlive)
+	o.SetPingTimeout(d.cfg.KeepAlive) // a broker that answers no ping within a keep alive loses the connection
+	o.SetWriteTimeout(writeTimeout)   // bounds paho's own queueing of a PUBLISH as well as its write
+	if dl, ok := ctx.Deadline(); ok {
+		o.SetConnectTimeout(time.Until(dl))
+	}
+	if d.cfg.User != "" {
+		o.SetUsername(d.cfg.User)
+	}
+	if d.password != nil {
+		o.SetPassword(string(d.password))
+	}
+	o.SetDefaultPublishHandler(func(_ paho311.Client, m paho311.Message) { onPublish(m.Topic(), m.Payload()) })
+	o.SetConnectionLostHandler(func(_ paho311.Client, err error) {
+		lost(err)
+		l.end()
+	})
+	l.c = paho311.NewClient(o)
+	// paho's Connect takes no context: an ended ctx closes the connection under it, which fails it.
+	stop := context.AfterFunc(ctx, func() { _ = nc.Conn.Close() })
+	t := l.c.Connect()
+	<-t.Done()
+	interrupted := !stop()
+	if err := t.Error(); err != nil {
+		if rc := t.(*paho311.ConnectToken).ReturnCode(); rc != packets.Accepted && rc != packets.ErrNetworkError {
+			return nil, fmt.Errorf("CONNACK refused the connection: return code %d (%s)", rc, packets.ConnackReturnCodes[rc])
+		}
+		if interrupted && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	store.armed.Store(true)
+	s := &session{link: l, maxQoS: 2, slots: make(chan struct{}, d.cfg.MaxInFlight)}
+	if interrupted { // connected as ctx ended: the connection is closed already
+		nc.closing.Store(true)
+		l.disconnect()
+		return nil, ctx.Err()
+	}
+	return s, nil
+}
+
+func (l *link311) publish(ctx context.Context, qos byte, topic string, body []byte) error {
+	t := l.c.Publish(topic, qos, false, body)
+	select {
+	case <-t.Done():
+		return t.Error()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *link311) subscribe(ctx context.Context, topic string, qos byte) (byte, error) {
+	t := l.c.Subscribe(topic, qos, nil) // nil: what arrives goes to the default handler, onPublish
+	select {
+	case <-t.Done():
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	if err := t.Error(); err != nil {
+		return 0, err
+	}
+	code, ok := t.(*paho311.SubscribeToken).Result()[topic]
+	if !ok {
+		return 0, fmt.Errorf("SUBACK names no code for %q", topic)
+	}
+	return code, nil
+}
+
+func (l *link311) done() <-chan struct{} { return l.ended }
+
+// disconnect lets paho write DISCONNECT for up to closeWriteTimeout, then closes the connection
+// (paho's Disconnect may return before it stopped) and waits until the client did.
+func (l *link311) disconnect() {
+	l.c.Disconnect(uint(closeWriteTimeout / time.Millisecond))
+	_ = l.raw.Conn.Close()
+	<-l.ended
+}
+
+// endStore is paho.mqtt.golang's message store for one connection. It keeps nothing: there is no
+// session to resume (clean session, no reconnect) and nothing may be sent twice. Its Close, once the
+// connection was made, is paho's last act of a Disconnect (link311.end).
+type endStore struct {
+	l     *link311
+	armed atomic.Bool // connected: a failed Connect closes the store too, with nothing to wait for
+}
+
+func (*endStore) Open()                             {}
+func (*endStore) Put(string, packets.ControlPacket) {}
+func (*endStore) Get(string) packets.ControlPacket  { return nil }
+func (*endStore) All() []string                     { return nil }
+func (*endStore) Del(string)                        {}
+func (*endStore) Reset()                            {}
+func (s *endStore) Close() {
+	if s.armed.Load() {
+		s.l.end()
+	}
+}
