@@ -124,15 +124,16 @@ func (s *mosquittoSub) wait(want int, deadline time.Duration) [][]byte {
 
 // TestIntegrationLedger publishes to each real server in turn, with every method and QoS, and checks
 // with mosquitto_sub subscribers started first on every server that server k got exactly what was
-// acknowledged for host k (no loss, no duplicate) and the other servers nothing.
+// acknowledged for host k (no loss, no duplicate) and the other servers nothing; at MQTT 5 and 3.1.1.
 func TestIntegrationLedger(t *testing.T) {
 	testlane.Lock(t, "mqtt") // the real brokers other packages stop and freeze too
 	servers := realServers(t)
-	for _, qos := range []int{1, 2} {
-		t.Run(fmt.Sprintf("qos%d", qos), func(t *testing.T) {
+	for _, tc := range versionsQoS() {
+		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()
 			c.Servers = servers
-			c.QoS = qos
+			c.QoS = tc.qos
+			c.Version = tc.version
 			p, err := New(c, discard())
 			if err != nil {
 				t.Fatal(err)

@@ -32,6 +32,13 @@ import (
 // version311 is mqtt.version's value for MQTT 3.1.1.
 const version311 = "3.1.1"
 
+// qos2Window311 bounds the QoS 2 PUBLISHes on the wire awaiting their PUBCOMP at 3.1.1, where CONNACK
+// announces no Receive Maximum: mosquitto (2.0.11) holds a 3.1.1 client to its max_inflight_messages
+// (20 by default) for incoming QoS 2 all the same and closes the connection of one that sends the
+// 21st (every publish in flight then fails: seen here with 21 and 40, none with 20). QoS 1 it does not
+// limit. The rest of mqtt.max_inflight waits in order for a slot, as at MQTT 5.
+const qos2Window311 = 20
+
 // link311 is an MQTT 3.1.1 connection's paho.mqtt.golang client.
 type link311 struct {
 	c     paho311.Client
@@ -102,7 +109,11 @@ func (d *dialer) dial311(ctx context.Context, nc *netConn, id string, onPublish 
 		return nil, err
 	}
 	store.armed.Store(true)
-	s := &session{link: l, maxQoS: 2, slots: make(chan struct{}, d.cfg.MaxInFlight)}
+	window := d.cfg.MaxInFlight
+	if d.cfg.QoS == 2 {
+		window = min(window, qos2Window311)
+	}
+	s := &session{link: l, maxQoS: 2, slots: make(chan struct{}, window)}
 	if interrupted { // connected as ctx ended: the connection is closed already
 		nc.closing.Store(true)
 		l.disconnect()
