@@ -157,7 +157,11 @@ type link interface {
 	subscribe(ctx context.Context, topic string, qos byte) (byte, error)
 	// done is closed once the connection ended and the client's goroutines with it.
 	done() <-chan struct{}
-	// disconnect sends DISCONNECT (bounded by closeWriteTimeout), closes the connection and waits for done.
+	// release waits, after done, for calls still running into the ended connection (3.1.1: up to
+	// writeTimeout; 5: none); the owner of a connection found lost calls it.
+	release()
+	// disconnect sends DISCONNECT (bounded by closeWriteTimeout), closes the connection and waits for
+	// done and release.
 	disconnect()
 }
 
@@ -304,6 +308,8 @@ func (l link5) subscribe(ctx context.Context, topic string, qos byte) (byte, err
 }
 
 func (l link5) done() <-chan struct{} { return l.c.Done() }
+
+func (l link5) release() { <-l.c.Done() }
 
 func (l link5) disconnect() {
 	_ = l.c.Disconnect(&paho.Disconnect{ReasonCode: 0})

@@ -125,6 +125,7 @@ func (c *Consumer) keep(ctx context.Context, i int, id uint64, s *session, topic
 			return
 		case <-s.link.done():
 			s.cancel()
+			s.link.release()
 		}
 		wait := rd.lost(time.Now(), time.Since(s.born), errors.New("lost"))
 		for {

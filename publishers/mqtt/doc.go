@@ -1,6 +1,8 @@
 // Package mqtt is mqtarget's MQTT broker: a publisher and a consumer over github.com/eclipse/paho.golang
-// (v0.23.0, its low-level paho client, MQTT 5 only), the mqtt configuration section, and embedded
-// github.com/mochi-mqtt/server/v2 servers for running without a broker. Topic T is the MQTT topic T.
+// (v0.23.0, its low-level paho client) at MQTT 5, the default, or over github.com/eclipse/paho.mqtt.golang
+// (v1.5.1) at MQTT 3.1.1 (mqtt.version; see "MQTT 3.1.1" below), the mqtt configuration section, and
+// embedded github.com/mochi-mqtt/server/v2 servers for running without a broker. Topic T is the MQTT
+// topic T.
 //
 // # Servers
 //

@@ -217,6 +217,7 @@ func (p *Publisher) watch(h *host, s *session) {
 		h.rd.lost(time.Now(), time.Since(s.born), fmt.Errorf("mqtt %s: connection lost %v after it was made; redialling with backoff", h.addr, time.Since(s.born).Round(time.Millisecond)))
 	}
 	h.mu.Unlock()
+	s.link.release() // once the host may redial
 }
 
 // packetSize is the size of a QoS 1/2 PUBLISH of body to topic with no properties: fixed header (at

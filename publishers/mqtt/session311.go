@@ -45,6 +45,10 @@ type link311 struct {
 	raw   *netConn
 	ended chan struct{} // closed once the client stopped every goroutine of the connection (end)
 	once  sync.Once
+
+	mu       sync.Mutex
+	released bool           // release began: no new calls
+	calls    sync.WaitGroup // call's goroutines
 }
 
 // end marks the client stopped. paho.mqtt.golang has no Done: its last acts are, on a lost connection,
@@ -122,24 +126,56 @@ func (d *dialer) dial311(ctx context.Context, nc *netConn, id string, onPublish 
 	return s, nil
 }
 
-func (l *link311) publish(ctx context.Context, qos byte, topic string, body []byte) error {
-	t := l.c.Publish(topic, qos, false, body)
+// call runs f, a paho call, and waits for the token it returns to complete, for ctx or for the
+// connection's end. paho's Publish and Subscribe hand their packet to the client's writer and wait
+// for it to be taken up to writeTimeout whatever the caller's deadline; when the connection ends
+// under them nothing takes it and they wait that long. So f runs on a goroutine of the link's, which
+// release waits for.
+func (l *link311) call(ctx context.Context, f func() paho311.Token) (paho311.Token, error) {
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return nil, errors.New("connection lost")
+	}
+	l.calls.Add(1)
+	l.mu.Unlock()
+	ch := make(chan paho311.Token, 1)
+	go func() {
+		defer l.calls.Done()
+		ch <- f()
+	}()
+	var t paho311.Token
+	select {
+	case t = <-ch:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-l.ended:
+		return nil, errors.New("connection lost")
+	}
 	select {
 	case <-t.Done():
-		return t.Error()
+		return t, t.Error()
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
+	case <-l.ended: // its tokens are completed by then: a PUBACK that came counts
+		select {
+		case <-t.Done():
+			return t, t.Error()
+		default:
+			return nil, errors.New("connection lost")
+		}
 	}
 }
 
+func (l *link311) publish(ctx context.Context, qos byte, topic string, body []byte) error {
+	_, err := l.call(ctx, func() paho311.Token { return l.c.Publish(topic, qos, false, body) })
+	return err
+}
+
 func (l *link311) subscribe(ctx context.Context, topic string, qos byte) (byte, error) {
-	t := l.c.Subscribe(topic, qos, nil) // nil: what arrives goes to the default handler, onPublish
-	select {
-	case <-t.Done():
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	if err := t.Error(); err != nil {
+	// nil handler: what arrives goes to the default handler, onPublish
+	t, err := l.call(ctx, func() paho311.Token { return l.c.Subscribe(topic, qos, nil) })
+	if err != nil {
 		return 0, err
 	}
 	code, ok := t.(*paho311.SubscribeToken).Result()[topic]
@@ -151,12 +187,21 @@ func (l *link311) subscribe(ctx context.Context, topic string, qos byte) (byte, 
 
 func (l *link311) done() <-chan struct{} { return l.ended }
 
+// release waits, once the connection ended, for the calls still handing a packet to it.
+func (l *link311) release() {
+	<-l.ended
+	l.mu.Lock()
+	l.released = true
+	l.mu.Unlock()
+	l.calls.Wait()
+}
+
 // disconnect lets paho write DISCONNECT for up to closeWriteTimeout, then closes the connection
 // (paho's Disconnect may return before it stopped) and waits until the client did.
 func (l *link311) disconnect() {
 	l.c.Disconnect(uint(closeWriteTimeout / time.Millisecond))
 	_ = l.raw.Conn.Close()
-	<-l.ended
+	l.release()
 }
 
 // endStore is paho.mqtt.golang's message store for one connection. It keeps nothing: there is no
