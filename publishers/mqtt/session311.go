@@ -39,6 +39,14 @@ const version311 = "3.1.1"
 // limit. The rest of mqtt.max_inflight waits in order for a slot, as at MQTT 5.
 const qos2Window311 = 20
 
+// handoff311 bounds how long paho.mqtt.golang's Publish and Subscribe wait for the client's writer to
+// take their packet (its WriteTimeout). Normally that is the time the packets ahead take to be written;
+// a broker that stopped reading holds the writer (up to writeTimeout) and a publish queued behind it
+// fails after handoff311 unsent (503). Once the connection ended nothing takes the packet: a call made
+// just before waits the whole handoff311, and Close waits for such calls (5 s, writeTimeout, made
+// every Close under load take 5 s).
+const handoff311 = time.Second
+
 // link311 is an MQTT 3.1.1 connection's paho.mqtt.golang client.
 type link311 struct {
 	c     paho311.Client
@@ -82,7 +90,7 @@ func (d *dialer) dial311(ctx context.Context, nc *netConn, id string, onPublish 
 	o.SetOrderMatters(true) // handlers run on paho's router goroutine, which the client stops: none of its own
 	o.SetKeepAlive(d.cfg.KeepAlive)
 	o.SetPingTimeout(d.cfg.KeepAlive) // a broker that answers no ping within a keep alive loses the connection
-	o.SetWriteTimeout(writeTimeout)   // bounds paho's own queueing of a PUBLISH as well as its write
+	o.SetWriteTimeout(handoff311)     // see handoff311; the writes themselves netConn bounds (writeTimeout)
 	if dl, ok := ctx.Deadline(); ok {
 		o.SetConnectTimeout(time.Until(dl))
 	}
@@ -128,8 +136,8 @@ func (d *dialer) dial311(ctx context.Context, nc *netConn, id string, onPublish 
 
 // call runs f, a paho call, and waits for the token it returns to complete, for ctx or for the
 // connection's end. paho's Publish and Subscribe hand their packet to the client's writer and wait
-// for it to be taken up to writeTimeout whatever the caller's deadline; when the connection ends
-// under them nothing takes it and they wait that long. So f runs on a goroutine of the link's, which
+// for it to be taken up to handoff311 whatever the caller's deadline; when the connection ends under
+// them nothing takes it and they wait that long. So f runs on a goroutine of the link's, which
 // release waits for.
 func (l *link311) call(ctx context.Context, f func() paho311.Token) (paho311.Token, error) {
 	l.mu.Lock()
