@@ -59,25 +59,19 @@ func (codec311) read(r io.Reader) (fakePacket, error) {
 }
 
 func (codec311) write(w io.Writer, typ byte, id uint16, reason byte) error {
-	switch typ {
-	case typePuback:
-		a := p311.NewControlPacket(p311.Puback).(*p311.PubackPacket)
+	cp := p311.NewControlPacket(typ) // MQTT's type numbers: proto.go's are the packets' own
+	switch a := cp.(type) {
+	case *p311.PubackPacket:
 		a.MessageID = id
-		return a.Write(w)
-	case typePubrec:
-		a := p311.NewControlPacket(p311.Pubrec).(*p311.PubrecPacket)
+	case *p311.PubrecPacket:
 		a.MessageID = id
-		return a.Write(w)
-	case typePubcomp:
-		a := p311.NewControlPacket(p311.Pubcomp).(*p311.PubcompPacket)
+	case *p311.PubcompPacket:
 		a.MessageID = id
-		return a.Write(w)
-	case typeSuback:
-		a := p311.NewControlPacket(p311.Suback).(*p311.SubackPacket)
+	case *p311.SubackPacket:
 		a.MessageID, a.ReturnCodes = id, []byte{reason}
-		return a.Write(w)
-	case typePingresp:
-		return p311.NewControlPacket(p311.Pingresp).Write(w)
+	case *p311.PingrespPacket:
+	default:
+		return fmt.Errorf("codec311 writes no packet of type %d", typ)
 	}
-	return nil
+	return cp.Write(w)
 }
