@@ -141,3 +141,18 @@ func TestNewReadsFiles(t *testing.T) {
 		t.Errorf("New without servers: %v, want an error naming mqtt.servers", err)
 	}
 }
+
+// TestSetupVersionKeys: GET /'s setup names the protocol spoken "mqtt_version", never "version", which
+// on GET / (and in mqtarget load's result) is the broker's own version: with "version": "3.1.1" an
+// external broker's result named the protocol as the broker's version, and the embedded servers'
+// "version" overwrote the protocol's.
+func TestSetupVersionKeys(t *testing.T) {
+	for _, v := range []string{"5", version311} {
+		c := DefaultConfig()
+		c.Version = v
+		got := Broker.Hooks.Setup(&c)
+		if _, ok := got["version"]; ok || got["mqtt_version"] != v {
+			t.Errorf("Setup at %s = %v, want mqtt_version %q and no version", v, got, v)
+		}
+	}
+}

@@ -113,7 +113,7 @@
 //     mosquitto holds a 3.1.1 client to max_inflight_messages (20) for incoming QoS 2 all the same and
 //     closes the connection at the 21st. At QoS 1 up to mqtt.max_inflight are.
 //   - The broker version is the same $SYS/broker/version, read the same way ("mosquitto version
-//     2.0.11", mochi-mqtt's number); the protocol version spoken shows as the setup's "version".
+//     2.0.11", mochi-mqtt's number); the protocol spoken shows as the setup's "mqtt_version" on GET /.
 //
 // paho.mqtt.golang reconnects, resumes its session and resends unacknowledged PUBLISHes (with DUP set)
 // unless told not to. Here: one client per connection with AutoReconnect and ConnectRetry off (the
