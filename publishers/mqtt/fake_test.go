@@ -61,6 +61,12 @@ func newFakeV(t *testing.T, m misbehaviour, version string) *fakeBroker {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newFakeOn(t, ln, m, version)
+}
+
+// newFakeOn serves the fake broker on ln (a TLS listener, say).
+func newFakeOn(t *testing.T, ln net.Listener, m misbehaviour, version string) *fakeBroker {
+	t.Helper()
 	var codec fakeCodec = codec5{}
 	if version == version311 {
 		codec = codec311{}
