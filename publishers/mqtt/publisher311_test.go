@@ -152,3 +152,29 @@ func TestVersion311(t *testing.T) {
 		t.Errorf("BrokerVersion(0) = %q, want mochi-mqtt's %q", v, mochi.Version)
 	}
 }
+
+// TestQoS0At311: at qos 0 a 3.1.1 publish is answered once the PUBLISH is written (no
+// acknowledgement exists): each one reaches the broker as a QoS 0 PUBLISH, none is waited for.
+func TestQoS0At311(t *testing.T) {
+	f := newFakeV(t, frozen, version311) // answers nothing: only the write can be waited for
+	c := config311(f.addr())
+	c.QoS = 0
+	p, err := New(c, discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for i := range 5 {
+		if err := p.Publish(ctx, 0, "t", []byte{byte('a' + i)}); err != nil {
+			t.Fatalf("publish %d at qos 0: %v", i, err)
+		}
+	}
+	for f.received.Load() < 5 && ctx.Err() == nil {
+		<-time.After(5 * time.Millisecond)
+	}
+	if n := f.received.Load(); n != 5 {
+		t.Errorf("the broker read %d PUBLISHes, want 5", n)
+	}
+}
