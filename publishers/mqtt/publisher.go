@@ -275,11 +275,12 @@ func (p *Publisher) start(ctx context.Context, host int, topic string, body []by
 
 // send publishes body and waits for its acknowledgement (QoS 1: PUBACK, 2: PUBCOMP; 0: the write)
 // up to maxAckWait, whatever the caller's deadline (the caller stops waiting at it), first waiting for
-// room in the broker's Receive Maximum: the slot it holds is then freed exactly when paho's is, so
-// paho's own send quota never holds a publish. A broker that acknowledges nothing within maxAckWait
-// has stalled: the connection is closed, failing what is pending on it, and the host redials. paho
-// keeps nothing of a publish for another connection (its session lives and dies with the client), so
-// one that timed out is never sent again.
+// room in the broker's Receive Maximum (at 3.1.1, which has none: qos2Window311 at QoS 2): the slot
+// it holds is then freed exactly when paho's is, so paho's own send quota never holds a publish. A
+// broker that acknowledges nothing within maxAckWait has stalled: the connection is closed, failing
+// what is pending on it, and the host redials. Neither paho keeps anything of a publish for another
+// connection (a session lives and dies with its client; session311.go), so one that timed out is
+// never sent again.
 func (p *Publisher) send(s *session, topic string, body []byte) error {
 	ctx, cancel := context.WithTimeout(s.ctx, maxAckWait)
 	defer cancel()
