@@ -29,9 +29,11 @@ var Broker = &publishers.Broker{
 			err = errors.Join(err, publishers.CheckDialTimeout(prefix, dial, c))
 			return err
 		},
+		// "version" on GET / is the broker's (embedded: mochi-mqtt's; mqtarget load's result reads it as
+		// such): the protocol spoken is "mqtt_version".
 		Setup: func(sec any) map[string]any {
 			m := sec.(*Config)
-			return map[string]any{"qos": m.QoS, "version": m.Version}
+			return map[string]any{"qos": m.QoS, "mqtt_version": m.Version}
 		},
 		Open: func(sec any, addrs []string, _ publishers.Common, log *slog.Logger) (publishers.Publisher, error) {
 			c := *sec.(*Config)

@@ -18,8 +18,9 @@ type Config struct {
 	// QoS of every PUBLISH: 1 answers after the PUBACK, 2 after the PUBCOMP, 0 after the write (no
 	// acknowledgement at all).
 	QoS int `yaml:"qos" help:"PUBLISH QoS: 1 (200 after PUBACK), 2 (200 after PUBCOMP), 0 (200 after the write: no acknowledgement)"`
-	// Version is the MQTT protocol version spoken.
-	Version string `yaml:"version" help:"MQTT protocol version: 5 (paho.golang v0.23 speaks no other)"`
+	// Version is the MQTT protocol version spoken, by the publisher and the consumer alike: "5"
+	// (paho.golang) or "3.1.1" (paho.mqtt.golang; no reason codes, no CONNACK limits: doc.go).
+	Version string `yaml:"version" help:"MQTT protocol version: 5 (paho.golang) or 3.1.1 (paho.mqtt.golang: no reason codes, a refusal is a closed connection or not seen)"`
 	// ClientID prefixes every connection's client identifier; a random part and the host index follow,
 	// so that two connections never take each other's session.
 	ClientID string `yaml:"client_id" help:"client identifier prefix (a random part and the host index follow)"`
@@ -77,11 +78,9 @@ func (c Config) Validate(prefix string) error {
 		add("qos", "must be 0, 1 or 2, got %d", c.QoS)
 	}
 	switch c.Version {
-	case "5":
-	case "3.1.1":
-		add("version", "3.1.1 is not supported: paho.golang v0.23.0, the client, speaks MQTT 5 only (mosquitto and mochi-mqtt speak both: use 5)")
+	case "5", version311:
 	default:
-		add("version", "must be 5, got %q", c.Version)
+		add("version", "must be 5 or 3.1.1, got %q", c.Version)
 	}
 	if err := checkText(c.ClientID, maxClientIDLen); err != nil {
 		add("client_id", "%v", err)

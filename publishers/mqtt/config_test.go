@@ -29,8 +29,12 @@ func TestValidate(t *testing.T) {
 		{"qos 3", func(c *Config) { c.QoS = 3 }, "mqtt.qos: must be 0, 1 or 2"},
 		{"qos -1", func(c *Config) { c.QoS = -1 }, "mqtt.qos: "},
 		{"qos 0", func(c *Config) { c.QoS = 0 }, ""},
-		{"version 3.1.1", func(c *Config) { c.Version = "3.1.1" }, "mqtt.version: 3.1.1 is not supported"},
-		{"version 4", func(c *Config) { c.Version = "4" }, "mqtt.version: must be 5"},
+		{"version 3.1.1", func(c *Config) { c.Version = "3.1.1" }, ""},
+		{"version 3.1.1 with servers and qos 2", func(c *Config) { c.Version, c.QoS, c.Servers = "3.1.1", 2, []string{"127.0.0.1:1883"} }, ""},
+		{"version 4", func(c *Config) { c.Version = "4" }, `mqtt.version: must be 5 or 3.1.1, got "4"`},
+		{"version 3.1", func(c *Config) { c.Version = "3.1" }, "mqtt.version: must be 5 or 3.1.1"},
+		{"version 5.0", func(c *Config) { c.Version = "5.0" }, "mqtt.version: "},
+		{"version empty", func(c *Config) { c.Version = "" }, "mqtt.version: "},
 		{"client_id control", func(c *Config) { c.ClientID = "a\nb" }, "mqtt.client_id: "},
 		{"client_id too long", func(c *Config) { c.ClientID = strings.Repeat("a", 65) }, "mqtt.client_id: 65 bytes"},
 		{"client_id empty", func(c *Config) { c.ClientID = "" }, ""},
@@ -135,5 +139,20 @@ func TestNewReadsFiles(t *testing.T) {
 	c := DefaultConfig()
 	if _, err := New(c, discard()); err == nil || !strings.Contains(err.Error(), "mqtt.servers") {
 		t.Errorf("New without servers: %v, want an error naming mqtt.servers", err)
+	}
+}
+
+// TestSetupVersionKeys: GET /'s setup names the protocol spoken "mqtt_version", never "version", which
+// on GET / (and in mqtarget load's result) is the broker's own version: with "version": "3.1.1" an
+// external broker's result named the protocol as the broker's version, and the embedded servers'
+// "version" overwrote the protocol's.
+func TestSetupVersionKeys(t *testing.T) {
+	for _, v := range []string{"5", version311} {
+		c := DefaultConfig()
+		c.Version = v
+		got := Broker.Hooks.Setup(&c)
+		if _, ok := got["version"]; ok || got["mqtt_version"] != v {
+			t.Errorf("Setup at %s = %v, want mqtt_version %q and no version", v, got, v)
+		}
 	}
 }

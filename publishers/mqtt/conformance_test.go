@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 // v2.7.9 deadlocks under this suite's load (Inflight.NextImmediate takes its read lock twice, inflight.go
 // lines 95-99; a publisher's Set waiting between the two blocks both, and the server's Close then
 // waits forever: docs/mqtt.md). MQTARGET_MQTT_TEST_EMBEDDED=1 runs it against them all the same.
+// Both versions: MQTT 5 (paho.golang) and 3.1.1 (paho.mqtt.golang).
 func TestConformance(t *testing.T) {
 	testlane.Lock(t, "mqtt") // the real brokers other packages stop and freeze too
 	servers := strings.Split(os.Getenv("MQTARGET_MQTT_TEST_SERVERS"), ",")
@@ -25,16 +27,21 @@ func TestConformance(t *testing.T) {
 	if len(servers) < 2 && !embedded {
 		t.Skip("MQTARGET_MQTT_TEST_SERVERS names no two servers (the embedded mochi-mqtt deadlocks under the suite; MQTARGET_MQTT_TEST_EMBEDDED=1 tries it)")
 	}
-	for _, qos := range []int{1, 2} {
-		t.Run("qos"+string(rune('0'+qos)), func(t *testing.T) {
+	for _, tc := range versionsQoS() {
+		t.Run(tc.name, func(t *testing.T) {
+			qos := tc.qos
 			targets := servers[:min(len(servers), 2)]
 			var rejections []publishertest.Rejection // the embedded servers' ACL hook refuses denied* topics
 			noReject := "mosquitto as scripts/mosquitto.sh starts it refuses nothing (no ACL); TestMisbehavingBrokers covers refusing reason codes"
 			if embedded {
 				targets = embeddedFor(t, 2).Addrs()
 				noReject = ""
+				var denied error // MQTT 5: PUBACK reason 0x87, ErrRejected
+				if tc.version == version311 {
+					denied = publishers.ErrUnavailable // no reason codes: mochi closes the connection
+				}
 				rejections = []publishertest.Rejection{
-					{Name: "not authorized", Topic: deniedPrefix + "_topic", Body: []byte("refused by the ACL")},
+					{Name: "not authorized", Topic: deniedPrefix + "_topic", Body: []byte("refused by the ACL"), Kind: denied},
 					// Over the packet size the server takes: it drops the connection (mochi announces no
 					// Maximum Packet Size in CONNACK, so the publisher cannot refuse it first).
 					{Name: "over the maximum packet size", Topic: "too_large", Body: bytes.Repeat([]byte("x"), 1<<20+MaxTopicLen+32), Kind: publishers.ErrUnavailable},
@@ -58,6 +65,7 @@ func TestConformance(t *testing.T) {
 				c := DefaultConfig()
 				c.Servers = addrs
 				c.QoS = qos
+				c.Version = tc.version
 				c.KeepAlive = 2 * time.Second // a frozen broker's connection is dropped within about 2 keep alives
 				p, err := New(c, publishertest.Logger(t))
 				if err != nil {
@@ -67,4 +75,25 @@ func TestConformance(t *testing.T) {
 			})
 		})
 	}
+}
+
+// versionQoS is one protocol version and QoS the real-broker tests run at.
+type versionQoS struct {
+	name, version string
+	qos           int
+}
+
+// versionsQoS are the versions and acknowledged QoS levels the real-broker tests cover.
+func versionsQoS() []versionQoS {
+	var out []versionQoS
+	for _, v := range []string{"5", version311} {
+		for _, q := range []int{1, 2} {
+			name := fmt.Sprintf("qos%d", q)
+			if v != "5" {
+				name = fmt.Sprintf("v%s_qos%d", v, q)
+			}
+			out = append(out, versionQoS{name: name, version: v, qos: q})
+		}
+	}
+	return out
 }

@@ -39,6 +39,9 @@ type netConn struct {
 	sync.Mutex
 	closing atomic.Bool // DISCONNECT on the way: a broker not reading must not hold Close up
 	tap     *ackTap     // nil: answers not checked beyond paho (consumer and ping connections)
+	// serial: Write itself holds the lock (paho.mqtt.golang writes each packet in one Write, from its
+	// writer and its pinger, and does not lock; paho.golang locks around a packet itself).
+	serial bool
 }
 
 // Read hands paho what the broker sent once the tap found every acknowledgement in it answering
@@ -55,6 +58,10 @@ func (c *netConn) Read(b []byte) (int, error) {
 }
 
 func (c *netConn) Write(b []byte) (int, error) {
+	if c.serial {
+		c.Lock()
+		defer c.Unlock()
+	}
 	if c.tap != nil {
 		c.tap.wrote(b)
 	}
@@ -70,9 +77,10 @@ func (c *netConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// session is one MQTT connection: a paho client over netConn, CONNECT answered by a successful CONNACK.
+// session is one MQTT connection: a protocol client (link) over netConn, CONNECT answered by a
+// successful CONNACK.
 type session struct {
-	client  *paho.Client
+	link    link
 	raw     *netConn
 	ctx     context.Context // ends when the connection is gone: the owner's watcher cancels it once paho's client is done
 	cancel  context.CancelFunc
@@ -136,13 +144,68 @@ func readPassword(path string) ([]byte, error) {
 	return []byte(line), nil
 }
 
+// onPublishFunc receives a PUBLISH the broker sent (the consumer's messages, the $SYS version).
+type onPublishFunc func(topic string, payload []byte)
+
+// link is one connection's protocol client: paho.golang's at MQTT 5 (link5, below), paho.mqtt.golang's
+// at 3.1.1 (link311, session311.go). dial picks it by mqtt.version; nothing else looks at the version.
+type link interface {
+	// publish sends one PUBLISH and waits for its acknowledgement (qos 0: the write) or ctx; an answer
+	// that refuses it is ErrRejected, anything else is returned as it came.
+	publish(ctx context.Context, qos byte, topic string, body []byte) error
+	// subscribe subscribes to topic and returns the SUBACK's code for it (0x80 or more: refused).
+	subscribe(ctx context.Context, topic string, qos byte) (byte, error)
+	// done is closed once the connection ended and the client's goroutines with it.
+	done() <-chan struct{}
+	// release waits, after done, for calls still running into the ended connection (3.1.1: up to
+	// writeTimeout; 5: none); the owner of a connection found lost calls it.
+	release()
+	// disconnect sends DISCONNECT (bounded by closeWriteTimeout), closes the connection and waits for
+	// done and release.
+	disconnect()
+}
+
 // dial connects to addr and exchanges CONNECT/CONNACK within ctx and the dial timeout, with a clean
-// start and no session expiry: the broker keeps nothing of a connection after it, and paho, whose
-// session lives as long as the client, has nothing to resend on another (see doc.go). onPublish, when
-// set, receives what the broker sends (the consumer's messages); tap, when set, checks its answers.
-func (d *dialer) dial(ctx context.Context, addr, id string, tap *ackTap, onPublish func(paho.PublishReceived) (bool, error), onError func(error)) (*session, error) {
+// start (clean session at 3.1.1) and no session expiry: the broker keeps nothing of a connection after
+// it, and the client, whose session lives as long as it does, has nothing to resend on another (see
+// doc.go). onPublish, when set, receives what the broker sends (the consumer's messages); tap, when
+// set, checks its answers. The version is chosen here, and only here.
+func (d *dialer) dial(ctx context.Context, addr, id string, tap *ackTap, onPublish onPublishFunc, onError func(error)) (*session, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout)
 	defer cancel()
+	raw, err := d.open(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	if onPublish == nil {
+		onPublish = func(string, []byte) {}
+	}
+	nc := &netConn{Conn: raw, tap: tap}
+	// The clients report errors on goroutines of their own: once close began, the errors are its own
+	// doing (a closed connection), not a loss, and must reach no callback (whose logger may be gone
+	// with its owner).
+	lost := func(err error) {
+		if !nc.closing.Load() {
+			onError(err)
+		}
+	}
+	var s *session
+	if d.cfg.Version == version311 {
+		s, err = d.dial311(ctx, nc, id, onPublish, lost)
+	} else {
+		s, err = d.dial5(ctx, nc, id, onPublish, lost)
+	}
+	if err != nil {
+		_ = raw.Close()
+		return nil, err
+	}
+	s.raw, s.born = nc, time.Now()
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// open makes the network connection to addr (TCP, and TLS when configured) within ctx.
+func (d *dialer) open(ctx context.Context, addr string) (net.Conn, error) {
 	var nd net.Dialer
 	raw, err := nd.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -160,15 +223,11 @@ func (d *dialer) dial(ctx context.Context, addr, id string, tap *ackTap, onPubli
 		}
 		raw = tlsConn
 	}
-	nc := &netConn{Conn: raw, tap: tap}
-	// paho reports errors on goroutines of its own that Done does not wait for: once close began, the
-	// errors are its own doing (a closed connection), not a loss, and must reach no callback (whose
-	// logger may be gone with its owner).
-	lost := func(err error) {
-		if !nc.closing.Load() {
-			onError(err)
-		}
-	}
+	return raw, nil
+}
+
+// dial5 is dial at MQTT 5: a paho.golang client over nc.
+func (d *dialer) dial5(ctx context.Context, nc *netConn, id string, onPublish onPublishFunc, lost func(error)) (*session, error) {
 	cc := paho.ClientConfig{
 		Conn:          nc,
 		PacketTimeout: maxAckWait,
@@ -176,11 +235,10 @@ func (d *dialer) dial(ctx context.Context, addr, id string, tap *ackTap, onPubli
 		OnServerDisconnect: func(dp *paho.Disconnect) {
 			lost(fmt.Errorf("broker sent DISCONNECT, reason 0x%02x %s", dp.ReasonCode, reasonString(dp.Properties)))
 		},
-	}
-	if onPublish != nil {
-		cc.OnPublishReceived = []func(paho.PublishReceived) (bool, error){onPublish}
-	} else {
-		cc.OnPublishReceived = []func(paho.PublishReceived) (bool, error){func(paho.PublishReceived) (bool, error) { return true, nil }}
+		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
+			onPublish(pr.Packet.Topic, pr.Packet.Payload)
+			return true, nil
+		}},
 	}
 	client := paho.NewClient(cc)
 	cp := &paho.Connect{
@@ -198,13 +256,12 @@ func (d *dialer) dial(ctx context.Context, addr, id string, tap *ackTap, onPubli
 	// A ctx that ends interrupts Connect, which then closes the connection itself.
 	ca, err := client.Connect(ctx, cp)
 	if err != nil {
-		_ = raw.Close()
 		if ca != nil {
 			return nil, fmt.Errorf("CONNACK refused the connection: reason 0x%02x %s", ca.ReasonCode, reasonString(ca.Properties))
 		}
 		return nil, err
 	}
-	s := &session{client: client, raw: nc, born: time.Now(), maxQoS: 2}
+	s := &session{link: link5{client}, maxQoS: 2}
 	window := d.cfg.MaxInFlight
 	if ca.Properties != nil && ca.Properties.ReceiveMaximum != nil && int(*ca.Properties.ReceiveMaximum) < window {
 		window = max(1, int(*ca.Properties.ReceiveMaximum))
@@ -218,8 +275,45 @@ func (d *dialer) dial(ctx context.Context, addr, id string, tap *ackTap, onPubli
 			s.maxQoS = *ca.Properties.MaximumQoS
 		}
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
+}
+
+// link5 is an MQTT 5 connection's paho.golang client.
+type link5 struct{ c *paho.Client }
+
+func (l link5) publish(ctx context.Context, qos byte, topic string, body []byte) error {
+	resp, err := l.c.Publish(ctx, &paho.Publish{QoS: qos, Topic: topic, Payload: body})
+	switch {
+	case resp != nil && resp.ReasonCode >= 0x80: // paho returns a refused PUBREC (QoS 2) without error
+		reason := ""
+		if resp.Properties != nil {
+			reason = resp.Properties.ReasonString
+		}
+		return fmt.Errorf("%w: broker answered reason 0x%02x %s", publishers.ErrRejected, resp.ReasonCode, reason)
+	case errors.Is(err, paho.ErrInvalidArguments):
+		return fmt.Errorf("%w: %w", publishers.ErrRejected, err)
+	}
+	return err
+}
+
+func (l link5) subscribe(ctx context.Context, topic string, qos byte) (byte, error) {
+	sa, err := l.c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: topic, QoS: qos}}})
+	if err != nil {
+		return 0, err
+	}
+	if len(sa.Reasons) != 1 {
+		return 0, fmt.Errorf("SUBACK for %q holds %d reasons, want 1", topic, len(sa.Reasons))
+	}
+	return sa.Reasons[0], nil
+}
+
+func (l link5) done() <-chan struct{} { return l.c.Done() }
+
+func (l link5) release() { <-l.c.Done() }
+
+func (l link5) disconnect() {
+	_ = l.c.Disconnect(&paho.Disconnect{ReasonCode: 0})
+	<-l.c.Done()
 }
 
 // drainWait bounds how long Close lets QoS 2 publishes in flight finish before it disconnects.
@@ -240,18 +334,17 @@ func (s *session) drain(d time.Duration) {
 		case <-t.C:
 		case <-end:
 			return
-		case <-s.client.Done():
+		case <-s.link.done():
 			return
 		}
 	}
 }
 
-// close ends the session: DISCONNECT (bounded by writeTimeout) and the connection closed; it waits
-// for paho's goroutines.
+// close ends the session: DISCONNECT (bounded by closeWriteTimeout) and the connection closed; it
+// waits for the client's goroutines.
 func (s *session) close() {
 	s.raw.closing.Store(true)
-	_ = s.client.Disconnect(&paho.Disconnect{ReasonCode: 0})
-	<-s.client.Done()
+	s.link.disconnect()
 }
 
 // maxAckWait bounds how long paho keeps a publish waiting for its acknowledgement when the caller's

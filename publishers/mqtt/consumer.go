@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/eclipse/paho.golang/paho"
-
 	"github.com/mqtarget/mqtarget/internal/lograte"
 	"github.com/mqtarget/mqtarget/publishers"
 )
@@ -92,12 +90,10 @@ func (c *Consumer) Consume(ctx context.Context, topic string, handle func(publis
 
 // subscribe connects to server i and subscribes to topic; the broker's SUBACK must grant it.
 func (c *Consumer) subscribe(ctx context.Context, i int, id uint64, topic string, handle func(publishers.Delivery)) (*session, error) {
-	s, err := c.d.dial(ctx, c.addrs[i], c.d.clientID(i)+"-"+strconv.FormatUint(id, 10), nil, func(pr paho.PublishReceived) (bool, error) {
-		if pr.Packet.Topic != topic { // nothing else is subscribed to; a broker sending it is wrong
-			return true, nil
+	s, err := c.d.dial(ctx, c.addrs[i], c.d.clientID(i)+"-"+strconv.FormatUint(id, 10), nil, func(t string, payload []byte) {
+		if t == topic { // nothing else is subscribed to; a broker sending it is wrong
+			handle(publishers.Delivery{Host: i, Topic: topic, Body: payload, Received: time.Now()})
 		}
-		handle(publishers.Delivery{Host: i, Topic: topic, Body: pr.Packet.Payload, Received: time.Now()})
-		return true, nil
 	}, func(err error) {
 		c.log.Warn("mqtt consumer connection lost; redialling", "addr", c.addrs[i], "err", err)
 	})
@@ -106,9 +102,9 @@ func (c *Consumer) subscribe(ctx context.Context, i int, id uint64, topic string
 	}
 	sctx, cancel := context.WithTimeout(ctx, c.d.cfg.DialTimeout)
 	defer cancel()
-	sa, err := s.client.Subscribe(sctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: topic, QoS: byte(c.d.cfg.QoS)}}})
-	if err == nil && (len(sa.Reasons) != 1 || sa.Reasons[0] >= 0x80) {
-		err = fmt.Errorf("SUBACK refused the subscription to %q: reasons %v", topic, sa.Reasons)
+	code, err := s.link.subscribe(sctx, topic, byte(c.d.cfg.QoS))
+	if err == nil && code >= 0x80 {
+		err = fmt.Errorf("SUBACK refused the subscription to %q: code 0x%02x", topic, code)
 	}
 	if err != nil {
 		s.close()
@@ -127,8 +123,9 @@ func (c *Consumer) keep(ctx context.Context, i int, id uint64, s *session, topic
 			s.close()
 			s.cancel()
 			return
-		case <-s.client.Done():
+		case <-s.link.done():
 			s.cancel()
+			s.link.release()
 		}
 		wait := rd.lost(time.Now(), time.Since(s.born), errors.New("lost"))
 		for {

@@ -13,8 +13,15 @@ import (
 )
 
 // TestConsumer: a consumer on two embedded servers gets what each server takes, with the server's
-// index, and after its connections are cut it subscribes again and gets what follows.
+// index, and after its connections are cut it subscribes again and gets what follows; at MQTT 5 and
+// 3.1.1 (the consumer and the publisher both at that version).
 func TestConsumer(t *testing.T) {
+	for _, v := range []string{"5", version311} {
+		t.Run("v"+v, func(t *testing.T) { consumerTest(t, v) })
+	}
+}
+
+func consumerTest(t *testing.T, version string) {
 	e := embeddedFor(t, 2)
 	var proxies []*proxy
 	var addrs []string
@@ -25,12 +32,14 @@ func TestConsumer(t *testing.T) {
 	}
 	c := DefaultConfig()
 	c.Servers = addrs
+	c.Version = version
 	cons, err := NewConsumer(c, publishers.ConsumerOptions{}, discard())
 	if err != nil {
 		t.Fatal(err)
 	}
 	pc := DefaultConfig()
 	pc.Servers = e.Addrs() // straight to the servers: a cut stops the consumer only
+	pc.Version = version
 	pub, err := New(pc, discard())
 	if err != nil {
 		t.Fatal(err)
@@ -107,9 +116,16 @@ func TestConsumer(t *testing.T) {
 
 // TestConsumerRefusedAtStart: a server that cannot be subscribed to fails Consume at once, naming it.
 func TestConsumerRefusedAtStart(t *testing.T) {
-	f := newFake(t, refuseConnect)
+	for _, v := range []string{"5", version311} {
+		t.Run("v"+v, func(t *testing.T) { consumerRefusedAtStart(t, v) })
+	}
+}
+
+func consumerRefusedAtStart(t *testing.T, version string) {
+	f := newFakeV(t, refuseConnect, version)
 	c := DefaultConfig()
 	c.Servers = []string{f.addr()}
+	c.Version = version
 	cons, err := NewConsumer(c, publishers.ConsumerOptions{}, discard())
 	if err != nil {
 		t.Fatal(err)
@@ -129,9 +145,16 @@ func TestConsumerRefusedAtStart(t *testing.T) {
 // unavailable error (consume.Run's handler cancels once it had its count, maybe before every host
 // is subscribed).
 func TestConsumeEndsWhileSubscribing(t *testing.T) {
+	for _, v := range []string{"5", version311} {
+		t.Run("v"+v, func(t *testing.T) { consumeEndsWhileSubscribing(t, v) })
+	}
+}
+
+func consumeEndsWhileSubscribing(t *testing.T, version string) {
 	silent := publishertest.SilentServer(t)
 	c := DefaultConfig()
 	c.Servers = []string{silent}
+	c.Version = version
 	k, err := NewConsumer(c, publishers.ConsumerOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)

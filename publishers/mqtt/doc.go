@@ -1,15 +1,17 @@
 // Package mqtt is mqtarget's MQTT broker: a publisher and a consumer over github.com/eclipse/paho.golang
-// (v0.23.0, its low-level paho client, MQTT 5 only), the mqtt configuration section, and embedded
-// github.com/mochi-mqtt/server/v2 servers for running without a broker. Topic T is the MQTT topic T.
+// (v0.23.0, its low-level paho client) at MQTT 5, the default, or over github.com/eclipse/paho.mqtt.golang
+// (v1.5.1) at MQTT 3.1.1 (mqtt.version; see "MQTT 3.1.1" below), the mqtt configuration section, and
+// embedded github.com/mochi-mqtt/server/v2 servers for running without a broker. Topic T is the MQTT
+// topic T.
 //
 // # Servers
 //
 // mqtt.servers are independent brokers in configured order: host k of /send2Host and /send3Host is
 // servers[k], over one connection of its own, never a list a library may shuffle or fail over across.
-// A connection is made on first use (CONNECT with clean start and no session expiry, answered by a
-// successful CONNACK within mqtt.dial_timeout) and again after it broke, under the shared redial policy
-// (publishers.DefaultBackoff: exponential, capped, equal jitter; a connection that lived 2 s proved
-// itself). While a host is in its backoff its publishes fail at once with ErrUnavailable (503).
+// A connection is made on first use (CONNECT with clean start and no session expiry, at 3.1.1 clean
+// session, answered by a successful CONNACK within mqtt.dial_timeout) and again after it broke, under
+// the shared redial policy (publishers.DefaultBackoff: exponential, capped, equal jitter; a connection
+// that lived 2 s proved itself). While a host is in its backoff its publishes fail at once with ErrUnavailable (503).
 //
 // # What a 200 means
 //
@@ -90,5 +92,41 @@
 // queued and 8192 in flight to each, packets up to message.max_size plus the topic: what a server holds
 // is bounded by their product (a count, not bytes: 64 × 16384 × 100 B is 105 MB; with 1 MiB messages
 // it is no practical bound). A subscriber more than 8192 messages behind loses what comes next (mochi
-// drops it, as mosquitto does past max_queued_messages). They speak MQTT 5 and 3.1.1 (the publisher speaks 5).
+// drops it, as mosquitto does past max_queued_messages). They speak MQTT 5 and 3.1.1, as the publisher
+// does.
+//
+// # MQTT 3.1.1
+//
+// mqtt.version 3.1.1 makes every connection, the publisher's and the consumer's, an MQTT 3.1.1 one
+// (protocol level 4, never falling back to 3.1) over paho.mqtt.golang, chosen in one place (dial, in
+// conn.go; the 3.1.1 client is session311.go). Everything above holds as at MQTT 5, with these
+// differences:
+//
+//   - No reason codes. A PUBACK, PUBREC or PUBCOMP says nothing but its identifier, so a broker cannot
+//     refuse a publish in it: mochi-mqtt closes the connection instead (503, and the host redials);
+//     mosquitto acknowledges a publish its ACL denies and drops it (a 200 for a message nobody gets:
+//     tried with mosquitto 2.0.11 and mosquitto_pub -V mqttv311). ErrRejected (502) does not occur.
+//     A refused CONNECT is CONNACK's return code (1..5), ErrUnavailable (503).
+//   - No CONNACK limits: no Receive Maximum, Maximum Packet Size or Maximum QoS is announced, so none is
+//     obeyed or checked before sending (a PUBLISH too large for the broker is a closed connection,
+//     503). At QoS 2 at most 20 PUBLISHes are on the wire awaiting their PUBCOMP (qos2Window311):
+//     mosquitto holds a 3.1.1 client to max_inflight_messages (20) for incoming QoS 2 all the same and
+//     closes the connection at the 21st. At QoS 1 up to mqtt.max_inflight are.
+//   - The broker version is the same $SYS/broker/version, read the same way ("mosquitto version
+//     2.0.11", mochi-mqtt's number); the protocol spoken shows as the setup's "mqtt_version" on GET /.
+//
+// paho.mqtt.golang reconnects, resumes its session and resends unacknowledged PUBLISHes (with DUP set)
+// unless told not to. Here: one client per connection with AutoReconnect and ConnectRetry off (the
+// host redials under mqtarget's backoff, as at 5), CleanSession on and ResumeSubs off, and a Store that
+// keeps nothing, so there is never anything to resend. It has no Done: Close waits for the last act of
+// its shutdown (the connection-lost handler, or the Store's Close after a Disconnect), after which only
+// the returns of its goroutines are left. It takes a PUBACK naming an identifier it allocated but not
+// yet wrote, a PUBCOMP before any PUBREC, or the other QoS's answer as the acknowledgement of that
+// publish (TestMisbehavingBrokers: without the tap, 6 such answers made 6 acknowledgements of which
+// the fake stored none); the tap ends such a connection first, as at 5. One for an identifier it does
+// not know it drops. Its loggers stay silent (no log line per packet). Its Publish waits at most 1 s
+// (handoff311) for the client's writer to take the PUBLISH: behind a broker that stopped reading that
+// long, a publish fails unsent (503), and Close waits up to that for calls made as the connection
+// ended. Its keep alive pings after mqtt.keepalive idle and drops a connection whose PINGRESP does not
+// come within another.
 package mqtt

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse/paho.golang/paho"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"go.uber.org/goleak"
@@ -85,24 +84,23 @@ func newRecorder(t testing.TB, addrs []string) *recorder {
 	for i, a := range addrs {
 		r.got[i] = map[string][][]byte{}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		s, err := d.dial(ctx, a, d.clientID(i), nil, func(pr paho.PublishReceived) (bool, error) {
+		s, err := d.dial(ctx, a, d.clientID(i), nil, func(topic string, payload []byte) {
 			r.mu.Lock()
-			r.got[i][pr.Packet.Topic] = append(r.got[i][pr.Packet.Topic], pr.Packet.Payload)
+			r.got[i][topic] = append(r.got[i][topic], payload)
 			r.mu.Unlock()
 			select {
 			case r.ch <- struct{}{}:
 			default:
 			}
-			return true, nil
 		}, func(error) {})
 		if err != nil {
 			cancel()
 			t.Fatalf("recorder: %s: %v", a, err)
 		}
-		sa, err := s.client.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "#", QoS: 1}}})
+		code, err := s.link.subscribe(ctx, "#", 1)
 		cancel()
-		if err != nil || sa.Reasons[0] >= 0x80 {
-			t.Fatalf("recorder: subscribe on %s: %v %v", a, err, sa)
+		if err != nil || code >= 0x80 {
+			t.Fatalf("recorder: subscribe on %s: %v, code 0x%02x", a, err, code)
 		}
 		r.ss = append(r.ss, s)
 	}

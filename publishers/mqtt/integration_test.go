@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"github.com/mqtarget/mqtarget/internal/testlane"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +14,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mqtarget/mqtarget/internal/testlane"
+	"github.com/mqtarget/mqtarget/publishers"
 )
 
 // serversEnv names the real brokers of the integration test: MQTARGET_MQTT_TEST_SERVERS=host:port,... of
@@ -124,15 +126,16 @@ func (s *mosquittoSub) wait(want int, deadline time.Duration) [][]byte {
 
 // TestIntegrationLedger publishes to each real server in turn, with every method and QoS, and checks
 // with mosquitto_sub subscribers started first on every server that server k got exactly what was
-// acknowledged for host k (no loss, no duplicate) and the other servers nothing.
+// acknowledged for host k (no loss, no duplicate) and the other servers nothing; at MQTT 5 and 3.1.1.
 func TestIntegrationLedger(t *testing.T) {
 	testlane.Lock(t, "mqtt") // the real brokers other packages stop and freeze too
 	servers := realServers(t)
-	for _, qos := range []int{1, 2} {
-		t.Run(fmt.Sprintf("qos%d", qos), func(t *testing.T) {
+	for _, tc := range versionsQoS() {
+		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()
 			c.Servers = servers
-			c.QoS = qos
+			c.QoS = tc.qos
+			c.Version = tc.version
 			p, err := New(c, discard())
 			if err != nil {
 				t.Fatal(err)
@@ -236,4 +239,135 @@ func sameSet(a, b [][]byte) bool {
 		}
 	}
 	return true
+}
+
+// TestIntegrationConsumer: the project's consumer, at MQTT 5 and 3.1.1 and QoS 1 and 2, subscribed to
+// a topic on every real server, receives from server k exactly what was acknowledged for host k, once
+// each and named with its host (the round trip's and the echo's consumer; mosquitto_sub counts the
+// same in TestIntegrationLedger).
+func TestIntegrationConsumer(t *testing.T) {
+	testlane.Lock(t, "mqtt")
+	servers := realServers(t)
+	for _, tc := range versionsQoS() {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.Servers, c.QoS, c.Version = servers, tc.qos, tc.version
+			p, err := New(c, discard())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = p.Close() }()
+			cons, err := NewConsumer(c, publishers.ConsumerOptions{}, discard())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cons.Close() }()
+			var r [6]byte
+			_, _ = rand.Read(r[:])
+			topic := "mqtarget_itc_" + hex.EncodeToString(r[:])
+			var mu sync.Mutex
+			got := make([][][]byte, len(servers))
+			more := make(chan struct{}, 1)
+			ctx, cancel := context.WithCancel(context.Background())
+			consumed := make(chan error, 1)
+			go func() {
+				consumed <- cons.Consume(ctx, topic, func(d publishers.Delivery) {
+					mu.Lock()
+					got[d.Host] = append(got[d.Host], slices.Clone(d.Body))
+					mu.Unlock()
+					select {
+					case more <- struct{}{}:
+					default:
+					}
+				})
+			}()
+			count := func(k int, prefix string) int {
+				mu.Lock()
+				defer mu.Unlock()
+				n := 0
+				for _, b := range got[k] {
+					if strings.HasPrefix(string(b), prefix) {
+						n++
+					}
+				}
+				return n
+			}
+			// The subscriptions exist some time after Consume started: a sentinel per host until one
+			// comes back (a broker keeps nothing for a subscriber not yet there).
+			for k := range servers {
+				deadline := time.Now().Add(10 * time.Second)
+				for i := 0; count(k, "sentinel") == 0; i++ {
+					if time.Now().After(deadline) {
+						t.Fatalf("host %d: no sentinel back within 10s", k)
+					}
+					if err := p.Publish(context.Background(), k, topic, fmt.Appendf(nil, "sentinel %d", i)); err != nil {
+						t.Fatalf("host %d: sentinel: %v", k, err)
+					}
+					select {
+					case <-more:
+					case <-time.After(100 * time.Millisecond):
+					}
+				}
+			}
+			acked := make([][][]byte, len(servers))
+			for k := range servers {
+				var wg sync.WaitGroup
+				for i := range 40 {
+					b := fmt.Appendf(nil, "m %d %d", k, i)
+					if i%2 == 0 {
+						if err := p.Publish(context.Background(), k, topic, b); err != nil {
+							t.Fatalf("host %d: Publish: %v", k, err)
+						}
+						mu.Lock()
+						acked[k] = append(acked[k], b)
+						mu.Unlock()
+						continue
+					}
+					wg.Add(1)
+					if err := p.PublishAsync(k, topic, b, func(err error) {
+						defer wg.Done()
+						if err != nil {
+							t.Errorf("host %d: PublishAsync done: %v", k, err)
+							return
+						}
+						mu.Lock()
+						acked[k] = append(acked[k], b)
+						mu.Unlock()
+					}); err != nil {
+						wg.Done()
+						t.Fatalf("host %d: PublishAsync: %v", k, err)
+					}
+				}
+				wg.Wait()
+			}
+			for k := range servers {
+				end := time.Now().Add(15 * time.Second)
+				for count(k, "m ") < len(acked[k]) && time.Now().Before(end) { // the publishes are done
+					select {
+					case <-more:
+					case <-time.After(time.Until(end)):
+					}
+				}
+			}
+			<-time.After(300 * time.Millisecond) // a duplicate would come right behind
+			cancel()
+			if err := <-consumed; err != nil {
+				t.Errorf("Consume: %v", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for k := range servers {
+				var msgs [][]byte
+				for _, b := range got[k] {
+					if strings.HasPrefix(string(b), "m ") {
+						msgs = append(msgs, b)
+					}
+				}
+				if !sameSet(msgs, acked[k]) {
+					t.Errorf("host %d: the consumer got %d messages, %d acknowledged (loss, duplicates or another host's)", k, len(msgs), len(acked[k]))
+				}
+				t.Logf("host %d: %d acknowledged, %d consumed", k, len(acked[k]), len(msgs))
+			}
+		})
+	}
 }

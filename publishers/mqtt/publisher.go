@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/eclipse/paho.golang/paho"
-
 	"github.com/mqtarget/mqtarget/internal/lograte"
 	"github.com/mqtarget/mqtarget/publishers"
 )
@@ -164,12 +162,11 @@ func (p *Publisher) dialHost(h *host, ch chan struct{}) {
 		h.protoErrs.Add(1)
 		p.log.Warn("mqtt broker broke the protocol: connection closed, what was pending on it failed as unavailable", "addr", h.addr, "err", err)
 	})
-	s, err := p.d.dial(p.root, h.addr, p.d.clientID(h.idx), tap, func(pr paho.PublishReceived) (bool, error) {
-		if pr.Packet.Topic == sysVersion {
-			v := strings.ToValidUTF8(string(pr.Packet.Payload[:min(len(pr.Packet.Payload), 128)]), "?")
+	s, err := p.d.dial(p.root, h.addr, p.d.clientID(h.idx), tap, func(topic string, payload []byte) {
+		if topic == sysVersion {
+			v := strings.ToValidUTF8(string(payload[:min(len(payload), 128)]), "?")
 			h.version.Store(&v)
 		}
-		return true, nil
 	}, func(err error) {
 		p.log.Warn("mqtt connection lost; redialling", "addr", h.addr, "err", err)
 	})
@@ -201,11 +198,11 @@ func (p *Publisher) watch(h *host, s *session) {
 	if h.version.Load() == nil {
 		ctx, cancel := context.WithTimeout(p.root, p.d.cfg.DialTimeout)
 		// Brokers without $SYS answer with a failure reason or nothing; the version stays unknown.
-		_, _ = s.client.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: sysVersion, QoS: 0}}})
+		_, _ = s.link.subscribe(ctx, sysVersion, 0)
 		cancel()
 	}
 	select {
-	case <-s.client.Done():
+	case <-s.link.done():
 	case <-p.root.Done():
 		if p.qos == 2 {
 			s.drain(drainWait)
@@ -220,6 +217,7 @@ func (p *Publisher) watch(h *host, s *session) {
 		h.rd.lost(time.Now(), time.Since(s.born), fmt.Errorf("mqtt %s: connection lost %v after it was made; redialling with backoff", h.addr, time.Since(s.born).Round(time.Millisecond)))
 	}
 	h.mu.Unlock()
+	s.link.release() // once the host may redial
 }
 
 // packetSize is the size of a QoS 1/2 PUBLISH of body to topic with no properties: fixed header (at
@@ -277,11 +275,12 @@ func (p *Publisher) start(ctx context.Context, host int, topic string, body []by
 
 // send publishes body and waits for its acknowledgement (QoS 1: PUBACK, 2: PUBCOMP; 0: the write)
 // up to maxAckWait, whatever the caller's deadline (the caller stops waiting at it), first waiting for
-// room in the broker's Receive Maximum: the slot it holds is then freed exactly when paho's is, so
-// paho's own send quota never holds a publish. A broker that acknowledges nothing within maxAckWait
-// has stalled: the connection is closed, failing what is pending on it, and the host redials. paho
-// keeps nothing of a publish for another connection (its session lives and dies with the client), so
-// one that timed out is never sent again.
+// room in the broker's Receive Maximum (at 3.1.1, which has none: qos2Window311 at QoS 2): the slot
+// it holds is then freed exactly when paho's is, so paho's own send quota never holds a publish. A
+// broker that acknowledges nothing within maxAckWait has stalled: the connection is closed, failing
+// what is pending on it, and the host redials. Neither paho keeps anything of a publish for another
+// connection (a session lives and dies with its client; session311.go), so one that timed out is
+// never sent again.
 func (p *Publisher) send(s *session, topic string, body []byte) error {
 	ctx, cancel := context.WithTimeout(s.ctx, maxAckWait)
 	defer cancel()
@@ -297,18 +296,12 @@ func (p *Publisher) send(s *session, topic string, body []byte) error {
 		}
 		return fmt.Errorf("%w: the broker's Receive Maximum stayed full for %v; not sent", publishers.ErrTimeout, maxAckWait)
 	}
-	resp, err := s.client.Publish(ctx, &paho.Publish{QoS: p.qos, Topic: topic, Payload: body})
+	err := s.link.publish(ctx, p.qos, topic, body)
 	switch {
-	case resp != nil && resp.ReasonCode >= 0x80: // paho returns a refused PUBREC (QoS 2) without error
-		reason := ""
-		if resp.Properties != nil {
-			reason = resp.Properties.ReasonString
-		}
-		return fmt.Errorf("%w: broker answered reason 0x%02x %s", publishers.ErrRejected, resp.ReasonCode, reason)
 	case err == nil:
 		return nil
-	case errors.Is(err, paho.ErrInvalidArguments):
-		return fmt.Errorf("%w: %w", publishers.ErrRejected, err)
+	case errors.Is(err, publishers.ErrRejected):
+		return err
 	case p.isClosed():
 		return fmt.Errorf("%w: %w", publishers.ErrClosed, err)
 	case s.ctx.Err() != nil:

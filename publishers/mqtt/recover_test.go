@@ -14,11 +14,18 @@ import (
 // publishes in flight end unavailable or acknowledged, never hang; the host redials and publishing
 // works again; host 1 is not touched. What was acknowledged is on the servers, once.
 func TestRecoverAfterKill(t *testing.T) {
+	for _, v := range []string{"5", version311} {
+		t.Run("v"+v, func(t *testing.T) { recoverAfterKill(t, v) })
+	}
+}
+
+func recoverAfterKill(t *testing.T, version string) {
 	e := embeddedFor(t, 2)
 	px := newProxy(t, e.Addrs()[0])
 	rec := newRecorder(t, e.Addrs())
 	c := DefaultConfig()
 	c.Servers = []string{px.addr(), e.Addrs()[1]}
+	c.Version = version
 	p, err := New(c, discard())
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,95 @@
+package mqtt
+
+import (
+	"log/slog"
+	"net"
+	"testing"
+
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
+)
+
+// brokerThen is a FlapServer's serve function: CONNECT answered by a successful CONNACK in version's
+// codec, then then.
+func brokerThen(version string, then func(fakeCodec, net.Conn)) func(net.Conn) {
+	var codec fakeCodec = codec5{}
+	if version == version311 {
+		codec = codec311{}
+	}
+	return func(c net.Conn) {
+		if codec.readConnect(c) != nil || codec.connack(c, false) != nil {
+			return
+		}
+		then(codec, c)
+	}
+}
+
+// answerOneThenClose acknowledges the first PUBLISH and closes the connection.
+func answerOneThenClose(codec fakeCodec, c net.Conn) {
+	for {
+		p, err := codec.read(c)
+		if err != nil {
+			return
+		}
+		if p.typ == typePublish {
+			_ = codec.write(c, typePuback, p.id, 0)
+			return
+		}
+	}
+}
+
+// behaveOn serves c as a correct broker would.
+func behaveOn(version string) func(net.Conn) {
+	return func(c net.Conn) {
+		f := &fakeBroker{m: behave, codec: codec5{}}
+		if version == version311 {
+			f.codec = codec311{}
+		}
+		f.serve(c, false)
+	}
+}
+
+// TestRedialBounded: publishertest.RunRedialBounded at MQTT 5 and 3.1.1, the host's backoff shortened
+// to publishertest.ShortBackoff: against brokers failing every connection, the dials stay under the
+// backoff and the log holds a few lines, and publishing works once the broker behaves.
+func TestRedialBounded(t *testing.T) {
+	for _, v := range []string{"5", version311} {
+		pub := func(t *testing.T, addr string, log *slog.Logger) publishertest.Redialer {
+			c := DefaultConfig()
+			c.Servers, c.Version = []string{addr}, v
+			p, err := New(c, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.hosts[0].rd.b = publishertest.ShortBackoff
+			return p
+		}
+		t.Run("v"+v, func(t *testing.T) {
+			publishertest.RunRedialBounded(t, []publishertest.RedialCase{
+				{Name: "closes after CONNACK", Pub: pub, Serve: brokerThen(v, func(fakeCodec, net.Conn) {}), Good: behaveOn(v), Slots: 1},
+				{Name: "answers one PUBLISH and closes", Pub: pub, Serve: brokerThen(v, answerOneThenClose), Good: behaveOn(v), Slots: 1, Answered: true},
+				{Name: "refuses", Pub: pub, Slots: 1},
+			})
+		})
+	}
+}
+
+// TestPingBounded: publishertest.RunPingBounded at MQTT 5 and 3.1.1: /readyz's pings make at most one
+// connection per host and publishers.PingReuse (the first Ping makes the publishing connection).
+func TestPingBounded(t *testing.T) {
+	for _, v := range []string{"5", version311} {
+		publishertest.RunPingBounded(t, []publishertest.PingCase{{
+			Name:  "v" + v,
+			Serve: brokerThen(v, func(fakeCodec, net.Conn) {}),
+			Pub: func(t *testing.T, addr string) publishertest.Pinger {
+				c := DefaultConfig()
+				c.Servers, c.Version = []string{addr}, v
+				p, err := New(c, discard())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p
+			},
+			Pool: true,
+		}})
+	}
+}
