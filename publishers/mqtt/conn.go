@@ -30,18 +30,47 @@ const writeTimeout = 5 * time.Second
 const closeWriteTimeout = 100 * time.Millisecond
 
 // netConn is the connection paho reads and writes. paho writes from every publishing goroutine, its
-// pinger and its session: sync.Locker makes packets.ControlPacket.WriteTo hold the lock for a whole
-// packet (tls.Conn and this wrapper would otherwise interleave the packets' parts). Every write is
-// bounded by writeTimeout and a failed one closes the connection, so paho's reader ends and with it
-// the client.
+// pinger and its session: as a sync.Locker it makes packets.ControlPacket.WriteTo hold the lock for a
+// whole packet (tls.Conn and this wrapper would otherwise interleave the packets' parts), and while
+// that lock is held Write gathers the packet's parts and Unlock writes them in one Write. WriteTo
+// hands them over as net.Buffers, which writes each part with its own Write to anything but a
+// *net.TCPConn: three or four syscalls (and TLS records) per PUBLISH, where a bare paho client on a
+// TCP connection makes one writev. Every write is bounded by writeTimeout and a failed one closes the
+// connection, so paho's reader ends and with it the client (a packet whose gathered write fails at
+// Unlock fails that way: paho saw its parts taken, the connection's end fails what awaits an answer).
 type netConn struct {
 	net.Conn
-	sync.Mutex
+	mu      sync.Mutex
+	held    bool        // Lock holds mu: Write gathers into pending
+	pending []byte      // the parts of the packet being written under Lock
 	closing atomic.Bool // DISCONNECT on the way: a broker not reading must not hold Close up
 	tap     *ackTap     // nil: answers not checked beyond paho (consumer and ping connections)
 	// serial: Write itself holds the lock (paho.mqtt.golang writes each packet in one Write, from its
 	// writer and its pinger, and does not lock; paho.golang locks around a packet itself).
 	serial bool
+}
+
+// maxKeptPending: a gathering buffer grown past this by a large message is not kept for the next.
+const maxKeptPending = 64 << 10
+
+// Lock implements sync.Locker for paho's packet writes: until Unlock, Write gathers.
+func (c *netConn) Lock() {
+	c.mu.Lock()
+	c.held = true
+}
+
+// Unlock writes what Write gathered, in one Write, and releases the lock.
+func (c *netConn) Unlock() {
+	if len(c.pending) > 0 {
+		_, _ = c.write(c.pending) // a failure closed the connection: see netConn
+	}
+	if cap(c.pending) > maxKeptPending {
+		c.pending = nil
+	} else {
+		c.pending = c.pending[:0]
+	}
+	c.held = false
+	c.mu.Unlock()
 }
 
 // Read hands paho what the broker sent once the tap found every acknowledgement in it answering
@@ -59,12 +88,21 @@ func (c *netConn) Read(b []byte) (int, error) {
 
 func (c *netConn) Write(b []byte) (int, error) {
 	if c.serial {
-		c.Lock()
-		defer c.Unlock()
+		c.mu.Lock()
+		defer c.mu.Unlock()
 	}
 	if c.tap != nil {
 		c.tap.wrote(b)
 	}
+	if c.held {
+		c.pending = append(c.pending, b...)
+		return len(b), nil
+	}
+	return c.write(b)
+}
+
+// write writes b to the connection within its deadline, closing the connection when that fails.
+func (c *netConn) write(b []byte) (int, error) {
 	d := writeTimeout
 	if c.closing.Load() {
 		d = closeWriteTimeout
