@@ -77,6 +77,9 @@ func startEmbedded(n int, o EmbeddedOptions, authHook func() mochi.Hook, log *sl
 		if err := srv.AddHook(authHook(), nil); err != nil {
 			return nil, errors.Join(err, e.Close())
 		}
+		if err := srv.AddHook(new(noSendQuota), nil); err != nil { // mochi's deadlock: embedded_quota.go
+			return nil, errors.Join(err, e.Close())
+		}
 		l := listeners.NewTCP(listeners.Config{ID: "mqtarget-" + strconv.Itoa(i), Address: "127.0.0.1:0"})
 		if err := srv.AddListener(l); err != nil {
 			return nil, errors.Join(fmt.Errorf("mqtt: embedded server %d: %w", i, err), e.Close())
