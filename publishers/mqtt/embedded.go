@@ -113,11 +113,12 @@ func (e *Embedded) Close() error {
 		select {
 		case <-done:
 		case <-time.After(closeWait):
-			e.err = fmt.Errorf("embedded mochi-mqtt servers did not close within %v (mochi v2.7.9 can deadlock on a client's in-flight messages: docs/mqtt.md); their goroutines are left behind", closeWait)
+			e.err = fmt.Errorf("embedded mochi-mqtt servers did not close within %v (a server hangs: docs/mqtt.md); their goroutines are left behind", closeWait)
 		}
 	})
 	return e.err
 }
 
-// closeWait bounds Close: mqtarget's shutdown must end even when a mochi server hangs.
+// closeWait bounds Close: mqtarget's shutdown must end even when a mochi server hangs (noSendQuota
+// keeps it from the deadlock known; this is for any other).
 const closeWait = 5 * time.Second

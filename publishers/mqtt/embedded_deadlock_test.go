@@ -240,31 +240,59 @@ func TestEmbeddedSubscribersUnderLoad(t *testing.T) {
 }
 
 // TestEmbeddedHoldsNothingBack: whatever Receive Maximum a subscriber announces, an embedded server
-// sends every message at once instead of holding some back for the subscriber's send quota: mochi
-// released a held message only from Inflight.NextImmediate (after the subscriber's next packet), the
-// call that deadlocks; with the quota at zero it is never made. The subscriber acknowledges nothing:
-// under mochi's own flow control it got Receive Maximum messages and then waited.
+// sends it every message instead of holding some back for its send quota, which mochi released only
+// from Inflight.NextImmediate, the call that deadlocks (with the quota at zero it is never made).
+//
+// A subscriber that acknowledges nothing got Receive Maximum messages and then waited for its next
+// packet. One that acknowledges everything got, at QoS 1, a few times its Receive Maximum and then
+// nothing (in two runs 2 and 5 of 20 at 1, 4 and 12 of 20 at 2, 24 and 22 of 100 at 10): a message
+// NextImmediate sent was dropped from the in-flight map at once, so its PUBACK found nothing and gave
+// no quota back, and with the quota at zero every further message was held for good. (At QoS 2 a PUBCOMP gives quota back whether or not it
+// finds the message: that case passed.)
 func TestEmbeddedHoldsNothingBack(t *testing.T) {
 	cases := []struct {
 		name       string
 		qos        byte
-		receiveMax uint16
+		receiveMax uint16 // 0 sends none
+		acks       bool
 		publish    int
 	}{
-		{"qos1 receive maximum 1", 1, 1, 5},
-		{"qos1 receive maximum 3", 1, 3, 10},
-		{"qos2 receive maximum 2", 2, 2, 6},
-		{"qos1 no receive maximum", 1, 0, 5},
+		{"qos1 receive maximum 1 no acks", 1, 1, false, 5},
+		{"qos1 receive maximum 3 no acks", 1, 3, false, 10},
+		{"qos2 receive maximum 2 no acks", 2, 2, false, 6},
+		{"qos1 no receive maximum no acks", 1, 0, false, 5},
+		{"qos1 receive maximum 1 acking", 1, 1, true, 20},
+		{"qos1 receive maximum 2 acking", 1, 2, true, 20},
+		{"qos2 receive maximum 2 acking", 2, 2, true, 20},
+		{"qos1 receive maximum 10 acking", 1, 10, true, 100},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := embeddedFor(t, 1)
-			sub := dialRaw(t, e.Addrs()[0], "sub", tc.receiveMax)
-			sub.subscribe(t, "held", tc.qos)
+			c := dialRaw(t, e.Addrs()[0], "sub", tc.receiveMax)
+			c.subscribe(t, "held", tc.qos)
+			var sub *peer
+			if tc.acks {
+				sub = startPeer(t, c, false)
+			}
 			startPeer(t, dialRaw(t, e.Addrs()[0], "pub", 0), false).publishN("held", tc.qos, tc.publish)
-			_ = sub.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if tc.acks {
+				end := time.Now().Add(10 * time.Second)
+				for sub.got.Load() < int64(tc.publish) && time.Now().Before(end) {
+					select {
+					case <-sub.done:
+						t.Fatalf("connection ended: %v", sub.err)
+					case <-time.After(20 * time.Millisecond):
+					}
+				}
+				if n := sub.got.Load(); n != int64(tc.publish) {
+					t.Errorf("got %d of %d messages, each acknowledged (Receive Maximum %d)", n, tc.publish, tc.receiveMax)
+				}
+				return
+			}
+			_ = c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 			for got := range tc.publish {
-				p, err := packets.ReadPacket(sub.r)
+				p, err := packets.ReadPacket(c.r)
 				if err != nil {
 					t.Fatalf("got %d of %d messages (Receive Maximum %d), none acknowledged: %v", got, tc.publish, tc.receiveMax, err)
 				}
