@@ -19,7 +19,7 @@ import (
 func mochiGoroutines() []goleak.Option {
 	return []goleak.Option{
 		goleak.IgnoreTopFunction("github.com/mochi-mqtt/server/v2.(*Server).eventLoop"),
-		goleak.IgnoreAnyFunction("github.com/mochi-mqtt/server/v2/listeners.(*TCP).Serve"),
+		goleak.IgnoreAnyFunction("github.com/mochi-mqtt/server/v2/listeners.(*Net).Serve"),
 		goleak.IgnoreAnyFunction("github.com/mochi-mqtt/server/v2.(*Server).EstablishConnection"),
 		goleak.IgnoreAnyFunction("github.com/mochi-mqtt/server/v2.(*Client).WriteLoop"),
 		goleak.IgnoreAnyFunction("github.com/mochi-mqtt/server/v2.(*Server).attachClient"),
