@@ -1,7 +1,7 @@
 // Command bench-nsq is the NSQ direct client of the tail anchor (scripts/bench-nsq.sh, run by
 // scripts/bench.sh): what a plain Go client gets from nsqd without mqtarget in between. Each of -c
 // senders has its own go-nsq Producer (a Producer's Publish waits for its answer, so one per sender is
-// what gives concurrency, as with go-stomp) and publishes 100-byte messages to -topic, waiting for
+// what gives concurrency, as for the other anchors' one-answer-at-a-time clients) and publishes 100-byte messages to -topic, waiting for
 // nsqd's OK before the next.
 //
 // It runs -warmup, then measures for -d and prints closedloop's result line.

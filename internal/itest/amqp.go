@@ -23,12 +23,12 @@ import (
 )
 
 // AMQP is the Harness for RabbitMQ over AMQP 0-9-1: the node scripts/test.sh starts with
-// scripts/rabbitmq.sh, shared with the STOMP tests, each URL of MQTARGET_AMQP_TEST_URLS a vhost of it
+// scripts/rabbitmq.sh, shared with that node's other protocol's tests, each URL of MQTARGET_AMQP_TEST_URLS a vhost of it
 // that stands for an independent server (a queue of one vhost is not seen from another). What a
 // queue holds is counted by the broker: queue.declare passive (the management-free equivalent of
 // `rabbitmqctl list_queues name messages`, in milliseconds where rabbitmqctl takes seconds) and
 // rabbitmqctl itself in TestAMQP's ledger. Freezing the node (SIGSTOP) freezes every host; stopping or
-// killing it restarts an Erlang node (tens of seconds, and the STOMP tests' broker): only with
+// killing it restarts an Erlang node (tens of seconds, and the broker of the other protocol's tests): only with
 // MQTARGET_AMQP_KILL set.
 type AMQP struct {
 	URLs   []string
@@ -133,7 +133,7 @@ func (h *AMQP) CanStop() bool                { return true } // frozen at least;
 func (h *AMQP) mayKill(t testing.TB) {
 	t.Helper()
 	if !h.Kill {
-		t.Skip("stops the RabbitMQ node the STOMP tests share: set MQTARGET_AMQP_KILL=1 to run it")
+		t.Skip("stops the RabbitMQ node the other protocol's tests share: set MQTARGET_AMQP_KILL=1 to run it")
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
-	"github.com/mqtarget/mqtarget/publishers/nsq"
 )
 
 // collect consumes topic with cons, keeping the bodies that came from host, until want of them arrived
@@ -200,24 +199,4 @@ func FreshTopic(prefix string) string {
 	defer topicSeq.Unlock()
 	topicSeq.n++
 	return fmt.Sprintf("%s_%d_%d", prefix, time.Now().UnixNano(), topicSeq.n)
-}
-
-// EmbeddedNSQ starts n in-process nsqd instances and an NSQ publisher to them, both closed at cleanup,
-// and returns the publisher's configuration (its Hosts are the instances) and the publisher.
-func EmbeddedNSQ(t testing.TB, n int) (nsq.Config, publishers.Publisher) {
-	t.Helper()
-	log := slog.New(slog.DiscardHandler)
-	e, err := nsq.StartNSQD(n, 1<<20, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	cfg := nsq.DefaultConfig()
-	cfg.Hosts = e.TCPAddrs()
-	pub, err := nsq.New(cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pub.Close() })
-	return cfg, pub
 }

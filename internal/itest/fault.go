@@ -291,7 +291,7 @@ func RunFault(t *testing.T, h FaultHarness, f Fault) FaultTimes {
 	topic := uniqueTopic("itfault")
 	load := newLoadRun(tg.Base, topic)
 	// Warm up: every endpoint once, so connections, routes and topics exist before the baseline.
-	// A broker may take longer than publish_timeout to make a fresh topic (Kafka on a busy machine):
+	// A broker may take longer than publish_timeout to make a fresh topic (one that creates topics in a cluster, on a busy machine):
 	// each endpoint is tried until it answers as it should, for a while; the 503/504s are answers
 	// like any other for the ledger (what they left in the broker is allowed, not required).
 	for _, ep := range faultLoad {

@@ -7,7 +7,7 @@ import (
 )
 
 // Lanes let the real-broker tests overlap: most of their time is waiting on a broker (answers,
-// restarts, timeouts), and a test of RocketMQ need not wait for one of Artemis. A test in lanes runs in
+// restarts, timeouts), and a test of one broker need not wait for one of another. A test in lanes runs in
 // parallel (t.Parallel) with the tests of other lanes and one after the other with those sharing a lane
 // with it, here and in the other packages' integration tests (testlane: a lane is a broker the tests
 // may stop, freeze or fill). Tests that look at the whole process (the conformance suite's leak check,

@@ -3,6 +3,7 @@ package itest
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -223,4 +224,24 @@ func (h *NSQ) KillHost(t testing.TB, i int) { h.Procs[i].Kill(t) }
 func (h *NSQ) ConsumeAll(t testing.TB, host int, topic string, atLeast int) [][]byte {
 	t.Helper()
 	return h.consume(t, host, topic, max(atLeast, 1), time.Second, 20*time.Second)
+}
+
+// EmbeddedNSQ starts n in-process nsqd instances and an NSQ publisher to them, both closed at cleanup,
+// and returns the publisher's configuration (its Hosts are the instances) and the publisher.
+func EmbeddedNSQ(t testing.TB, n int) (nsq.Config, publishers.Publisher) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	e, err := nsq.StartNSQD(n, 1<<20, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	cfg := nsq.DefaultConfig()
+	cfg.Hosts = e.TCPAddrs()
+	pub, err := nsq.New(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pub.Close() })
+	return cfg, pub
 }
