@@ -19,7 +19,7 @@ import (
 // TestMQTT: two brokers, two hosts: every endpoint's ledger against mosquitto_sub, bad input, the
 // async drain, a stopped and a frozen broker, and /send3Host with two.
 func TestMQTT(t *testing.T) {
-	Lane(t, "mqtt")
+	Lane(t, "mqtt-itest") // brokers of its own: no turn behind publishers/mqtt's tests of the shared ones
 	Integration(t)
 	h := NewMQTT(t, 2)
 	RunSuite(t, h)
@@ -37,7 +37,7 @@ func TestMQTTFaults(t *testing.T) {
 // subscribed first (an MQTT broker keeps nothing for a topic nobody subscribes to, so the shared
 // consume check, which publishes first, cannot apply).
 func TestRoundTripMQTT(t *testing.T) {
-	Lane(t, "mqtt")
+	Lane(t, "mqtt-itest")
 	Integration(t)
 	h := NewMQTT(t, 2)
 	t.Run("batch", func(t *testing.T) {
