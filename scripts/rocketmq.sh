@@ -361,6 +361,18 @@ ready_fail() {
     die "RocketMQ not ready: $1"
 }
 
+# alive ROLE: ROLE's process runs, asked three times 0.3 s apart before saying no: right after the
+# launch its command line can read as another's for a moment (a CI run took a broker that was
+# starting for one that had exited, then stopped it as "what this start launched").
+alive() {
+    local try
+    for try in 1 2 3; do
+        running_pid "$1" >/dev/null && return 0
+        ((try < 3)) && sleep 0.3
+    done
+    return 1
+}
+
 # wait until the brokers named in $@ are registered and accept a probe message
 wait_ready() {
     local deadline=$((SECONDS + START_TIMEOUT)) name out="(name server not listening yet)" port
@@ -368,7 +380,7 @@ wait_ready() {
     # 1. processes alive and registered in the name server with the expected address
     while :; do
         for name in namesrv "$@"; do
-            running_pid "$name" >/dev/null || ready_fail "$name exited during startup" "$@"
+            alive "$name" || ready_fail "$name exited during startup" "$@"
         done
         # a mqadmin JVM takes ~4 s: only ask once every server accepts connections
         local listening=1
