@@ -2,18 +2,8 @@ package kafka_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,36 +13,11 @@ import (
 	pt "github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
-// testCert makes a self-signed certificate for 127.0.0.1 and writes it as a CA file under dir.
-func testCert(t *testing.T, dir, name string) (tls.Certificate, string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := filepath.Join(dir, name+".pem")
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, ca
-}
-
 // TestTLS: with kafka.tls the connections are TLS (the checked connection over it), verified against
 // tls_ca_file; a broker whose certificate is from another CA is unavailable, named at New.
 func TestTLS(t *testing.T) {
-	dir := t.TempDir()
-	cert, ca := testCert(t, dir, "broker")
-	_, otherCA := testCert(t, dir, "other")
+	cert, ca := pt.SelfSigned(t)
+	_, otherCA := pt.SelfSigned(t) // another key: a CA the broker's certificate is not from
 	tf := startFakeTLS(t, pt.Honest, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	for _, tc := range []struct {
 		name, ca string
