@@ -268,6 +268,7 @@ func (d *dialer) open(ctx context.Context, addr string) (net.Conn, error) {
 func (d *dialer) dial5(ctx context.Context, nc *netConn, id string, onPublish onPublishFunc, lost func(error)) (*session, error) {
 	cc := paho.ClientConfig{
 		Conn:          nc,
+		Session:       newGuardedState(),
 		PacketTimeout: maxAckWait,
 		OnClientError: lost,
 		OnServerDisconnect: func(dp *paho.Disconnect) {
@@ -358,11 +359,8 @@ func (l link5) disconnect() {
 const drainWait = time.Second
 
 // drain waits up to d for the publishes in flight to be acknowledged (new ones are refused once the
-// publisher closes). At QoS 2 a DISCONNECT must not meet a PUBREC: paho.golang v0.23.0 answers a PUBREC
-// by writing PUBREL to its state's connection read without its lock (session/state/state.go,
-// PacketReceived) while the shutdown clears it under the lock (connectionLost): a data race the race
-// detector caught in CI, and a write to a nil connection if it loses. A connection the broker drops
-// still meets it (docs/mqtt.md).
+// publisher closes), so that a Close with publishes in flight acknowledges what the broker took
+// rather than failing it for want of the answer.
 func (s *session) drain(d time.Duration) {
 	t := time.NewTicker(time.Millisecond)
 	defer t.Stop()
