@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mqtarget/mqtarget/internal/testlane"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/amqp"
 )
@@ -26,10 +25,9 @@ func TestAMQP(t *testing.T) {
 }
 
 // TestAMQPFaults freezes the node under load; kills it with -9 only with MQTARGET_AMQP_KILL (the
-// restart of the Erlang node takes tens of seconds, and the STOMP tests use it too). No lane: it counts
-// the process's goroutines, and runs before every test in lanes.
+// restart of the Erlang node takes tens of seconds, and the STOMP tests use it too).
 func TestAMQPFaults(t *testing.T) {
-	testlane.Lock(t, "rabbitmq") // not parallel (goroutine counts), but a turn against other packages
+	Lane(t, "rabbitmq")
 	h := NewAMQP(t)
 	for _, f := range Faults {
 		t.Run(f.Name, func(t *testing.T) {

@@ -61,7 +61,7 @@ func metricValue(t *testing.T, base, series string) float64 {
 // dial-failure counters move, and the outage is logged once when it starts and once when it ends,
 // however many requests fail in between.
 func TestConnectionCounts(t *testing.T) {
-	proc := StartNSQDProc(t, nsqdBin(t))
+	proc := StartNSQDProc(t, NSQDBin(t))
 	cfg := config.Default()
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.PublishTimeout = PublishTimeout

@@ -17,7 +17,7 @@ import (
 // TestNSQConsumer: two real nsqd processes.
 func TestNSQConsumer(t *testing.T) {
 	Lane(t, "nsq")
-	bin := nsqdBin(t)
+	bin := NSQDBin(t)
 	a, b := StartNSQDProc(t, bin), StartNSQDProc(t, bin)
 	cfg := nsq.DefaultConfig()
 	cfg.Hosts = []string{a.TCPAddr, b.TCPAddr}
@@ -37,7 +37,7 @@ func TestNSQConsumer(t *testing.T) {
 // TestArtemisConsumer: persistent messages through Artemis.
 func TestArtemisConsumer(t *testing.T) {
 	Lane(t, "artemis")
-	addr, login, pass, _ := realBroker(t, "artemis", "ARTEMIS")
+	addr, login, pass, _ := RealBroker(t, "artemis", "ARTEMIS")
 	cfg := stomp.DefaultConfig()
 	cfg.Hosts = []string{addr}
 	cfg.Login, cfg.Passcode, cfg.Persistent = login, publishers.Secret(pass), true
@@ -59,9 +59,9 @@ func TestArtemisConsumer(t *testing.T) {
 func TestRocketMQConsumer(t *testing.T) {
 	Lane(t, "rocketmq")
 	cfg := rocketmq.DefaultConfig()
-	cfg.NameServers = []string{rocketmqNamesrv(t)}
+	cfg.NameServers = []string{RocketMQNamesrv(t)}
 	cfg.CreateTopics = true
-	cfg.Queues = rocketmqQueues
+	cfg.Queues = RocketMQQueues
 	topic := strings.ReplaceAll(FreshTopic("consume"), ".", "_")
 	pub, err := rocketmq.New(cfg, []string{topic}, testLogger(t))
 	if err != nil {

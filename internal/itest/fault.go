@@ -1,14 +1,11 @@
 package itest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -304,9 +301,7 @@ func RunFault(t *testing.T, h FaultHarness, f Fault) FaultTimes {
 	}
 	waitAsyncSettled(t, tg)
 	load.client.CloseIdleConnections()
-	baseline := settledGoroutines()
-	var baselineDump bytes.Buffer
-	_ = pprof.Lookup("goroutine").WriteTo(&baselineDump, 1)
+	baseline, baselineDump := tg.settledGoroutines()
 
 	load.start()
 	defer load.stop()
@@ -408,8 +403,8 @@ func RunFault(t *testing.T, h FaultHarness, f Fault) FaultTimes {
 	if sl, ok := h.(slacker); ok {
 		slack = sl.GoroutineSlack()
 	}
-	if !checkGoroutines(t, baseline, slack) {
-		t.Logf("the goroutines at the baseline:\n%s", baselineDump.String())
+	if !checkGoroutines(t, tg, baseline, slack) {
+		t.Logf("the target's goroutines at the baseline:\n%s", baselineDump)
 	}
 	var mayLose func(answer) bool // acknowledged messages a crash may take along
 	if c, ok := h.(CrashLoser); ok && f.Crash {
@@ -507,36 +502,35 @@ const goroutineSlack = 10
 // settleGoroutines bounds the wait for the goroutine count to come back.
 const settleGoroutines = 30 * time.Second
 
-// settledGoroutines returns the goroutine count once it stopped falling (HTTP connections closing).
-func settledGoroutines() int {
-	n := runtime.NumGoroutine()
+// settledGoroutines returns the target's goroutine count once it stopped falling (HTTP connections
+// closing), and their stacks.
+func (tg *Target) settledGoroutines() (int, string) {
+	n, dump := tg.goroutines()
 	for range 20 {
 		time.Sleep(25 * time.Millisecond) // sampling interval, not synchronisation
-		m := runtime.NumGoroutine()
+		m, d := tg.goroutines()
 		if m >= n {
-			return min(m, n)
+			return n, dump
 		}
-		n = m
+		n, dump = m, d
 	}
-	return n
+	return n, dump
 }
 
-// checkGoroutines waits until the goroutine count is back within slack of baseline, and prints the
-// goroutines when it does not come back (false).
-func checkGoroutines(t *testing.T, baseline, slack int) bool {
+// checkGoroutines waits until the target's goroutine count is back within slack of baseline, and
+// prints its goroutines when it does not come back (false).
+func checkGoroutines(t *testing.T, tg *Target, baseline, slack int) bool {
 	t.Helper()
 	// Past the broker clients' idle-connection reaping (franz-go closes a connection idle for 20 s).
 	end := time.Now().Add(settleGoroutines)
 	for {
-		n := runtime.NumGoroutine()
+		n, dump := tg.goroutines()
 		if n <= baseline+slack {
-			t.Logf("goroutines: %d, baseline %d", n, baseline)
+			t.Logf("the target's goroutines: %d, baseline %d", n, baseline)
 			return true
 		}
 		if time.Now().After(end) {
-			var b bytes.Buffer
-			_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
-			t.Errorf("goroutines: %d, baseline %d (+%d allowed), %v after the load stopped:\n%s", n, baseline, slack, settleGoroutines, b.String())
+			t.Errorf("the target's goroutines: %d, baseline %d (+%d allowed), %v after the load stopped:\n%s", n, baseline, slack, settleGoroutines, dump)
 			return false
 		}
 		time.Sleep(50 * time.Millisecond)

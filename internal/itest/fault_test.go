@@ -1,7 +1,6 @@
 package itest
 
 import (
-	"github.com/mqtarget/mqtarget/internal/testlane"
 	"testing"
 )
 
@@ -13,7 +12,8 @@ import (
 // write(2), no user-space buffer), so a kill -9 loses none of them; with the default in-memory queue a
 // crash loses what is in memory by design.
 func TestNSQFaults(t *testing.T) {
-	p := StartNSQDProc(t, nsqdBin(t), "-mem-queue-size", "0", "-sync-every", "1")
+	t.Parallel() // an nsqd of its own
+	p := StartNSQDProc(t, NSQDBin(t), "-mem-queue-size", "0", "-sync-every", "1")
 	h := &NSQ{TCP: []string{p.TCPAddr}, HTTP: []string{p.HTTPAddr}, Procs: []*NSQDProc{p}}
 	RunFaults(t, h)
 }
@@ -21,8 +21,8 @@ func TestNSQFaults(t *testing.T) {
 // TestArtemisFaults kills and freezes the Artemis of scripts/artemis.sh (persistent messages: the
 // receipt follows the journal write).
 func TestArtemisFaults(t *testing.T) {
-	testlane.Lock(t, "artemis") // not parallel (process-wide checks), but a turn against other packages
-	addr, login, pass, ctl := realBroker(t, "artemis", "ARTEMIS")
+	Lane(t, "artemis")
+	addr, login, pass, ctl := RealBroker(t, "artemis", "ARTEMIS")
 	h := &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass, Persistent: true, Ctl: []BrokerControl{ctl}}
 	RunFaults(t, h)
 }
@@ -30,7 +30,7 @@ func TestArtemisFaults(t *testing.T) {
 // TestRocketMQFaults kills and freezes broker-a (host 0; single-host endpoints publish to it) while
 // broker-b runs on.
 func TestRocketMQFaults(t *testing.T) {
-	testlane.Lock(t, "rocketmq") // not parallel (process-wide checks), but a turn against other packages
-	h := NewRocketMQ(t, rocketmqNamesrv(t))
+	Lane(t, "rocketmq")
+	h := NewRocketMQ(t, RocketMQNamesrv(t))
 	RunFaults(t, h)
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mqtarget/mqtarget/internal/testlane"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/kafka"
 )
@@ -69,7 +68,7 @@ func TestKafka(t *testing.T) {
 // TestKafkaFaults kills broker 0 (host 0: the single-host endpoints publish to its partition) and
 // freezes it, under load through HTTP; broker 1 and the controller run on.
 func TestKafkaFaults(t *testing.T) {
-	testlane.Lock(t, "kafka-http") // not parallel (process-wide checks), but a turn against other packages
+	Lane(t, "kafka-http")
 	h := kafkaCluster(t)
 	if !h.CanStop() {
 		t.Fatal("MQTARGET_KAFKA_TEST_HTTP_ENV is not set: no broker to kill")

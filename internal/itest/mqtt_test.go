@@ -26,9 +26,9 @@ func TestMQTT(t *testing.T) {
 	t.Run("send3Host with 2 servers", func(t *testing.T) { RunTooFewHosts(t, h, "mqtt.servers") })
 }
 
-// TestMQTTFaults kills and freezes one broker under load at QoS 1. No lane: it counts the process's
-// goroutines.
+// TestMQTTFaults kills and freezes one broker of its own under load at QoS 1.
 func TestMQTTFaults(t *testing.T) {
+	Lane(t, "mqtt-itest")
 	Integration(t)
 	RunFaults(t, NewMQTT(t, 1))
 }

@@ -25,8 +25,9 @@ func TestNATS(t *testing.T) {
 }
 
 // TestNATSFaults kills and freezes one server under load (JetStream's file store: the PubAck follows
-// the write, so a kill -9 loses no acknowledged message). No lane: it counts the process's goroutines.
+// the write, so a kill -9 loses no acknowledged message).
 func TestNATSFaults(t *testing.T) {
+	Lane(t, "nats")
 	Integration(t)
 	RunFaults(t, NewNATS(t, 1))
 }

@@ -245,3 +245,13 @@ func EmbeddedNSQ(t testing.TB, n int) (nsq.Config, publishers.Publisher) {
 	t.Cleanup(func() { pub.Close() })
 	return cfg, pub
 }
+
+// NSQDBin returns the nsqd binary scripts/test.sh built; with MQTARGET_INTEGRATION set it must exist.
+func NSQDBin(t testing.TB) string {
+	t.Helper()
+	bin := SetEnv(t, "MQTARGET_NSQD_BIN", "scripts/test.sh builds nsqd and sets it")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("MQTARGET_NSQD_BIN: %v", err)
+	}
+	return bin
+}

@@ -2,27 +2,13 @@ package itest
 
 import (
 	"fmt"
-	"os"
 	"testing"
 	"time"
 )
 
-// nsqdBin returns the nsqd binary scripts/test.sh built; with MQTARGET_INTEGRATION set it must exist.
-func nsqdBin(t *testing.T) string {
-	Integration(t)
-	bin := os.Getenv("MQTARGET_NSQD_BIN")
-	if bin == "" {
-		t.Fatal("MQTARGET_NSQD_BIN is not set (scripts/test.sh builds nsqd and sets it)")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("MQTARGET_NSQD_BIN: %v", err)
-	}
-	return bin
-}
-
 func TestNSQ(t *testing.T) {
 	Lane(t, "nsq")
-	h := NewNSQProcs(t, nsqdBin(t), 3)
+	h := NewNSQProcs(t, NSQDBin(t), 3)
 	RunSuite(t, h)
 }
 
@@ -42,7 +28,7 @@ func TestEmbeddedNSQ(t *testing.T) {
 // nsqd, which would close the shared connection), and that the next request succeeds.
 func TestNSQRejects(t *testing.T) {
 	Lane(t, "nsq")
-	p := StartNSQDProc(t, nsqdBin(t), "-max-msg-size", "1000")
+	p := StartNSQDProc(t, NSQDBin(t), "-max-msg-size", "1000")
 	h := &NSQ{TCP: []string{p.TCPAddr}, HTTP: []string{p.HTTPAddr}}
 	tg := StartTarget(t, h, nil)
 	topic := uniqueTopic("itreject")

@@ -27,8 +27,8 @@ type RocketMQ struct {
 	admin   admin.Client
 }
 
-// rocketmqQueues is the queue count of the topics the tests create (fewer queues: faster read-back).
-const rocketmqQueues = 4
+// RocketMQQueues is the queue count of the topics the tests create (fewer queues: faster read-back).
+const RocketMQQueues = 4
 
 // NewRocketMQ discovers the brokers registered in the name server at namesrv.
 func NewRocketMQ(t testing.TB, namesrv string) *RocketMQ {
@@ -65,7 +65,7 @@ func (h *RocketMQ) Hosts() []string {
 func (h *RocketMQ) Configure(cfg *config.Config) {
 	cfg.RocketMQ.NameServers = []string{h.NameSrv}
 	cfg.RocketMQ.CreateTopics = true // the suite's fresh topics then exist on every broker
-	cfg.RocketMQ.Queues = rocketmqQueues
+	cfg.RocketMQ.Queues = RocketMQQueues
 }
 
 // queues returns how many queues topic has on host's broker, by the name server's route (0: none).
@@ -201,4 +201,11 @@ func (h *RocketMQ) ConsumeAll(t testing.TB, host int, topic string, atLeast int)
 		t.Errorf("%s holds %d messages on %s, at least %d expected", h.Brokers[host], n, topic, atLeast)
 	}
 	return h.Consume(t, host, topic, n, 20*time.Second)
+}
+
+// RocketMQNamesrv returns the name server of the local RocketMQ that scripts/test.sh started
+// (scripts/rocketmq.sh start); with MQTARGET_INTEGRATION set it must be given.
+func RocketMQNamesrv(t testing.TB) string {
+	t.Helper()
+	return SetEnv(t, "MQTARGET_ROCKETMQ_NAMESRV", "scripts/test.sh starts RocketMQ with scripts/rocketmq.sh and sets it")
 }

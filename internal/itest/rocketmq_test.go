@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,20 +13,9 @@ import (
 	"github.com/mqtarget/mqtarget/message"
 )
 
-// rocketmqNamesrv returns the name server of the local RocketMQ that scripts/test.sh started
-// (scripts/rocketmq.sh start); with MQTARGET_INTEGRATION set it must be given.
-func rocketmqNamesrv(t *testing.T) string {
-	Integration(t)
-	ns := os.Getenv("MQTARGET_ROCKETMQ_NAMESRV")
-	if ns == "" {
-		t.Fatal("MQTARGET_ROCKETMQ_NAMESRV is not set (scripts/test.sh starts RocketMQ with scripts/rocketmq.sh and sets it)")
-	}
-	return ns
-}
-
 func TestRocketMQ(t *testing.T) {
 	Lane(t, "rocketmq")
-	h := NewRocketMQ(t, rocketmqNamesrv(t))
+	h := NewRocketMQ(t, RocketMQNamesrv(t))
 	t.Run("delivery", func(t *testing.T) { RunDelivery(t, h) })
 	t.Run("bad input", func(t *testing.T) { RunBadInput(t, h) })
 	t.Run("more hosts than brokers", func(t *testing.T) {

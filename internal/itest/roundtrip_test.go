@@ -21,7 +21,7 @@ import (
 
 func TestRoundTripNSQ(t *testing.T) {
 	Lane(t, "nsq")
-	RunRoundTrip(t, NewNSQProcs(t, nsqdBin(t), 2))
+	RunRoundTrip(t, NewNSQProcs(t, NSQDBin(t), 2))
 }
 
 func TestRoundTripEmbeddedNSQ(t *testing.T) {
@@ -37,19 +37,19 @@ func TestRoundTripEmbeddedSTOMP(t *testing.T) {
 
 func TestRoundTripArtemis(t *testing.T) {
 	Lane(t, "artemis")
-	addr, login, pass, _ := realBroker(t, "artemis", "ARTEMIS")
+	addr, login, pass, _ := RealBroker(t, "artemis", "ARTEMIS")
 	RunRoundTrip(t, &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass, Persistent: true})
 }
 
 func TestRoundTripActiveMQ(t *testing.T) {
 	Lane(t, "activemq")
-	addr, login, pass, _ := realBroker(t, "activemq", "ACTIVEMQ")
+	addr, login, pass, _ := RealBroker(t, "activemq", "ACTIVEMQ")
 	RunRoundTrip(t, &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass})
 }
 
 func TestRoundTripRocketMQ(t *testing.T) {
 	Lane(t, "rocketmq")
-	RunRoundTrip(t, NewRocketMQ(t, rocketmqNamesrv(t)))
+	RunRoundTrip(t, NewRocketMQ(t, RocketMQNamesrv(t)))
 }
 
 // RunRoundTrip runs the round-trip checks against h, as subtests.

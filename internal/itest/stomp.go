@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -353,4 +354,30 @@ func (h *STOMP) KillHost(t testing.TB, i int) {
 func (h *STOMP) ConsumeAll(t testing.TB, host int, topic string, atLeast int) [][]byte {
 	t.Helper()
 	return h.Consume(t, host, topic, atLeast, 20*time.Second)
+}
+
+// RealBroker reads a broker's address, login and pid file from the MQTARGET_<NAME>_* variables
+// scripts/test.sh exports, and controls it with scripts/<name>.sh.
+func RealBroker(t testing.TB, name, env string) (addr, login, passcode string, ctl ScriptBroker) {
+	t.Helper()
+	Integration(t)
+	addr = os.Getenv("MQTARGET_" + env + "_STOMP")
+	if addr == "" {
+		t.Fatalf("MQTARGET_%s_STOMP is not set (scripts/test.sh starts %s and sets it)", env, name)
+	}
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", name+".sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("MQTARGET_%s_STOMP: %v", env, err)
+	}
+	login, passcode = os.Getenv("MQTARGET_"+env+"_LOGIN"), os.Getenv("MQTARGET_"+env+"_PASSCODE")
+	ctl = ScriptBroker{Script: script, PIDFile: os.Getenv("MQTARGET_" + env + "_PIDFILE"),
+		Env: []string{env + "_STOMP_PORT=" + port, env + "_LOGIN=" + login, env + "_PASSCODE=" + passcode}}
+	if ctl.PIDFile == "" {
+		t.Fatalf("MQTARGET_%s_PIDFILE is not set", env)
+	}
+	return addr, login, passcode, ctl
 }

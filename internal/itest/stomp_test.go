@@ -2,9 +2,6 @@ package itest
 
 import (
 	"log/slog"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/mqtarget/mqtarget/config"
@@ -26,45 +23,20 @@ func TestEmbeddedSTOMP(t *testing.T) {
 	t.Run("shutdown drains async", func(t *testing.T) { RunShutdownDrains(t, h) })
 }
 
-// realBroker reads a broker's address, login and pid file from the MQTARGET_<NAME>_* variables
-// scripts/test.sh exports, and controls it with scripts/<name>.sh.
-func realBroker(t *testing.T, name, env string) (addr, login, passcode string, ctl ScriptBroker) {
-	Integration(t)
-	addr = os.Getenv("MQTARGET_" + env + "_STOMP")
-	if addr == "" {
-		t.Fatalf("MQTARGET_%s_STOMP is not set (scripts/test.sh starts %s and sets it)", env, name)
-	}
-	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", name+".sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatalf("MQTARGET_%s_STOMP: %v", env, err)
-	}
-	login, passcode = os.Getenv("MQTARGET_"+env+"_LOGIN"), os.Getenv("MQTARGET_"+env+"_PASSCODE")
-	ctl = ScriptBroker{Script: script, PIDFile: os.Getenv("MQTARGET_" + env + "_PIDFILE"),
-		Env: []string{env + "_STOMP_PORT=" + port, env + "_LOGIN=" + login, env + "_PASSCODE=" + passcode}}
-	if ctl.PIDFile == "" {
-		t.Fatalf("MQTARGET_%s_PIDFILE is not set", env)
-	}
-	return addr, login, passcode, ctl
-}
-
 // One real broker is one host: /send2Host and /send3Host need distinct brokers per host (a consumer
 // of host i's queue must see only what went through host i), so the suite skips them here and
 // TestSTOMPMixed covers them across Artemis, ActiveMQ Classic and a go-stomp server.
 
 func TestArtemis(t *testing.T) {
 	Lane(t, "artemis")
-	addr, login, pass, ctl := realBroker(t, "artemis", "ARTEMIS")
+	addr, login, pass, ctl := RealBroker(t, "artemis", "ARTEMIS")
 	h := &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass, Persistent: true, Ctl: []BrokerControl{ctl}}
 	RunSuite(t, h)
 }
 
 func TestActiveMQ(t *testing.T) {
 	Lane(t, "activemq")
-	addr, login, pass, ctl := realBroker(t, "activemq", "ACTIVEMQ")
+	addr, login, pass, ctl := RealBroker(t, "activemq", "ACTIVEMQ")
 	h := &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass, Ctl: []BrokerControl{ctl}}
 	RunSuite(t, h)
 }
@@ -74,7 +46,7 @@ func TestActiveMQ(t *testing.T) {
 // declares the durable queue NAME, and persistent:true stores the messages on disk.
 func TestRabbitMQ(t *testing.T) {
 	Lane(t, "rabbitmq")
-	addr, login, pass, ctl := realBroker(t, "rabbitmq", "RABBITMQ")
+	addr, login, pass, ctl := RealBroker(t, "rabbitmq", "RABBITMQ")
 	h := &STOMP{Addrs: []string{addr}, Login: login, Passcode: pass, Persistent: true, VHost: "/",
 		Ctl: []BrokerControl{ctl}}
 	RunSuite(t, h)
@@ -85,8 +57,8 @@ func TestRabbitMQ(t *testing.T) {
 // so scripts/test.sh starts both brokers with the same credentials; the go-stomp server takes any.
 func TestSTOMPMixed(t *testing.T) {
 	Lane(t, "artemis", "activemq")
-	art, login, pass, _ := realBroker(t, "artemis", "ARTEMIS")
-	amq, login2, pass2, _ := realBroker(t, "activemq", "ACTIVEMQ")
+	art, login, pass, _ := RealBroker(t, "artemis", "ARTEMIS")
+	amq, login2, pass2, _ := RealBroker(t, "activemq", "ACTIVEMQ")
 	if login != login2 || pass != pass2 {
 		t.Skip("Artemis and ActiveMQ have different logins; scripts/test.sh starts them with one")
 	}

@@ -44,9 +44,10 @@ const PublishTimeout = 2 * time.Second
 
 // Target is a running mqtarget under test.
 type Target struct {
-	App  *serve.App
-	Base string // http://127.0.0.1:port
-	h    Harness
+	App   *serve.App
+	Base  string // http://127.0.0.1:port
+	h     Harness
+	label string // targetLabel's value on the target's goroutines (goroutines.go)
 }
 
 // StartTarget starts mqtarget configured for h (nil: the embedded default) and shuts it down at cleanup.
@@ -64,11 +65,13 @@ func StartTarget(t testing.TB, h Harness, mutate func(*config.Config)) *Target {
 		mutate(&cfg)
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := serve.Start(cfg, log)
+	var a *serve.App
+	var err error
+	label := labelled(func() { a, err = serve.Start(cfg, log) })
 	if err != nil {
 		t.Fatalf("serve.Start: %v", err)
 	}
-	tg := &Target{App: a, Base: "http://" + a.Addr(), h: h}
+	tg := &Target{App: a, Base: "http://" + a.Addr(), h: h, label: label}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
@@ -514,6 +517,18 @@ func warmUp(t *testing.T, tg *Target, hosts int) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// SetEnv returns environment variable name, which an integration run must set (hint says who does);
+// it skips the test outside one.
+func SetEnv(t testing.TB, name, hint string) string {
+	t.Helper()
+	Integration(t)
+	v := os.Getenv(name)
+	if v == "" {
+		t.Fatalf("%s is not set (%s)", name, hint)
+	}
+	return v
 }
 
 // checkVersions: GET / names what every host of broker runs, learned from the handshakes or the broker's

@@ -175,7 +175,7 @@ func runBrokerTLSCases(t *testing.T, h Harness, setTLS func(*config.Config, publ
 // TLS setting can be wrong.
 func TestNSQTLS(t *testing.T) {
 	Lane(t, "nsq")
-	bin := nsqdBin(t)
+	bin := NSQDBin(t)
 	pki, other := newTestPKI(t), newTestPKI(t)
 	p := StartNSQDProc(t, bin, "-tls-cert", pki.Cert, "-tls-key", pki.Key, "-tls-required=tcp-https")
 	h := &NSQ{TCP: []string{p.TCPAddr}, HTTP: []string{p.HTTPAddr}, Procs: []*NSQDProc{p}, TLS: pki.verifying()}
@@ -230,7 +230,7 @@ func artemisTLS(t *testing.T) (addr, ca string) {
 func TestArtemisTLS(t *testing.T) {
 	Lane(t, "artemis")
 	tlsAddr, ca := artemisTLS(t)
-	plainAddr, login, pass, _ := realBroker(t, "artemis", "ARTEMIS")
+	plainAddr, login, pass, _ := RealBroker(t, "artemis", "ARTEMIS")
 	verifying := publishers.TLSConfig{Enabled: true, CAFile: ca}
 	h := &STOMP{Addrs: []string{tlsAddr}, Login: login, Passcode: pass, Persistent: true, TLS: verifying}
 	t.Run("delivery", func(t *testing.T) { RunDelivery(t, h) })
@@ -348,7 +348,7 @@ func (h *rmqTLSHarness) Configure(cfg *config.Config) {
 // process).
 func TestRocketMQTLS(t *testing.T) {
 	Lane(t, "rocketmq")
-	ns := rocketmqNamesrv(t)
+	ns := RocketMQNamesrv(t)
 	ca := os.Getenv("MQTARGET_ROCKETMQ_TLS_CA")
 	if ca == "" {
 		t.Fatal("MQTARGET_ROCKETMQ_TLS_CA is not set (scripts/test.sh starts RocketMQ with TLS permissive and sets it)")

@@ -13,8 +13,8 @@ import (
 // The fakes: brokers in the test process that misbehave on purpose (publishertest.Misbehaviours).
 // Against each, no publisher acknowledges what the fake did not store.
 
-// The conformance suite against the real brokers (nsqd processes, Artemis, RocketMQ) runs in
-// internal/itest/conformance_test.go, serialised with the other tests that stop and freeze them.
+// The conformance suite against a real broker (Artemis) is TestIntegrationConformance
+// (integration_test.go).
 
 // TestConformanceEmbeddedSTOMP runs the suite against the embedded go-stomp servers (no integration
 // environment needed: they run in the test process).
