@@ -25,9 +25,10 @@ import (
 // session off, QoS 1) and in the broker's persistence file before the test starts, so a broker killed
 // with -9 and started again queues for it whatever it takes while the subscriber reconnects.
 type MQTT struct {
-	Addrs []string // as mqtarget names the hosts
-	Ctl   []ScriptBroker
-	recs  []*mqttRecorder
+	Addrs   []string // as mqtarget names the hosts
+	Version string   // mqtt.version mqtarget speaks ("": the default)
+	Ctl     []ScriptBroker
+	recs    []*mqttRecorder
 }
 
 // NewMQTT starts n mosquitto brokers and a recording subscriber on each.
@@ -72,10 +73,15 @@ func traversable(t testing.TB, dir string) {
 	}
 }
 
-func (h *MQTT) Broker() string                 { return "mqtt" }
-func (h *MQTT) InvalidTopic() string           { return "bad%2Btopic" } // '+' is a wildcard
-func (h *MQTT) Hosts() []string                { return h.Addrs }
-func (h *MQTT) Configure(cfg *config.Config)   { cfg.MQTT.Servers = h.Addrs }
+func (h *MQTT) Broker() string       { return "mqtt" }
+func (h *MQTT) InvalidTopic() string { return "bad%2Btopic" } // '+' is a wildcard
+func (h *MQTT) Hosts() []string      { return h.Addrs }
+func (h *MQTT) Configure(cfg *config.Config) {
+	cfg.MQTT.Servers = h.Addrs
+	if h.Version != "" {
+		cfg.MQTT.Version = h.Version
+	}
+}
 func (h *MQTT) CanStop() bool                  { return true }
 func (h *MQTT) StopHost(t testing.TB, i int)   { t.Helper(); h.Ctl[i].Stop(t) }
 func (h *MQTT) StartHost(t testing.TB, i int)  { t.Helper(); h.Ctl[i].Start(t) }

@@ -16,21 +16,33 @@ import (
 // The MQTT tests run against mosquitto brokers of scripts/mosquitto.sh that each test starts on ports
 // of its own (MQTARGET_INTEGRATION=1; scripts/test.sh installs mosquitto and mosquitto-clients).
 
-// TestMQTT: two brokers, two hosts: every endpoint's ledger against mosquitto_sub, bad input, the
-// async drain, a stopped and a frozen broker, and /send3Host with two.
+// TestMQTT, at both protocol versions: two brokers, two hosts: every endpoint's ledger against
+// mosquitto_sub, bad input, the async drain, a stopped and a frozen broker, and /send3Host with two.
 func TestMQTT(t *testing.T) {
 	Lane(t, "mqtt-itest") // brokers of its own: no turn behind publishers/mqtt's tests of the shared ones
 	Integration(t)
-	h := NewMQTT(t, 2)
-	RunSuite(t, h)
-	t.Run("send3Host with 2 servers", func(t *testing.T) { RunTooFewHosts(t, h, "mqtt.servers") })
+	for _, v := range []string{"5", "3.1.1"} {
+		t.Run("v"+v, func(t *testing.T) {
+			h := NewMQTT(t, 2)
+			h.Version = v
+			RunSuite(t, h)
+			t.Run("send3Host with 2 servers", func(t *testing.T) { RunTooFewHosts(t, h, "mqtt.servers") })
+		})
+	}
 }
 
-// TestMQTTFaults kills and freezes one broker of its own under load at QoS 1.
+// TestMQTTFaults kills and freezes one broker of its own under load at QoS 1, at both protocol
+// versions (two clients: paho.golang at 5, paho.mqtt.golang at 3.1.1).
 func TestMQTTFaults(t *testing.T) {
 	Lane(t, "mqtt-itest")
 	Integration(t)
-	RunFaults(t, NewMQTT(t, 1))
+	for _, v := range []string{"5", "3.1.1"} {
+		t.Run("v"+v, func(t *testing.T) {
+			h := NewMQTT(t, 1)
+			h.Version = v
+			RunFaults(t, h)
+		})
+	}
 }
 
 // TestRoundTripMQTT: /sendRoundTrip, and consume over what /send1 published with the consumer

@@ -153,6 +153,21 @@ func (l *limitListener) connState(c net.Conn, st http.ConnState) {
 	default: // active, hijacked, closed
 		l.setIdle(lc, false)
 	}
+	lc.keepAlive.Store(st == http.StateIdle)
+}
+
+// keepAliveIdle is how many connections wait for their next request after an answer (StateIdle; not
+// those that have sent nothing yet).
+func (l *limitListener) keepAliveIdle() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for c := range l.conns {
+		if c.keepAlive.Load() {
+			n++
+		}
+	}
+	return n
 }
 
 func (l *limitListener) Close() error {
@@ -167,6 +182,7 @@ type limitConn struct {
 	once      sync.Once
 	writing   atomic.Int64 // when the Write under way began (limitListener.now); 0: none
 	idleSince atomic.Int64 // since when it has been idle (limitListener.now); 0: active or closed
+	keepAlive atomic.Bool  // idle after an answer, waiting for the next request (http.StateIdle)
 }
 
 func (c *limitConn) Write(p []byte) (int, error) {
