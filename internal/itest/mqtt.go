@@ -90,9 +90,11 @@ func (h *MQTT) ThawHost(t testing.TB, i int)   { t.Helper(); h.Ctl[i].Thaw(t) }
 func (h *MQTT) KillHost(t testing.TB, i int)   { t.Helper(); h.Ctl[i].Kill(t) }
 
 // CrashLoss: mosquitto sends the PUBACK before it wrote the message to the subscriber, and saves its
-// persistence file every autosave_interval: a kill -9 loses what it acknowledged in the moment before
-// (seen: 1 of 94 in a run under the race detector).
-func (h *MQTT) CrashLoss() time.Duration { return 250 * time.Millisecond }
+// persistence file every autosave_interval: a kill -9 loses what it acknowledged and had not yet
+// passed to the recording subscriber, a separate process that lags most when the machine is busiest
+// (seen: 1 of 94 under the race detector alone; 13 of 101 in a CI run, 4 of them answered more than
+// 250 ms before the kill). mosquitto acknowledges from memory by design: the window bounds that lag.
+func (h *MQTT) CrashLoss() time.Duration { return 2 * time.Second }
 
 // Stored is how many messages host's recording subscriber received on topic so far.
 func (h *MQTT) Stored(t testing.TB, host int, topic string) int {
