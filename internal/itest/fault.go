@@ -409,7 +409,10 @@ func RunFault(t *testing.T, h FaultHarness, f Fault) FaultTimes {
 	}
 	var mayLose func(answer) bool // acknowledged messages a crash may take along
 	if c, ok := h.(CrashLoser); ok && f.Crash {
-		mayLose = func(a answer) bool { return !a.end.Before(faultAt.Add(-c.CrashLoss())) && a.end.Before(down) }
+		// From CrashLoss before the fault on, answers that came after the kill included: the broker's
+		// acknowledgement was on its way when it died (a 3.1.1 client read a PUBACK 11 ms after the
+		// kill in CI). A request sent after the kill is never answered 200 (checked above).
+		mayLose = func(a answer) bool { return !a.end.Before(faultAt.Add(-c.CrashLoss())) }
 	}
 	checkHeld(t, h, tg, topic, answers, mayLose)
 	t.Logf("%s: %d requests; first 503/504 %v after the fault, first 200 again %v after it; the mend took %v, first 200 %v after it",

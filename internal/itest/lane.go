@@ -15,7 +15,7 @@ import (
 // (goroutines.go) so that they can run in lanes, and the conformance suite, whose leak check looks at
 // the whole process, runs in each broker's own package.
 //
-// scripts/test.sh gives go test -parallel 8: a test waiting for its lane holds one of those.
+// scripts/test.sh gives go test -parallel 4: a test waiting for its lane holds one of those.
 
 // Lane makes t a parallel test holding the named lanes until it ends. Call it first, once, with
 // every broker the test uses.
