@@ -1,7 +1,6 @@
 package itest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"runtime/pprof"
@@ -40,15 +39,15 @@ func labelledGoroutines(profile, id string) (int, string) {
 	var n int
 	var out strings.Builder
 	for rec := range strings.SplitSeq(profile, "\n\n") {
-		sc := bufio.NewScanner(strings.NewReader(rec))
-		if !sc.Scan() {
+		lines := strings.SplitN(rec, "\n", 3) // the count line, the labels line, the rest
+		if len(lines) < 2 {
 			continue
 		}
-		count, _, ok := strings.Cut(sc.Text(), " @ ")
-		if !ok || !sc.Scan() {
+		count, _, ok := strings.Cut(lines[0], " @ ")
+		if !ok {
 			continue
 		}
-		labels, isLabels := strings.CutPrefix(sc.Text(), "# labels: ")
+		labels, isLabels := strings.CutPrefix(lines[1], "# labels: ")
 		if !isLabels || !strings.Contains(labels, want) {
 			continue
 		}

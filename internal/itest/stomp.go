@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -360,24 +359,14 @@ func (h *STOMP) ConsumeAll(t testing.TB, host int, topic string, atLeast int) []
 // scripts/test.sh exports, and controls it with scripts/<name>.sh.
 func RealBroker(t testing.TB, name, env string) (addr, login, passcode string, ctl ScriptBroker) {
 	t.Helper()
-	Integration(t)
-	addr = os.Getenv("MQTARGET_" + env + "_STOMP")
-	if addr == "" {
-		t.Fatalf("MQTARGET_%s_STOMP is not set (scripts/test.sh starts %s and sets it)", env, name)
-	}
-	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", name+".sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	hint := "scripts/test.sh starts " + name + " and sets it"
+	addr = SetEnv(t, "MQTARGET_"+env+"_STOMP", hint)
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatalf("MQTARGET_%s_STOMP: %v", env, err)
 	}
 	login, passcode = os.Getenv("MQTARGET_"+env+"_LOGIN"), os.Getenv("MQTARGET_"+env+"_PASSCODE")
-	ctl = ScriptBroker{Script: script, PIDFile: os.Getenv("MQTARGET_" + env + "_PIDFILE"),
+	ctl = ScriptBroker{Script: scriptPath(name), PIDFile: SetEnv(t, "MQTARGET_"+env+"_PIDFILE", hint),
 		Env: []string{env + "_STOMP_PORT=" + port, env + "_LOGIN=" + login, env + "_PASSCODE=" + passcode}}
-	if ctl.PIDFile == "" {
-		t.Fatalf("MQTARGET_%s_PIDFILE is not set", env)
-	}
 	return addr, login, passcode, ctl
 }
