@@ -3,6 +3,7 @@ package nats_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,14 +46,23 @@ func TestConsumer(t *testing.T) {
 			}()
 			close(subscribed)
 			want := map[string]int{}
-			waitFor(t, 5*time.Second, "first message consumed", func() bool {
-				// core NATS delivers only once subscribed: publish until the consumer sees one
-				if err := p.Publish(ctx(t), 0, topic, []byte("probe")); err != nil {
-					t.Log(err)
-				}
+			waitFor(t, 10*time.Second, "a probe consumed from every host", func() bool {
+				// core NATS delivers only once subscribed, and the consumer subscribes to each host
+				// on its own: probe every host until the consumer has seen one from each
 				mu.Lock()
-				defer mu.Unlock()
-				return got["0 probe"] > 0
+				missing := []int{}
+				for host := range 2 {
+					if got[fmt.Sprintf("%d probe", host)] == 0 {
+						missing = append(missing, host)
+					}
+				}
+				mu.Unlock()
+				for _, host := range missing {
+					if err := p.Publish(ctx(t), host, topic, []byte("probe")); err != nil {
+						t.Log(err)
+					}
+				}
+				return len(missing) == 0
 			})
 			mu.Lock()
 			clear(got)
@@ -66,7 +76,7 @@ func TestConsumer(t *testing.T) {
 					want[fmt.Sprintf("%d %s", host, body)] = 1
 				}
 			}
-			waitFor(t, 5*time.Second, "every message consumed", func() bool {
+			waitFor(t, 10*time.Second, "every message consumed", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				n := 0
@@ -77,7 +87,7 @@ func TestConsumer(t *testing.T) {
 			})
 			mu.Lock()
 			for key, n := range got {
-				if want[key] != n && key != "0 probe" {
+				if want[key] != n && !strings.HasSuffix(key, " probe") {
 					t.Errorf("%q consumed %d times, want %d", key, n, want[key])
 				}
 			}

@@ -356,12 +356,27 @@ func (s *suite) closeRacing(t *testing.T) {
 	racing := func(err error) bool {
 		return errors.Is(err, publishers.ErrClosed) || errors.Is(err, publishers.ErrUnavailable)
 	}
+	// Before Close, a connection lost on a busy machine (a keep alive missed under the race detector)
+	// is no part of the race: publishing goes on, through the publisher's redial.
+	var closing atomic.Bool
+	var lostBefore atomic.Int64
+	beforeClose := func(err error) bool {
+		if closing.Load() || !errors.Is(err, publishers.ErrUnavailable) {
+			return false
+		}
+		lostBefore.Add(1)
+		time.Sleep(10 * time.Millisecond)
+		return true
+	}
 	// Bounded, so a broker slower to answer than the publishers are to write does not build a backlog.
 	const perGoroutine = 250
 	for range 4 {
 		wg.Go(func() {
 			for i := 0; i < perGoroutine && !stop.Load(); i++ {
 				if err := k.publish(p, 0, topic, body("a")); err != nil {
+					if beforeClose(err) {
+						continue
+					}
 					if !racing(err) {
 						fail(fmt.Errorf("PublishAsync during Close: %w", err))
 					}
@@ -378,6 +393,9 @@ func (s *suite) closeRacing(t *testing.T) {
 			syncMu.Unlock()
 			err := p.Publish(context.Background(), 0, topic, b) // no deadline: Close must end it
 			if err != nil {
+				if beforeClose(err) {
+					continue
+				}
 				if !racing(err) {
 					fail(fmt.Errorf("Publish during Close: %w", err))
 				}
@@ -392,6 +410,8 @@ func (s *suite) closeRacing(t *testing.T) {
 	k.waitAcked(t, 20, opTimeout)
 	// Two concurrent calls: Close is idempotent. Which one does the work is not specified, so the
 	// pending callbacks are checked once both have returned.
+	closing.Store(true)
+	closeAt := time.Now()
 	second := make(chan error, 1)
 	go func() { second <- closeWithin(p, 30*time.Second) }()
 	err := closeWithin(p, 30*time.Second)
@@ -427,6 +447,9 @@ func (s *suite) closeRacing(t *testing.T) {
 			must = append(must, c.body)
 		case errors.Is(c.err, publishers.ErrClosed):
 			may = append(may, c.body)
+		case errors.Is(c.err, publishers.ErrUnavailable) && c.at.Before(closeAt): // lost before the race
+			lostBefore.Add(1)
+			may = append(may, c.body)
 		default:
 			wrong[c.err.Error()]++
 			may = append(may, c.body)
@@ -440,6 +463,9 @@ func (s *suite) closeRacing(t *testing.T) {
 	may = append(may, syncAll...) // superset of syncOK: fine, must is checked first
 	syncMu.Unlock()
 	t.Logf("%d acknowledged, %d failed or refused around Close", len(must), len(may))
+	if n := lostBefore.Load(); n > 0 {
+		t.Logf("%d publishes failed unavailable before Close began (a connection lost, then redialled)", n)
+	}
 	expectWithin(t, s.b, 0, topic, must, may)
 }
 
