@@ -193,22 +193,6 @@ func must(t testing.TB, err error) {
 	}
 }
 
-// Eventually polls check until it returns nil, failing the test with the last error after timeout.
-func Eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	end := time.Now().Add(timeout)
-	var err error
-	for {
-		if err = check(); err == nil {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within %v: %v", what, timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // Kill sends SIGKILL (a crash: nothing flushed, no goodbye to clients) and waits for the process to end.
 func (p *NSQDProc) Kill(t testing.TB) {
 	t.Helper()

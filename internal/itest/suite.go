@@ -227,9 +227,10 @@ func RunSuite(t *testing.T, h Harness) {
 // RunDelivery drives every send endpoint and checks the broker holds exactly the acknowledged messages,
 // on the right hosts and topics.
 func RunDelivery(t *testing.T, h Harness) {
-	// Every case publishes to topics of its own; a broker that creates a topic on first use (Kafka
-	// elects a leader) can take longer than PublishTimeout for that first publish on a busy machine.
-	// This test is about what arrives, not how fast: the fault tests bound answers by PublishTimeout.
+	// Every case publishes to topics of its own; a broker that creates a topic on first use (one that
+	// waits for a partition leader) can take longer than PublishTimeout for that first publish on a
+	// busy machine. This test is about what arrives, not how fast: the fault tests bound answers by
+	// PublishTimeout.
 	tg := StartTarget(t, h, func(cfg *config.Config) { cfg.PublishTimeout = deliveryTimeout })
 	hosts := h.Hosts()
 	t.Run("broker versions on the index", func(t *testing.T) { checkVersions(t, tg, h.Broker()) })
@@ -522,6 +523,22 @@ func warmUp(t *testing.T, tg *Target, hosts int) {
 			t.Fatalf("warm-up %s: no round without failures within 60 s; last: %q", path, failed)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// Eventually polls check until it returns nil, failing the test with the last error after timeout.
+func Eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	end := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = check(); err == nil {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within %v: %v", what, timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
