@@ -210,8 +210,8 @@ func (l *ledger) verify(t *testing.T, h Harness) {
 	}
 }
 
-// deliveryTimeout is the publish timeout of the delivery test, well inside the client's 30 s.
-const deliveryTimeout = 15 * time.Second
+// deliveryTimeout is the publish timeout of the delivery test, below http.write_timeout (15 s).
+const deliveryTimeout = 10 * time.Second
 
 // Requests per endpoint in the delivery test; a multiple of 6 so /send2Host and /send3Host spread evenly.
 const perEndpoint = 12
