@@ -18,6 +18,7 @@ import (
 type httpMetrics struct {
 	duration *prometheus.HistogramVec
 	inFlight atomic.Int64 // read by a GaugeFunc: one atomic add per request instead of a gauge's CAS loop
+	lameDuck *atomic.Bool // the server's lame-duck flag (nil: none); see statusWriter.WriteHeader
 }
 
 // Status codes are cached for 100..599; net/http refuses others.
@@ -98,7 +99,7 @@ func (m *httpMetrics) instrument(ro *routeObs, h http.Handler) http.HandlerFunc 
 	return func(w http.ResponseWriter, r *http.Request) {
 		m.inFlight.Add(1)
 		sw := statusWriters.Get().(*statusWriter)
-		sw.ResponseWriter, sw.status, sw.start = w, 0, time.Now()
+		sw.ResponseWriter, sw.status, sw.start, sw.lameDuck = w, 0, time.Now(), m.lameDuck
 		h.ServeHTTP(sw, r)
 		code, start := sw.status, sw.start
 		sw.ResponseWriter = nil
@@ -115,8 +116,9 @@ func (m *httpMetrics) instrument(ro *routeObs, h http.Handler) http.HandlerFunc 
 // keeps a ResponseWriter past its handler's return.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
-	start  time.Time // the request's one clock read: its HTTP duration and its publish deadline start here
+	status   int
+	start    time.Time // the request's one clock read: its HTTP duration and its publish deadline start here
+	lameDuck *atomic.Bool
 }
 
 var statusWriters = sync.Pool{New: func() any { return new(statusWriter) }}
@@ -124,6 +126,7 @@ var statusWriters = sync.Pool{New: func() any { return new(statusWriter) }}
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 && code >= 200 { // 1xx are interim; the final code is what is recorded
 		w.status = code
+		w.closeInLameDuck()
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -131,8 +134,20 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+		w.closeInLameDuck()
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// closeInLameDuck marks the answer "Connection: close" when the lame-duck phase began while its request
+// was in its handler (ServeHTTP marks those that began after): a keep-alive answer then would leave the
+// connection idle into the shutdown, which closes idle connections, resetting the client's next
+// request sent at that moment (a /send1 slower than the lame duck and the drain lost the /sendAsync
+// its client sent next in a busy CI run).
+func (w *statusWriter) closeInLameDuck() {
+	if w.lameDuck != nil && w.lameDuck.Load() {
+		w.Header()["Connection"] = connectionClose
+	}
 }
 
 // Unwrap lets http.ResponseController (deadlines, Flush) reach net/http's writer.

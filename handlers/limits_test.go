@@ -325,3 +325,21 @@ func TestLameDuck(t *testing.T) {
 		t.Errorf("/send1 during the lame-duck phase: %d", w.Code)
 	}
 }
+
+// TestLameDuckDuringHandler: a request in its handler when the lame-duck phase begins is answered with
+// "Connection: close" too; answered keep-alive, its connection would sit idle into the shutdown, whose
+// close of idle connections resets the next request its client sends.
+func TestLameDuckDuringHandler(t *testing.T) {
+	pub := newFake(1)
+	pub.gate = make(chan struct{})
+	ts := newServer(t, pub)
+	answered := make(chan *httptest.ResponseRecorder, 1)
+	go func() { answered <- ts.do(http.MethodGet, "/send1", "") }()
+	waitFor(t, "the publish at the gate", func() bool { pub.mu.Lock(); defer pub.mu.Unlock(); return len(pub.calls) > 0 })
+	ts.srv.EnterLameDuck()
+	close(pub.gate)
+	w := <-answered
+	if w.Code != http.StatusOK || w.Header().Get("Connection") != "close" {
+		t.Errorf("/send1 begun before the lame duck: %d, Connection %q, want 200 and close", w.Code, w.Header().Get("Connection"))
+	}
+}

@@ -43,7 +43,10 @@ func TestSendRoundTrip(t *testing.T) {
 	ts := newServer(t, nil, func(o *handlers.Options) {
 		o.Publishers = map[string]publishers.Publisher{"nsq": pub, "stomp": fake}
 		o.RoundTrips = map[string]handlers.RoundTripper{"nsq": client}
-		o.PublishTimeout = 500 * time.Millisecond
+		// The "no echo" case waits all of it out; the echoed ones take two publishes and two
+		// deliveries through the embedded nsqd, and the first waits for the subscriptions: a busy CI
+		// run took past 500 ms.
+		o.PublishTimeout = 3 * time.Second
 	})
 
 	cases := []struct {

@@ -391,7 +391,7 @@ func (s *Server) DrainAsync(ctx context.Context) AsyncStats { return s.async.dra
 // row goes to exactly one of them.
 func (s *Server) routes() (main, admin http.Handler) {
 	reg := s.reg
-	hm := &httpMetrics{}
+	hm := &httpMetrics{lameDuck: &s.lameDuck}
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:                            "mqtarget_http_request_duration_seconds",
 		Help:                            "HTTP request latency by route pattern, method and status code.",
