@@ -41,7 +41,9 @@ func TestArtemisConsumer(t *testing.T) {
 	cfg := stomp.DefaultConfig()
 	cfg.Hosts = []string{addr}
 	cfg.Login, cfg.Passcode, cfg.Persistent = login, publishers.Secret(pass), true
-	cfg.DialTimeout = 5 * time.Second
+	// The pool opens connections as publishes need them; a new-machine CI run's Artemis (cold, two cores
+	// shared with every other broker) took past 5 s to send CONNECTED to the second.
+	cfg.DialTimeout = 15 * time.Second
 	pub, err := stomp.New(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)

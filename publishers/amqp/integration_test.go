@@ -239,7 +239,7 @@ type rabbit struct {
 	pidFile string
 }
 
-func (r rabbit) signal(t testing.TB, sig syscall.Signal) {
+func (r rabbit) pid(t testing.TB) int {
 	b, err := os.ReadFile(r.pidFile)
 	if err != nil {
 		t.Fatal(err)
@@ -248,13 +248,15 @@ func (r rabbit) signal(t testing.TB, sig syscall.Signal) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(pid, sig); err != nil {
+	return pid
+}
+
+func (r rabbit) FreezeHost(t testing.TB, _ int) { publishertest.Freeze(t, r.pid(t)) }
+func (r rabbit) ThawHost(t testing.TB, _ int) {
+	if err := syscall.Kill(r.pid(t), syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 }
-
-func (r rabbit) FreezeHost(t testing.TB, _ int) { r.signal(t, syscall.SIGSTOP) }
-func (r rabbit) ThawHost(t testing.TB, _ int)   { r.signal(t, syscall.SIGCONT) }
 
 func (r rabbit) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
 	c := DefaultConfig()
@@ -331,7 +333,9 @@ func TestIntegrationKill(t *testing.T) {
 		})
 	}
 	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return acked > 200 })
-	r.signal(t, syscall.SIGKILL)
+	if err := syscall.Kill(r.pid(t), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(500 * time.Millisecond) // publishes meet the dead node
 	close(stop)
 	wg.Wait()

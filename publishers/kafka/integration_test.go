@@ -345,7 +345,7 @@ func (k *cluster) Consume(t testing.TB, host int, topic string, want int, deadli
 	return out
 }
 
-func (k *cluster) signal(t testing.TB, host int, sig syscall.Signal) {
+func (k *cluster) pid(t testing.TB, host int) int {
 	t.Helper()
 	out, err := exec.Command(k.script, "pid", fmt.Sprintf("broker-%d", host)).Output()
 	if err != nil {
@@ -355,12 +355,17 @@ func (k *cluster) signal(t testing.TB, host int, sig syscall.Signal) {
 	if err != nil {
 		t.Fatalf("pid %q: %v", out, err)
 	}
-	if err := syscall.Kill(pid, sig); err != nil {
-		t.Fatalf("kill %d: %v", pid, err)
+	return pid
+}
+
+func (k *cluster) signal(t testing.TB, host int, sig syscall.Signal) {
+	t.Helper()
+	if pid := k.pid(t, host); syscall.Kill(pid, sig) != nil {
+		t.Fatalf("kill -%d %d failed", sig, pid)
 	}
 }
 
-func (k *cluster) FreezeHost(t testing.TB, host int) { k.signal(t, host, syscall.SIGSTOP) }
+func (k *cluster) FreezeHost(t testing.TB, host int) { pt.Freeze(t, k.pid(t, host)) }
 func (k *cluster) ThawHost(t testing.TB, host int)   { k.signal(t, host, syscall.SIGCONT) }
 
 // smallTopic creates a topic whose max.message.bytes is 1024, where the broker refuses larger batches.

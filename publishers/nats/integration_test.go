@@ -1,19 +1,16 @@
 package nats_test
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -103,29 +100,8 @@ type pidBroker struct {
 	pids []int
 }
 
-// FreezeHost returns once every thread of the server has stopped: SIGSTOP is delivered
-// asynchronously, and a server thread answered a publish after the signal was sent (seen here).
-func (b pidBroker) FreezeHost(t testing.TB, host int) {
-	signal(t, b.pids[host], syscall.SIGSTOP)
-	waitFor(t, 10*time.Second, "server stopped", func() bool { return allStopped(b.pids[host]) })
-}
-
-// allStopped reports whether every thread of process pid is stopped (state T in /proc).
-func allStopped(pid int) bool {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-	for _, task := range tasks {
-		raw, err := os.ReadFile(task)
-		if err != nil {
-			return false
-		}
-		// the state follows the command name, in parentheses
-		if f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:])); len(f) == 0 || (f[0] != "T" && f[0] != "t") {
-			return false
-		}
-	}
-	return len(tasks) > 0
-}
-func (b pidBroker) ThawHost(t testing.TB, host int) { signal(t, b.pids[host], syscall.SIGCONT) }
+// FreezeHost returns once every thread of the server has stopped (publishertest.Freeze).
+func (b pidBroker) FreezeHost(t testing.TB, host int) { publishertest.Freeze(t, b.pids[host]) }
 
 func signal(t testing.TB, pid int, sig syscall.Signal) {
 	if err := syscall.Kill(pid, sig); err != nil {
