@@ -102,6 +102,7 @@ type pidBroker struct {
 
 // FreezeHost returns once every thread of the server has stopped (publishertest.Freeze).
 func (b pidBroker) FreezeHost(t testing.TB, host int) { publishertest.Freeze(t, b.pids[host]) }
+func (b pidBroker) ThawHost(t testing.TB, host int)   { signal(t, b.pids[host], syscall.SIGCONT) }
 
 func signal(t testing.TB, pid int, sig syscall.Signal) {
 	if err := syscall.Kill(pid, sig); err != nil {

@@ -12,8 +12,8 @@ import (
 
 // Freeze stops process pid (a real broker) with SIGSTOP and returns only once every one of its threads
 // has stopped: SIGSTOP is delivered asynchronously, and on a busy machine a thread of the broker can go
-// on answering for a while (a new-machine CI run saw RabbitMQ and Kafka confirm publishes sent 30 ms
-// after the signal, failing "stalled broker" checks).
+// on answering for a while (a new-machine CI run saw two of the real brokers acknowledge publishes
+// sent 30 ms after the signal, failing "stalled broker" checks).
 func Freeze(t testing.TB, pid int) {
 	t.Helper()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
