@@ -20,6 +20,7 @@ import (
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/amqp"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // AMQP is the Harness for RabbitMQ over AMQP 0-9-1: the node scripts/test.sh starts with
@@ -146,32 +147,13 @@ func (h *AMQP) ThawHost(t testing.TB, _ int) {
 	must(t, syscall.Kill(h.Ctl.pid(t), syscall.SIGCONT))
 }
 
-// RecoveryReport implements recoveryReporter: the lines of the node's log (scripts/rabbitmq.sh keeps it
+// RecoveryReport implements recoveryReporter: the last lines of the node's log (scripts/rabbitmq.sh keeps it
 // beside the PID file) that tell what a recovery after an unclean shutdown did, such as "Queue X in
-// vhost / dropped 0/12/0 persistent messages and 0 transient messages after unclean shutdown", at
-// most 40 of them.
+// vhost / dropped 0/12/0 persistent messages and 0 transient messages after unclean shutdown".
 func (h *AMQP) RecoveryReport(t testing.TB) string {
 	t.Helper()
-	path := filepath.Join(filepath.Dir(h.Ctl.PIDFile), "log", "mqtarget-run.log")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	var out []string
-	for line := range strings.Lines(string(raw)) {
-		l := strings.ToLower(line)
-		if strings.Contains(l, "unclean shutdown") || strings.Contains(l, "dropped") ||
-			strings.Contains(l, "recover") || strings.Contains(l, "rebuilding") {
-			out = append(out, strings.TrimRight(line, "\n"))
-		}
-	}
-	if len(out) == 0 {
-		return "(nothing about recovery in " + path + ")"
-	}
-	if len(out) > 40 {
-		out = append(out[:40], fmt.Sprintf("... %d more", len(out)-40))
-	}
-	return strings.Join(out, "\n")
+	return publishertest.LogLines(filepath.Join(filepath.Dir(h.Ctl.PIDFile), "log", "mqtarget-run.log"), 40,
+		"unclean", "dropped", "recover", "rebuilding", "database")
 }
 
 // queued is how many ready messages queue topic holds on host, by a passive queue.declare; 0 when

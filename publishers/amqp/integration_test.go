@@ -342,9 +342,12 @@ func TestIntegrationKill(t *testing.T) {
 	mu.Lock()
 	a, f := acked, failed
 	mu.Unlock()
-	if out, err := exec.Command("../../scripts/rabbitmq.sh", "start").CombinedOutput(); err != nil {
+	out, err := exec.Command("../../scripts/rabbitmq.sh", "start").CombinedOutput()
+	if err != nil {
 		t.Fatalf("restart: %v\n%s", err, out)
 	}
+	// Kept for a failure: a new-machine CI run found 1 of 202 held, as if the queue had been made anew.
+	existed := queueMessages(t, srv.vhost, topic) >= 0 // before the publisher's redeclare below
 	start := time.Now()
 	for {
 		err := p.Publish(ctxT(t, time.Second), 0, topic, []byte("after"))
@@ -359,6 +362,13 @@ func TestIntegrationKill(t *testing.T) {
 	held := queueMessages(t, srv.vhost, topic)
 	t.Logf("acknowledged %d before the kill, %d failed; the queue holds %d (+1 published after the restart); recovered %v after the restart", a, f, held, time.Since(start).Round(time.Millisecond))
 	if held < a+1 || held > a+f+1 {
+		t.Logf("the queue existed after the restart, before the publisher declared it again: %v", existed)
+		t.Logf("scripts/rabbitmq.sh start said:\n%s", out)
+		t.Logf("the node's log on its recovery:\n%s", publishertest.LogLines(os.Getenv("RABBITMQ_DATA")+"/log/mqtarget-run.log", 40, recoveryWords...))
 		t.Fatalf("held %d, want %d..%d: acknowledged messages lost, or some sent twice", held, a+1, a+f+1)
 	}
 }
+
+// recoveryWords pick the lines of the node's log that tell what its recovery after an unclean shutdown
+// did ("Queue X in vhost / dropped 0/12/0 persistent messages ... after unclean shutdown").
+var recoveryWords = []string{"unclean", "dropped", "recover", "rebuilding", "database"}

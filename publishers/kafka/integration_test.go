@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
@@ -78,21 +79,38 @@ func admin(t testing.TB, c kafka.Config) (*kadm.Client, context.Context) {
 }
 
 // endOffsets are the topic's end offsets per partition, from the cluster (kadm: ListOffsets).
+// A partition's leader can answer UNKNOWN_TOPIC_OR_PARTITION for a moment after the topic was
+// created (its metadata has not reached that broker yet: seen on a new-machine CI run); retriable
+// errors are asked again until the admin context ends.
 func endOffsets(t testing.TB, c kafka.Config, topic string) map[int32]int64 {
 	t.Helper()
 	adm, ctx := admin(t, c)
-	offs, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatalf("ListEndOffsets %s: %v", topic, err)
-	}
-	out := map[int32]int64{}
-	offs.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			t.Fatalf("end offset of %s/%d: %v", topic, o.Partition, o.Err)
+	for {
+		offs, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatalf("ListEndOffsets %s: %v", topic, err)
 		}
-		out[o.Partition] = o.Offset
-	})
-	return out
+		out := map[int32]int64{}
+		var retry error
+		offs.Each(func(o kadm.ListedOffset) {
+			switch {
+			case o.Err == nil:
+				out[o.Partition] = o.Offset
+			case kerr.IsRetriable(o.Err) && retry == nil:
+				retry = fmt.Errorf("end offset of %s/%d: %w", topic, o.Partition, o.Err)
+			case !kerr.IsRetriable(o.Err):
+				t.Fatalf("end offset of %s/%d: %v", topic, o.Partition, o.Err)
+			}
+		})
+		if retry == nil {
+			return out
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%v (still, when the admin context ended)", retry)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // toolOffsets counts with Kafka's own tool: scripts/kafka.sh tool GetOffsetShell, T:PARTITION:OFFSET lines.
