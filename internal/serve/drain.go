@@ -31,8 +31,6 @@ type drainListener struct {
 	drained   chan struct{} // closed when the drain has closed the listener
 	closeOnce sync.Once
 	closeErr  error
-	sweptMu   sync.Mutex
-	swept     []net.Conn // taken from the backlog as the drain closed the listener; Accept hands them out
 }
 
 func newDrainListener(l *net.TCPListener) *drainListener {
@@ -50,9 +48,6 @@ func (l *drainListener) Drain(quiet, max time.Duration) <-chan struct{} {
 }
 
 func (l *drainListener) Accept() (net.Conn, error) {
-	if c := l.takeSwept(); c != nil {
-		return c, nil
-	}
 	if !l.draining.Load() {
 		c, err := l.TCPListener.Accept()
 		if err == nil || !l.draining.Load() {
@@ -74,34 +69,12 @@ func (l *drainListener) Accept() (net.Conn, error) {
 		}
 	}
 	_ = l.Close()
-	if c := l.takeSwept(); c != nil {
-		return c, nil
-	}
 	return nil, errDrained
-}
-
-func (l *drainListener) takeSwept() net.Conn {
-	l.sweptMu.Lock()
-	defer l.sweptMu.Unlock()
-	if len(l.swept) == 0 {
-		return nil
-	}
-	c := l.swept[0]
-	l.swept = l.swept[1:]
-	return c
 }
 
 // Close is idempotent: Serve closes the listener again after a drain.
 func (l *drainListener) Close() error {
 	l.closeOnce.Do(func() {
-		if l.draining.Load() {
-			// The Accept that saw the backlog empty may have run a while ago (a goroutine waits to be
-			// scheduled on a busy machine): take what queued since, in the instant before the close.
-			c := sweep(l.TCPListener)
-			l.sweptMu.Lock()
-			l.swept = append(l.swept, c...)
-			l.sweptMu.Unlock()
-		}
 		l.closeErr = l.TCPListener.Close()
 		close(l.drained)
 	})
