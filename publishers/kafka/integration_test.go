@@ -263,6 +263,9 @@ func brokerAddr(t testing.TB, c kafka.Config, node int32) string {
 func TestIntegrationConsumer(t *testing.T) {
 	testlane.Lock(t, "kafka") // the real brokers other packages stop and freeze too
 	c := integrationConfig(t)
+	// The first publish creates the topic (leaders elected on both brokers): a busy CI run took past the
+	// default 5 s. This test is about what comes back, not how fast.
+	c.PublishTimeout = 20 * time.Second
 	p := newPublisher(t, c)
 	defer p.Close()
 	topic := freshTopic("consume")
