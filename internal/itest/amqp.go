@@ -141,7 +141,7 @@ func (h *AMQP) mayKill(t testing.TB) {
 func (h *AMQP) StopHost(t testing.TB, _ int)   { t.Helper(); h.mayKill(t); h.Ctl.Stop(t) }
 func (h *AMQP) StartHost(t testing.TB, _ int)  { t.Helper(); h.Ctl.Start(t) }
 func (h *AMQP) KillHost(t testing.TB, _ int)   { t.Helper(); h.mayKill(t); h.Ctl.Kill(t) }
-func (h *AMQP) FreezeHost(t testing.TB, _ int) { t.Helper(); freeze(t, h.Ctl.pid(t)) }
+func (h *AMQP) FreezeHost(t testing.TB, _ int) { t.Helper(); publishertest.Freeze(t, h.Ctl.pid(t)) }
 func (h *AMQP) ThawHost(t testing.TB, _ int) {
 	t.Helper()
 	must(t, syscall.Kill(h.Ctl.pid(t), syscall.SIGCONT))

@@ -4,16 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"testing"
-
-	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
-
-// freeze stops process pid and returns once all its threads have (publishertest.Freeze).
-func freeze(t testing.TB, pid int) {
-	t.Helper()
-	publishertest.Freeze(t, pid)
-}
 
 // gone reports an error while process pid exists and is not a zombie (a killed broker that was started
 // detached is reaped by init, maybe later).

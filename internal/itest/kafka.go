@@ -28,6 +28,7 @@ import (
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/kafka"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // Kafka is the Harness for a cluster of scripts/kafka.sh (KRaft: one controller, brokers 0..N-1).
@@ -429,7 +430,10 @@ func (h *Kafka) answers(host int) error {
 // FreezeHost stops the broker's JVM with SIGSTOP: its connections stay open and nothing is answered.
 // The freezes here are shorter than the controller's broker session timeout (9 s), so the broker is
 // not fenced meanwhile.
-func (h *Kafka) FreezeHost(t testing.TB, host int) { t.Helper(); freeze(t, h.pid(t, host)) }
+func (h *Kafka) FreezeHost(t testing.TB, host int) {
+	t.Helper()
+	publishertest.Freeze(t, h.pid(t, host))
+}
 func (h *Kafka) ThawHost(t testing.TB, host int) {
 	t.Helper()
 	must(t, syscall.Kill(h.pid(t, host), syscall.SIGCONT))

@@ -15,6 +15,7 @@ import (
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nsq"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // NSQDProc is a real nsqd process on loopback ports, restartable on the same ports and data.
@@ -98,7 +99,7 @@ func (p *NSQDProc) Stop(t testing.TB) {
 }
 
 // Freeze stops the process with SIGSTOP (a broker that accepts nothing and answers nothing); Thaw resumes it.
-func (p *NSQDProc) Freeze(t testing.TB) { t.Helper(); freeze(t, p.cmd.Process.Pid) }
+func (p *NSQDProc) Freeze(t testing.TB) { t.Helper(); publishertest.Freeze(t, p.cmd.Process.Pid) }
 func (p *NSQDProc) Thaw(t testing.TB)   { t.Helper(); must(t, p.cmd.Process.Signal(syscall.SIGCONT)) }
 
 // NSQ is the Harness for a set of nsqd instances, external processes or embedded.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 	"github.com/mqtarget/mqtarget/publishers/rocketmq"
 	"github.com/mqtarget/mqtarget/publishers/rocketmq/admin"
 )
@@ -173,7 +174,10 @@ func (h *RocketMQ) pid(t testing.TB, host int) int {
 }
 
 // FreezeHost stops the broker's JVM with SIGSTOP: connections stay open and nothing is answered.
-func (h *RocketMQ) FreezeHost(t testing.TB, host int) { t.Helper(); freeze(t, h.pid(t, host)) }
+func (h *RocketMQ) FreezeHost(t testing.TB, host int) {
+	t.Helper()
+	publishertest.Freeze(t, h.pid(t, host))
+}
 func (h *RocketMQ) ThawHost(t testing.TB, host int) {
 	must(t, syscall.Kill(h.pid(t, host), syscall.SIGCONT))
 }

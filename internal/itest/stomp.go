@@ -22,6 +22,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 	"github.com/mqtarget/mqtarget/publishers/stomp"
 )
 
@@ -311,7 +312,7 @@ func (b ScriptBroker) Stop(t testing.TB)  { t.Helper(); b.run(t, "stop", 60*time
 func (b ScriptBroker) Start(t testing.TB) { t.Helper(); b.run(t, "start", 150*time.Second) }
 func (b ScriptBroker) Freeze(t testing.TB) {
 	t.Helper()
-	freeze(t, b.pid(t))
+	publishertest.Freeze(t, b.pid(t))
 }
 func (b ScriptBroker) Thaw(t testing.TB) {
 	t.Helper()

@@ -251,12 +251,14 @@ func (r rabbit) pid(t testing.TB) int {
 	return pid
 }
 
-func (r rabbit) FreezeHost(t testing.TB, _ int) { publishertest.Freeze(t, r.pid(t)) }
-func (r rabbit) ThawHost(t testing.TB, _ int) {
-	if err := syscall.Kill(r.pid(t), syscall.SIGCONT); err != nil {
+func (r rabbit) signal(t testing.TB, sig syscall.Signal) {
+	if err := syscall.Kill(r.pid(t), sig); err != nil {
 		t.Fatal(err)
 	}
 }
+
+func (r rabbit) FreezeHost(t testing.TB, _ int) { publishertest.Freeze(t, r.pid(t)) }
+func (r rabbit) ThawHost(t testing.TB, _ int)   { r.signal(t, syscall.SIGCONT) }
 
 func (r rabbit) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
 	c := DefaultConfig()
@@ -333,9 +335,7 @@ func TestIntegrationKill(t *testing.T) {
 		})
 	}
 	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return acked > 200 })
-	if err := syscall.Kill(r.pid(t), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	r.signal(t, syscall.SIGKILL)
 	time.Sleep(500 * time.Millisecond) // publishes meet the dead node
 	close(stop)
 	wg.Wait()

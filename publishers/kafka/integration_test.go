@@ -96,10 +96,10 @@ func endOffsets(t testing.TB, c kafka.Config, topic string) map[int32]int64 {
 			switch {
 			case o.Err == nil:
 				out[o.Partition] = o.Offset
-			case kerr.IsRetriable(o.Err) && retry == nil:
-				retry = fmt.Errorf("end offset of %s/%d: %w", topic, o.Partition, o.Err)
 			case !kerr.IsRetriable(o.Err):
 				t.Fatalf("end offset of %s/%d: %v", topic, o.Partition, o.Err)
+			case retry == nil:
+				retry = fmt.Errorf("end offset of %s/%d: %w", topic, o.Partition, o.Err)
 			}
 		})
 		if retry == nil {
@@ -381,8 +381,9 @@ func (k *cluster) pid(t testing.TB, host int) int {
 
 func (k *cluster) signal(t testing.TB, host int, sig syscall.Signal) {
 	t.Helper()
-	if pid := k.pid(t, host); syscall.Kill(pid, sig) != nil {
-		t.Fatalf("kill -%d %d failed", sig, pid)
+	pid := k.pid(t, host)
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatalf("kill %d: %v", pid, err)
 	}
 }
 

@@ -21,7 +21,7 @@ func Freeze(t testing.TB, pid int) {
 	}
 	end := time.Now().Add(10 * time.Second)
 	for {
-		err := Stopped(pid)
+		err := stopped(pid)
 		if err == nil {
 			return
 		}
@@ -32,8 +32,8 @@ func Freeze(t testing.TB, pid int) {
 	}
 }
 
-// Stopped reports an error unless every thread of process pid is stopped (state T or t in /proc).
-func Stopped(pid int) error {
+// stopped reports an error unless every thread of process pid is stopped (state T or t in /proc).
+func stopped(pid int) error {
 	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
 	if err != nil || len(tasks) == 0 {
 		return fmt.Errorf("no threads of process %d: %v", pid, err)
