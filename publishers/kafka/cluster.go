@@ -26,6 +26,7 @@ const (
 	discoverTimeout = 10 * time.Second // New and NewConsumer: until the cluster named its brokers
 	dialTimeout     = 2 * time.Second
 	topicPoll       = 50 * time.Millisecond // after creating a topic, until every partition has a leader
+	metadataMinAge  = time.Second           // franz-go's pace of metadata updates after its quick retries
 	maxTopics       = 10000                 // topics whose partition map is kept; beyond it the map starts afresh
 	// maxBufferedBytes bounds what the producer holds for unanswered records, whatever their number.
 	maxBufferedBytes   = 256 << 20
@@ -80,6 +81,10 @@ func (k *cluster) clientOpts() ([]kgo.Opt, error) {
 		kgo.Dialer(k.dialer(tc)),
 		kgo.WithLogger(logger{k.log}),
 		kgo.DisableClientMetrics(), // nothing of ours to push; Close would wait up to 1 s for it
+		// After its 2 s of quick retries, franz-go waits this long between metadata updates that a missing
+		// topic or leader triggers; its default of 5 s equals publish_timeout's, so one slow election
+		// failed a publish.
+		kgo.MetadataMinAge(metadataMinAge),
 		kgo.WithHooks((*connHook)(k)),
 	}
 	mech, err := c.saslMechanism(Section)
@@ -202,7 +207,7 @@ func (k *cluster) lookup(ctx context.Context, topic string, st *topicState) erro
 			continue
 		case terr != nil && !kerr.IsRetriable(terr):
 			return kind(publishers.ErrRejected, fmt.Errorf("kafka: topic %s: %w", topic, terr))
-		case terr == nil && len(td.Partitions) > 0 && leadersKnown(td):
+		case terr == nil && len(td.Partitions) > 0 && leadersKnown(td) && k.othersKnow(ctx, try, topic):
 			st.parts, st.host = k.partitionMap(td)
 			st.leaders, st.id = map[int32]int32{}, td.TopicID
 			for _, p := range td.Partitions {
@@ -216,6 +221,24 @@ func (k *cluster) lookup(ctx context.Context, topic string, st *topicState) erro
 		case <-time.After(topicPoll):
 		}
 	}
+}
+
+// othersKnow: every broker but the try-th that answers knows topic and its leaders. A produce asks the
+// client's metadata, which may go to any broker; one that has not caught up with a topic just created
+// answers without it, and franz-go then waits its metadata backoff (seen: a first publish past a 5 s
+// publish_timeout on a busy machine). A broker that does not answer is passed over: one broker down must
+// not stop the lookup of new topics on the others.
+func (k *cluster) othersKnow(ctx context.Context, try int, topic string) bool {
+	for i := 1; i < len(k.nodes); i++ {
+		td, err := k.metadata(ctx, try+i, topic)
+		if err != nil {
+			continue
+		}
+		if kerr.ErrorForCode(td.ErrorCode) != nil || len(td.Partitions) == 0 || !leadersKnown(td) {
+			return false
+		}
+	}
+	return true
 }
 
 // metadata asks one broker (the try-th, in turn) for topic's metadata. It goes to a broker directly:
