@@ -28,6 +28,11 @@
 #   KAFKA_CONTROLLER_PORT  [9094]  the controller's port (not 9093, where a second broker would listen)
 #   KAFKA_TLS_PORT         [unset: none]  broker K also listens over TLS on KAFKA_TLS_PORT+K, with a test
 #                          certificate for 127.0.0.1 made in $KAFKA_DATA/tls (clients trust tls/ca.pem)
+#   KAFKA_SASL_PORT        [unset: none]  broker K also listens with SASL (SASL_PLAINTEXT) on KAFKA_SASL_PORT+K:
+#                          mechanisms PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, one user for all three; its
+#                          password is written to $KAFKA_DATA/sasl/password (mqtarget's kafka.sasl_password_file)
+#   KAFKA_SASL_USER        [mqtarget]         that user (letters, digits, . _ -)
+#   KAFKA_SASL_PASSWORD    [mqtarget-secret]  its password (letters, digits, . _ -); test use only
 #   KAFKA_HEAP             [256m]  -Xmx and -Xms of each node
 #   KAFKA_START_TIMEOUT    [90]    seconds until every broker is registered
 #   KAFKA_STOP_TIMEOUT     [30]    seconds between SIGTERM and SIGKILL
@@ -56,6 +61,10 @@ BROKERS=${KAFKA_BROKERS:-2}
 PORT=${KAFKA_PORT:-9092}
 CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-9094}
 TLS_PORT=${KAFKA_TLS_PORT:-}
+SASL_PORT=${KAFKA_SASL_PORT:-}
+SASL_USER=${KAFKA_SASL_USER:-mqtarget}
+SASL_PASSWORD=${KAFKA_SASL_PASSWORD:-mqtarget-secret}
+SASL_DIR=$DATA_DIR/sasl
 HEAP=${KAFKA_HEAP:-256m}
 START_TIMEOUT=${KAFKA_START_TIMEOUT:-90}
 STOP_TIMEOUT=${KAFKA_STOP_TIMEOUT:-30}
@@ -77,14 +86,26 @@ check_settings() {
     die "KAFKA_CONTROLLER_PORT=$CONTROLLER_PORT is one of the brokers' ports $PORT..$((PORT + BROKERS - 1)) (set KAFKA_CONTROLLER_PORT)"
   fi
   [[ $HEAP =~ ^[0-9]+[kKmMgG]$ ]] || die "KAFKA_HEAP='$HEAP': want a JVM size such as 256m"
-  if [[ -n $TLS_PORT ]]; then
-    if ! [[ $TLS_PORT =~ ^[0-9]+$ ]] || ((TLS_PORT < 1 || TLS_PORT + BROKERS - 1 > 65535)); then
-      die "KAFKA_TLS_PORT='$TLS_PORT': brokers would listen on $TLS_PORT..$((TLS_PORT + BROKERS - 1))"
-    fi
-    if ((TLS_PORT < PORT + BROKERS && PORT < TLS_PORT + BROKERS)) ||
-      ((CONTROLLER_PORT >= TLS_PORT && CONTROLLER_PORT < TLS_PORT + BROKERS)); then
-      die "KAFKA_TLS_PORT=$TLS_PORT: its ports $TLS_PORT..$((TLS_PORT + BROKERS - 1)) meet the brokers' or the controller's"
-    fi
+  check_listener_port TLS "$TLS_PORT" "$SASL_PORT"
+  check_listener_port SASL "$SASL_PORT" "$TLS_PORT"
+  if [[ -n $SASL_PORT ]]; then
+    [[ $SASL_USER =~ ^[A-Za-z0-9._-]+$ ]] || die "KAFKA_SASL_USER='$SASL_USER': want letters, digits, . _ -"
+    [[ $SASL_PASSWORD =~ ^[A-Za-z0-9._-]+$ ]] || die "KAFKA_SASL_PASSWORD: want letters, digits, . _ - (it is written into the brokers' properties)"
+  fi
+}
+
+# check_listener_port NAME FIRST OTHER: KAFKA_<NAME>_PORT (empty: no such listener) leaves room for every
+# broker and meets neither the brokers' plain ports, the controller's nor the other listener's (OTHER).
+check_listener_port() {
+  local name=$1 first=$2 other=$3
+  [[ -n $first ]] || return 0
+  if ! [[ $first =~ ^[0-9]+$ ]] || ((first < 1 || first + BROKERS - 1 > 65535)); then
+    die "KAFKA_${name}_PORT='$first': brokers would listen on $first..$((first + BROKERS - 1))"
+  fi
+  if ((first < PORT + BROKERS && PORT < first + BROKERS)) ||
+    ((CONTROLLER_PORT >= first && CONTROLLER_PORT < first + BROKERS)) ||
+    { [[ -n $other ]] && ((first < other + BROKERS && other < first + BROKERS)); }; then
+    die "KAFKA_${name}_PORT=$first: its ports $first..$((first + BROKERS - 1)) meet the brokers', the controller's or the other listener's"
   fi
 }
 
@@ -221,7 +242,7 @@ write_properties() {
   {
     echo "controller.quorum.voters=$CONTROLLER_ID@127.0.0.1:$CONTROLLER_PORT"
     echo "controller.listener.names=CONTROLLER"
-    echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL"
+    echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
     echo "log.dirs=$home/data"
     if [[ $node == controller ]]; then
       echo "process.roles=controller"
@@ -233,19 +254,26 @@ write_properties() {
     else
       echo "process.roles=broker"
       echo "node.id=${node#broker-}"
+      local listeners="PLAINTEXT://127.0.0.1:$port"
       if [[ -n $TLS_PORT ]]; then
-        local tls=$((TLS_PORT + ${node#broker-}))
-        echo "listeners=PLAINTEXT://127.0.0.1:$port,SSL://127.0.0.1:$tls"
-        echo "advertised.listeners=PLAINTEXT://127.0.0.1:$port,SSL://127.0.0.1:$tls"
+        listeners+=",SSL://127.0.0.1:$((TLS_PORT + ${node#broker-}))"
         echo "ssl.keystore.type=PKCS12"
         echo "ssl.keystore.location=$DATA_DIR/tls/server.p12"
         echo "ssl.keystore.password=$TLS_STORE_PASSWORD"
         echo "ssl.key.password=$TLS_STORE_PASSWORD"
         echo "ssl.client.auth=none"
-      else
-        echo "listeners=PLAINTEXT://127.0.0.1:$port"
-        echo "advertised.listeners=PLAINTEXT://127.0.0.1:$port"
       fi
+      if [[ -n $SASL_PORT ]]; then
+        listeners+=",SASL_PLAINTEXT://127.0.0.1:$((SASL_PORT + ${node#broker-}))"
+        echo "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+        # PLAIN's users are the JAAS entries; SCRAM's credentials live in the cluster's metadata
+        # (added when the storage is formatted, or by scram_users for an older one)
+        echo "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER=\"$SASL_PASSWORD\";"
+        echo "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        echo "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;"
+      fi
+      echo "listeners=$listeners"
+      echo "advertised.listeners=$listeners"
       echo "inter.broker.listener.name=PLAINTEXT"
       # internal topics on one broker: a cluster of any size works, and losing a broker under test
       # loses no group coordinator unless it is that one
@@ -266,11 +294,38 @@ write_properties() {
 format_storage() {
   local node=$1 home=$DATA_DIR/$1
   [[ -f $home/data/meta.properties ]] && return 0
+  local -a scram=()
+  if [[ -n $SASL_PORT && $node == controller ]]; then
+    scram=(--add-scram "SCRAM-SHA-256=[name=$SASL_USER,password=$SASL_PASSWORD]"
+      --add-scram "SCRAM-SHA-512=[name=$SASL_USER,password=$SASL_PASSWORD]")
+  fi
   tool kafka.tools.StorageTool format -t "$(cluster_id)" -c "$home/server.properties" --ignore-formatted \
-    >"$home/format.out" 2>&1 || {
+    "${scram[@]}" >"$home/format.out" 2>&1 || {
     cat "$home/format.out" >&2
     die "formatting $node's storage failed"
   }
+  if ((${#scram[@]})); then scram_mark >"$SASL_DIR/scram.done"; fi
+}
+
+# scram_mark: what the cluster's SCRAM credentials were made for (user and password), to tell whether
+# they are still the ones asked for.
+scram_mark() { printf '%s\n' "$SASL_USER:$SASL_PASSWORD" | sha256sum | cut -d' ' -f1; }
+
+# scram_users: a storage formatted before SASL was asked for, or for another user or password, gets the
+# SCRAM credentials from Kafka's own tool once the brokers are up.
+scram_users() {
+  [[ -n $SASL_PORT ]] || return 0
+  [[ $(cat "$SASL_DIR/scram.done" 2>/dev/null) == "$(scram_mark)" ]] && return 0
+  local m out
+  for m in SCRAM-SHA-256 SCRAM-SHA-512; do
+    out=$(tool org.apache.kafka.tools.ConfigCommand --bootstrap-server "127.0.0.1:$PORT" --alter --entity-type users \
+      --entity-name "$SASL_USER" --add-config "$m=[password=$SASL_PASSWORD]" 2>&1) || {
+      echo "$out" >&2
+      die "adding the $m credentials of $SASL_USER failed"
+    }
+  done
+  scram_mark >"$SASL_DIR/scram.done"
+  log "SCRAM credentials of $SASL_USER added"
 }
 
 launch() {
@@ -284,6 +339,9 @@ launch() {
   if [[ -n $TLS_PORT && $node == broker-* ]]; then
     port_in_use $((TLS_PORT + ${node#broker-})) && die "port $((TLS_PORT + ${node#broker-})) ($node, TLS) is in use by another process"
     test_certs "$DATA_DIR/tls"
+  fi
+  if [[ -n $SASL_PORT && $node == broker-* ]]; then
+    port_in_use $((SASL_PORT + ${node#broker-})) && die "port $((SASL_PORT + ${node#broker-})) ($node, SASL) is in use by another process"
   fi
   write_properties "$node"
   format_storage "$node"
@@ -340,6 +398,10 @@ cmd_start() {
     log "already running: controller 127.0.0.1:$CONTROLLER_PORT, $BROKERS brokers from 127.0.0.1:$PORT"
     return 0
   fi
+  if [[ -n $SASL_PORT ]]; then
+    mkdir -p "$SASL_DIR"
+    (umask 077 && printf '%s\n' "$SASL_PASSWORD" >"$SASL_DIR/password")
+  fi
   for node in $(nodes); do launch "$node"; done
   local pid
   pid=$(running_pid controller) || die "the controller is not running"
@@ -354,7 +416,11 @@ cmd_start() {
     ((${#STARTED[@]} == 0)) || stop_nodes "${STARTED[@]}"
     die "Kafka not ready within ${START_TIMEOUT}s (logs: $DATA_DIR/*/logs/server.log)"
   fi
-  log "ready in $((SECONDS - t0))s: $BROKERS brokers from 127.0.0.1:$PORT (node ids 0..$((BROKERS - 1))), controller 127.0.0.1:$CONTROLLER_PORT"
+  scram_users
+  local extra=""
+  [[ -z $TLS_PORT ]] || extra+=", TLS from 127.0.0.1:$TLS_PORT"
+  [[ -z $SASL_PORT ]] || extra+=", SASL from 127.0.0.1:$SASL_PORT (user $SASL_USER, password in $SASL_DIR/password)"
+  log "ready in $((SECONDS - t0))s: $BROKERS brokers from 127.0.0.1:$PORT (node ids 0..$((BROKERS - 1)))$extra, controller 127.0.0.1:$CONTROLLER_PORT"
 }
 
 cmd_stop() {

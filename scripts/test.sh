@@ -182,12 +182,14 @@ export MQTARGET_ROCKETMQ_NAMESRV="127.0.0.1:${ROCKETMQ_NAMESRV_PORT:-9876}" \
 # tests share, in the "rabbitmq" lane those take too (MQTARGET_AMQP_KILL=0 skips them).
 export KAFKA_PORT="${KAFKA_PORT:-9092}" KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9094}"
 export KAFKA_TLS_PORT="${KAFKA_TLS_PORT:-$((KAFKA_PORT + 100))}" KAFKA_DATA=$RUN/kafka KAFKA_BROKERS=2
+export KAFKA_SASL_PORT="${KAFKA_SASL_PORT:-$((KAFKA_PORT + 300))}" KAFKA_SASL_USER="${KAFKA_SASL_USER:-mqtarget}"
 start_bg kafka
 export KAFKA_SCRIPT=$PWD/scripts/kafka.sh MQTARGET_KAFKA_TEST_BROKERS="127.0.0.1:$KAFKA_PORT" \
-  KAFKA_TLS_BROKERS="127.0.0.1:$KAFKA_TLS_PORT" KAFKA_TLS_CA="$KAFKA_DATA/tls/ca.pem"
+  KAFKA_TLS_BROKERS="127.0.0.1:$KAFKA_TLS_PORT" KAFKA_TLS_CA="$KAFKA_DATA/tls/ca.pem" \
+  KAFKA_SASL_BROKERS="127.0.0.1:$KAFKA_SASL_PORT" KAFKA_SASL_PASSWORD_FILE="$KAFKA_DATA/sasl/password"
 # internal/itest's Kafka: a cluster of its own (go test runs that package beside publishers/kafka,
 # whose tests kill and freeze the first one's brokers, and the other way round).
-kafka_http=(KAFKA_PORT=$((KAFKA_PORT + 200)) KAFKA_CONTROLLER_PORT=$((KAFKA_PORT + 202)) KAFKA_TLS_PORT= KAFKA_DATA="$RUN/kafka-http" KAFKA_BROKERS=2)
+kafka_http=(KAFKA_PORT=$((KAFKA_PORT + 200)) KAFKA_CONTROLLER_PORT=$((KAFKA_PORT + 202)) KAFKA_TLS_PORT= KAFKA_SASL_PORT= KAFKA_DATA="$RUN/kafka-http" KAFKA_BROKERS=2)
 start_instance kafka-http kafka "${kafka_http[@]}"
 export MQTARGET_KAFKA_TEST_HTTP_BROKERS="127.0.0.1:$((KAFKA_PORT + 200))" MQTARGET_KAFKA_TEST_HTTP_ENV="${kafka_http[*]}"
 nats_port=${NATS_PORT:-4222} nats_mon=${NATS_MONITOR_PORT:-8222}

@@ -123,6 +123,9 @@ func newCluster(c Config, log *slog.Logger, extra ...kgo.Opt) (*cluster, error) 
 	}
 	if err != nil {
 		k.cl.Close()
+		if field := saslField(err); field != "" {
+			return nil, kind(publishers.ErrUnavailable, fmt.Errorf("%s.%s: the cluster refused the %s login of %q: %w", Section, field, c.SASLMechanism, c.SASLUser, err))
+		}
 		return nil, kind(publishers.ErrUnavailable, fmt.Errorf("kafka.brokers: %v: no cluster metadata within %v: %w", c.Brokers, discoverTimeout, err))
 	}
 	if len(md.Brokers) > publishers.MaxHosts {
@@ -144,6 +147,18 @@ func newCluster(c Config, log *slog.Logger, extra ...kgo.Opt) (*cluster, error) 
 		return nil, fmt.Errorf("kafka.replication_factor: %d exceeds the cluster's %d brokers", c.ReplicationFactor, len(k.nodes))
 	}
 	return k, nil
+}
+
+// saslField names the setting a refused SASL login points at: the user (or its password) when the
+// broker did not accept the credentials, the mechanism when it does not offer it; "" for other errors.
+func saslField(err error) string {
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed):
+		return "sasl_user"
+	case errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.IllegalSaslState):
+		return "sasl_mechanism"
+	}
+	return ""
 }
 
 // checkHost refuses a host index the cluster has no broker for.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -580,5 +581,70 @@ func TestIntegrationTLS(t *testing.T) {
 	c.CAFile = ""
 	if _, err := kafka.New(c, pt.Logger(t)); !errors.Is(err, publishers.ErrUnavailable) {
 		t.Errorf("New with the system's roots: %v, want ErrUnavailable (unknown CA)", err)
+	}
+}
+
+// TestIntegrationSASL: over the brokers' SASL listeners (scripts/kafka.sh with KAFKA_SASL_PORT;
+// KAFKA_SASL_BROKERS their addresses, KAFKA_SASL_USER and KAFKA_SASL_PASSWORD_FILE the login it made)
+// each mechanism logs in, publishes to every host and the cluster holds exactly that; a wrong password
+// and an unknown user are refused at New, naming kafka.sasl_user, without waiting out the discovery.
+func TestIntegrationSASL(t *testing.T) {
+	testlane.Lock(t, "kafka") // the real brokers other packages stop and freeze too
+	base := configFrom(t, "KAFKA_SASL_BROKERS")
+	base.SASLUser, base.SASLPasswordFile = os.Getenv("KAFKA_SASL_USER"), os.Getenv("KAFKA_SASL_PASSWORD_FILE")
+	if base.SASLUser == "" {
+		base.SASLUser = "mqtarget" // scripts/kafka.sh's default
+	}
+	if base.SASLPasswordFile == "" {
+		t.Fatal("KAFKA_SASL_BROKERS is set without KAFKA_SASL_PASSWORD_FILE (scripts/kafka.sh writes $KAFKA_DATA/sasl/password)")
+	}
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	if err := os.WriteFile(wrong, []byte("not-the-password\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plain := integrationConfig(t)
+	for _, mech := range []string{kafka.SASLPlain, kafka.SASLScramSHA256, kafka.SASLScramSHA512} {
+		t.Run(mech, func(t *testing.T) {
+			c := base
+			c.SASLMechanism = mech
+			p := newPublisher(t, c)
+			defer p.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			topic := freshTopic("sasl")
+			for host := range p.Hosts() {
+				if err := p.Publish(ctx, host, topic, []byte("over SASL")); err != nil {
+					t.Fatalf("host %d (%s): %v", host, p.Hosts()[host], err)
+				}
+				if err := p.PublishBatch(ctx, host, topic, [][]byte{[]byte("b1"), []byte("b2")}); err != nil {
+					t.Fatalf("host %d: PublishBatch: %v", host, err)
+				}
+			}
+			for part, n := range endOffsets(t, plain, topic) {
+				want := int64(0)
+				if int(part) < len(p.Hosts()) {
+					want = 3 // host k publishes to partition k, led by broker k
+				}
+				if n != want {
+					t.Errorf("partition %d holds %d, want %d", part, n, want)
+				}
+			}
+			for _, bad := range []struct{ name, user, file string }{
+				{"wrong password", c.SASLUser, wrong},
+				{"unknown user", "nobody-" + strconv.FormatInt(time.Now().UnixNano(), 36), c.SASLPasswordFile},
+			} {
+				b := c
+				b.SASLUser, b.SASLPasswordFile = bad.user, bad.file
+				start := time.Now()
+				_, err := kafka.New(b, pt.Logger(t))
+				took := time.Since(start)
+				if !errors.Is(err, publishers.ErrUnavailable) || !strings.Contains(err.Error(), "kafka.sasl_user") {
+					t.Errorf("%s: New: %v, want ErrUnavailable naming kafka.sasl_user", bad.name, err)
+				}
+				if took > 5*time.Second {
+					t.Errorf("%s: New answered after %v: a refused login is final, not worth retrying", bad.name, took.Round(time.Millisecond))
+				}
+			}
+		})
 	}
 }
