@@ -257,15 +257,8 @@ var varRefRE = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 // (a -shard of "$(SHARD_INDEX)/3" would be refused, a nsqd broadcast address would be wrong).
 func TestContainerArgsReferenceDeclaredEnv(t *testing.T) {
 	for key, obj := range typedObjects(t) {
-		var pod corev1.PodSpec
-		switch o := obj.(type) {
-		case *appsv1.Deployment:
-			pod = o.Spec.Template.Spec
-		case *appsv1.StatefulSet:
-			pod = o.Spec.Template.Spec
-		case *batchv1.Job:
-			pod = o.Spec.Template.Spec
-		default:
+		pod, ok := podSpecOf(obj)
+		if !ok {
 			continue
 		}
 		for _, c := range append(pod.InitContainers, pod.Containers...) {
@@ -277,6 +270,102 @@ func TestContainerArgsReferenceDeclaredEnv(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// podSpecOf returns the pod template of a workload manifest (ok false for kinds that run no pods).
+func podSpecOf(obj any) (corev1.PodSpec, bool) {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return o.Spec.Template.Spec, true
+	case *appsv1.StatefulSet:
+		return o.Spec.Template.Spec, true
+	case *batchv1.Job:
+		return o.Spec.Template.Spec, true
+	}
+	return corev1.PodSpec{}, false
+}
+
+// The image every manifest runs mqtarget with, as docs/deploy.md ("The image") tells users to build and
+// load it into the nodes. The explicit IfNotPresent makes the kubelet use that loaded image: a :latest
+// tag without a policy defaults to Always, a pull from a registry that has no such image.
+const (
+	mqtargetImage      = "mqtarget:dev"
+	mqtargetPullPolicy = corev1.PullIfNotPresent
+)
+
+// runsMqtarget: a container of ours, by its name or by its image's repository, so that a wrong image
+// alone does not take a container out of the check.
+func runsMqtarget(c corev1.Container) bool {
+	repo, _, _ := strings.Cut(c.Image, "@")
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	return c.Name == "mqtarget" || repo == "mqtarget" || strings.HasSuffix(repo, "/mqtarget")
+}
+
+// imageProblem says what is wrong with a mqtarget container's image or pull policy ("" for nothing).
+func imageProblem(c corev1.Container) string {
+	if c.Image != mqtargetImage || c.ImagePullPolicy != mqtargetPullPolicy {
+		return fmt.Sprintf("image %q, imagePullPolicy %q: want %q, %q as every manifest (docs/deploy.md)",
+			c.Image, c.ImagePullPolicy, mqtargetImage, mqtargetPullPolicy)
+	}
+	return ""
+}
+
+func TestImageProblem(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		c       corev1.Container
+		ours    bool
+		problem bool
+	}{
+		{"the sidecar before the fix", corev1.Container{Name: "mqtarget", Image: "mqtarget:latest"}, true, true},
+		{"no pull policy", corev1.Container{Name: "mqtarget", Image: "mqtarget:dev"}, true, true},
+		{"another policy", corev1.Container{Name: "mqtarget", Image: "mqtarget:dev", ImagePullPolicy: corev1.PullAlways}, true, true},
+		{"from a registry, by image", corev1.Container{Name: "load", Image: "registry.example.com:5000/mqtarget:dev", ImagePullPolicy: corev1.PullIfNotPresent}, true, true},
+		{"by digest", corev1.Container{Name: "load", Image: "mqtarget@sha256:0123", ImagePullPolicy: corev1.PullIfNotPresent}, true, true},
+		{"the load worker", corev1.Container{Name: "load", Image: "mqtarget:dev", ImagePullPolicy: corev1.PullIfNotPresent}, true, false},
+		{"the replicas", corev1.Container{Name: "mqtarget", Image: "mqtarget:dev", ImagePullPolicy: corev1.PullIfNotPresent}, true, false},
+		{"nsqd", corev1.Container{Name: "nsqd", Image: "nsqio/nsq:v1.3.0"}, false, false},
+		{"an application named like us", corev1.Container{Name: "app", Image: "registry.example.com/mqtarget-app:latest"}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := runsMqtarget(tc.c); got != tc.ours {
+				t.Errorf("runsMqtarget %v, want %v", got, tc.ours)
+			}
+			// What TestManifestsUseOneMqtargetImage reports: only our containers are held to our image.
+			if got := imageProblem(tc.c); (tc.ours && got != "") != tc.problem {
+				t.Errorf("imageProblem %q, want a problem reported: %v", got, tc.problem)
+			}
+		})
+	}
+}
+
+// TestManifestsUseOneMqtargetImage: every mqtarget container of every manifest runs the image docs/deploy.md
+// names with its pull policy, so one `kind load docker-image mqtarget:dev` serves them all.
+func TestManifestsUseOneMqtargetImage(t *testing.T) {
+	var checked []string
+	for key, obj := range typedObjects(t) {
+		pod, ok := podSpecOf(obj)
+		if !ok {
+			continue
+		}
+		for _, c := range append(pod.InitContainers, pod.Containers...) {
+			if !runsMqtarget(c) {
+				continue
+			}
+			checked = append(checked, key+" "+c.Name)
+			if p := imageProblem(c); p != "" {
+				t.Errorf("%s: container %s: %s", key, c.Name, p)
+			}
+		}
+	}
+	// The sidecar's, the replicas' and the load workers': none escaped the check by its name and image.
+	slices.Sort(checked)
+	want := []string{"Deployment/mqtarget mqtarget", "Deployment/mqtarget-demo mqtarget", "Job/mqtarget-load load"}
+	if !slices.Equal(checked, want) {
+		t.Errorf("mqtarget containers checked: %q, want %q", checked, want)
 	}
 }
 

@@ -195,16 +195,9 @@ func (r *rateFlag) String() string {
 }
 
 func (r *rateFlag) Set(s string) error {
-	a, b, ramp := strings.Cut(s, ":")
-	from, err := strconv.Atoi(a)
+	from, to, err := load.ParseRate(s)
 	if err != nil {
-		return fmt.Errorf("want R or R:R2 (whole requests per second), got %q", s)
-	}
-	to := 0
-	if ramp {
-		if to, err = strconv.Atoi(b); err != nil || to < 1 {
-			return fmt.Errorf("want R or R:R2 (whole requests per second), got %q", s)
-		}
+		return err
 	}
 	r.from, r.to = from, to
 	return nil

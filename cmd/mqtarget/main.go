@@ -2,7 +2,7 @@
 // wrk, wrk2 or hey. With no broker configured it starts the default broker's embedded servers.
 //
 // Subcommands: serve (the default, when the first argument is not a subcommand's name), consume,
-// roundtrip, load, sweep, healthcheck and version.
+// roundtrip, load, report, sweep, healthcheck, version and help.
 package main
 
 import (

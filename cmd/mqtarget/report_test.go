@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"go/parser"
+	"go/token"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -15,6 +17,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/mqtarget/mqtarget/config"
 )
@@ -193,10 +196,30 @@ func TestHelpListsSubcommands(t *testing.T) {
 		if code != 0 {
 			t.Errorf("%v: exit %d", args, code)
 		}
-		for _, sub := range append(slices.Sorted(maps.Keys(interruptible)), "healthcheck", "version", "help") {
+		for _, sub := range subcommandNames() {
 			if !strings.Contains(text, "mqtarget "+sub) {
 				t.Errorf("%v does not list %s:\n%s", args, sub, text)
 			}
+		}
+	}
+}
+
+// subcommandNames are the names run dispatches on besides serve.
+func subcommandNames() []string {
+	return append(slices.Sorted(maps.Keys(interruptible)), "healthcheck", "version", "help")
+}
+
+// TestPackageDocListsSubcommands: go doc's first screen (main.go's package comment) names every
+// subcommand too; it had fallen behind when report came.
+func TestPackageDocListsSubcommands(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, parser.PackageClauseOnly|parser.ParseComments)
+	if err != nil || f.Doc == nil {
+		t.Fatalf("main.go's package comment: %v", err)
+	}
+	words := strings.FieldsFunc(f.Doc.Text(), func(r rune) bool { return !unicode.IsLetter(r) })
+	for _, sub := range append(subcommandNames(), "serve") {
+		if !slices.Contains(words, sub) {
+			t.Errorf("main.go's package comment does not name the subcommand %s:\n%s", sub, f.Doc.Text())
 		}
 	}
 }

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"html"
 	"image/png"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -120,13 +124,11 @@ func checkPage(dom string, bad400 int) error {
 	return nil
 }
 
-// TestLivePageInChromium opens the live page in headless Chromium against mqtarget with its embedded
-// nsqd, after answers of 200 and 400 and while /send1 traffic goes on, and checks that the page shows
-// them; it keeps a screenshot (and writes it to $MQTARGET_PAGE_SCREENSHOT when set, for docs/).
-func TestLivePageInChromium(t *testing.T) {
-	bin := chromiumBin(t)
+// livePageTarget starts mqtarget with its embedded nsqd, answers 200 and bad times 400 on /send1 and
+// one /sendRoundTrip, and keeps /send1 and /sendRoundTrip traffic going until the test ends, so that
+// whichever window the page shows has answers of both in it (one round trip every fifth tick).
+func livePageTarget(t *testing.T, bad int) *Target {
 	tg := StartTarget(t, nil, nil)
-	const bad = 3
 	for range 20 {
 		if r := tg.Get(t, "/send1"); r.Status != http.StatusOK {
 			t.Fatalf("/send1: %d %s", r.Status, r.Error)
@@ -140,12 +142,10 @@ func TestLivePageInChromium(t *testing.T) {
 	if r := tg.Get(t, "/sendRoundTrip"); r.Status != http.StatusOK {
 		t.Fatalf("/sendRoundTrip: %d %s", r.Status, r.Error)
 	}
-	// Traffic while the page is looked at, so whichever window it shows has /send1 and /sendRoundTrip
-	// answers in it (one round trip every fifth tick).
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
+	t.Cleanup(wg.Wait) // cleanups run last first: cancel, then wait, then the target's shutdown
+	t.Cleanup(cancel)
 	wg.Go(func() {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
@@ -166,6 +166,16 @@ func TestLivePageInChromium(t *testing.T) {
 			}
 		}
 	})
+	return tg
+}
+
+// TestLivePageInChromium opens the live page in headless Chromium against mqtarget with its embedded
+// nsqd, after answers of 200 and 400 and while /send1 traffic goes on, and checks that the page shows
+// them; it keeps a screenshot (and writes it to $MQTARGET_PAGE_SCREENSHOT when set, for docs/).
+func TestLivePageInChromium(t *testing.T) {
+	bin := chromiumBin(t)
+	const bad = 3
+	tg := livePageTarget(t, bad)
 
 	// One Chromium run both dumps the DOM and takes the screenshot: a start costs seconds on a busy machine.
 	shot := t.TempDir() + "/live-page.png"
@@ -205,5 +215,120 @@ func TestLivePageInChromium(t *testing.T) {
 		if err := os.WriteFile(dst, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// measureWidths is appended to the live page by TestLivePageFitsNarrowWindow's proxy: it records, as
+// attributes of <html> that --dump-dom shows, how wide the document is against its viewport and the
+// elements that stick out past the viewport's right edge or scroll sideways inside themselves (an
+// overflow-x: auto table wrapper would keep the document narrow and still scroll).
+const measureWidths = `<script>
+setInterval(() => {
+  const d = document.documentElement, out = [], seen = new Set();
+  for (const e of document.body.querySelectorAll("*")) {
+    const r = e.getBoundingClientRect(), name = e.tagName.toLowerCase() + (e.id ? "#" + e.id : "");
+    let what = "";
+    if (r.right > d.clientWidth + 0.5) what = name + " right " + Math.round(r.right);
+    else if (getComputedStyle(e).overflowX !== "visible" && e.scrollWidth > e.clientWidth + 1) what = name + " scrolls " + e.scrollWidth;
+    if (!what) continue;
+    seen.add(e);
+    if (!seen.has(e.parentElement)) out.push(what); // the outermost only: its cells say nothing more
+  }
+  d.dataset.scrollWidth = d.scrollWidth;
+  d.dataset.clientWidth = d.clientWidth;
+  d.dataset.wide = out.join(", ");
+}, 100);
+</script>`
+
+var (
+	htmlTag = regexp.MustCompile(`<html[^>]*>`)
+	bodyEnd = []byte("</body>")
+)
+
+// htmlData returns the data-NAME attribute of the dumped DOM's <html> tag, unescaped (ok false without it).
+func htmlData(dom, name string) (string, bool) {
+	m := regexp.MustCompile(`\sdata-` + name + `="([^"]*)"`).FindStringSubmatch(htmlTag.FindString(dom))
+	if m == nil {
+		return "", false
+	}
+	return html.UnescapeString(m[1]), true
+}
+
+// measuringProxy serves tg through a reverse proxy that appends measureWidths to the live page: the
+// script must come from the page's own origin to read its layout, and mqtarget has no hook for it.
+func measuringProxy(t *testing.T, tg *Target) string {
+	u, err := url.Parse(tg.Base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := httputil.NewSingleHostReverseProxy(u)
+	director := p.Director
+	p.Director = func(r *http.Request) {
+		director(r)
+		r.Header.Del("Accept-Encoding") // the body is rewritten: plain text
+	}
+	p.ModifyResponse = func(resp *http.Response) error {
+		if resp.Request.URL.Path != "/" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+			return nil
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if !bytes.Contains(body, bodyEnd) {
+			return fmt.Errorf("the live page has no %s", bodyEnd)
+		}
+		body = bytes.Replace(body, bodyEnd, append([]byte(measureWidths), bodyEnd...), 1)
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.ContentLength = int64(len(body))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		return nil
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// narrowWidth is the window the live page must fit without sideways scrolling (issue #20: "readable at
+// 900 px"; the hosts table scrolled sideways there).
+const narrowWidth = 900
+
+// TestLivePageFitsNarrowWindow opens the live page at 900 px, once it shows its rows (both tables
+// filled), and checks that neither the document nor any element of it scrolls sideways.
+func TestLivePageFitsNarrowWindow(t *testing.T) {
+	bin := chromiumBin(t)
+	const bad = 3
+	tg := livePageTarget(t, bad)
+	base := measuringProxy(t, tg)
+	var scroll, viewport int
+	var wide string
+	Eventually(t, 25*time.Second, "the page at 900 px shows its rows and its measured widths", func() error {
+		// No --hide-scrollbars: a real window's vertical scrollbar takes its width from the page.
+		dom, err := headless(t, bin, base+"/", fmt.Sprintf("--window-size=%d,760", narrowWidth), "--dump-dom")
+		if err != nil {
+			return err
+		}
+		if err := checkPage(string(dom), bad); err != nil {
+			return err
+		}
+		sw, ok1 := htmlData(string(dom), "scroll-width")
+		cw, ok2 := htmlData(string(dom), "client-width")
+		w, ok3 := htmlData(string(dom), "wide")
+		if !ok1 || !ok2 || !ok3 {
+			return fmt.Errorf("no widths measured: %s", htmlTag.FindString(string(dom)))
+		}
+		scroll, _ = strconv.Atoi(sw)
+		viewport, _ = strconv.Atoi(cw)
+		wide = w
+		return nil
+	})
+	if viewport < narrowWidth-40 || viewport > narrowWidth {
+		t.Fatalf("viewport %d px wide in a %d px window: not the width asked for", viewport, narrowWidth)
+	}
+	t.Logf("at %d px: document %d px wide, viewport %d px", narrowWidth, scroll, viewport)
+	if scroll > viewport || wide != "" {
+		t.Errorf("at %d px the page is %d px wide in a %d px viewport; sticking out or scrolling: %s",
+			narrowWidth, scroll, viewport, wide)
 	}
 }

@@ -116,6 +116,21 @@ func ValidateURL(u string) (*url.URL, error) {
 	return p, nil
 }
 
+// ParseRate reads a rate as -rate and a sweep's axes.rates write it: R, or R:R2 for a linear ramp from
+// R to R2 (to is 0 without a ramp). Bounds are Validate's.
+func ParseRate(s string) (from, to int, err error) {
+	a, b, ramp := strings.Cut(s, ":")
+	if from, err = strconv.Atoi(a); err != nil {
+		return 0, 0, fmt.Errorf("want R or R:R2 (whole requests per second), got %q", s)
+	}
+	if ramp {
+		if to, err = strconv.Atoi(b); err != nil || to < 1 {
+			return 0, 0, fmt.Errorf("want R or R:R2 (whole requests per second), got %q", s)
+		}
+	}
+	return from, to, nil
+}
+
 // Validate reports the first bad option, naming it as the load subcommand's flag.
 func (o Options) Validate() error {
 	if _, err := ValidateURL(o.URL); err != nil {

@@ -26,6 +26,32 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestStatusCounting: a server answering 200, 400 and 503 in turn; the result's by_status matches what
 // the server sent exactly, ok counts only the 200s, and throughput is ok per second.
+// TestParseRate: -rate and a sweep's axes.rates read R and R:R2 alike; bounds are Validate's.
+func TestParseRate(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		from, to int
+		ok       bool
+	}{
+		{"constant", "2000", 2000, 0, true},
+		{"ramp", "100:5000", 100, 5000, true},
+		{"ramp down", "5000:100", 5000, 100, true},
+		{"negative, for Validate to name", "-5", -5, 0, true},
+		{"ramp end 0", "100:0", 0, 0, false},
+		{"ramp end missing", "100:", 0, 0, false},
+		{"not a number", "many", 0, 0, false},
+		{"fraction", "1.5", 0, 0, false},
+		{"two colons", "1:2:3", 0, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			from, to, err := ParseRate(tc.in)
+			if (err == nil) != tc.ok || from != tc.from || to != tc.to {
+				t.Errorf("ParseRate(%q) = %d, %d, %v; want %d, %d, ok %v", tc.in, from, to, err, tc.from, tc.to, tc.ok)
+			}
+		})
+	}
+}
+
 func TestStatusCounting(t *testing.T) {
 	codes := []int{200, 400, 503, 200, 200}
 	var n atomic.Int64

@@ -22,7 +22,7 @@ var (
 	dimBroker   = dim{"broker", func(r *load.Result) string { return r.Meta.Broker }}
 	dimLoad     = dim{"load", func(r *load.Result) string {
 		if r.Meta.Model == load.Open {
-			return strconv.Itoa(r.Meta.Rate) + " req/s"
+			return Rate{r.Meta.Rate, r.Meta.RateTo}.String() + " req/s"
 		}
 		return strconv.Itoa(r.Meta.Connections) + " conn"
 	}}
@@ -57,7 +57,8 @@ var xAxes = []xAxis{
 		return float64(r.Meta.Connections), r.Meta.Model == load.Closed
 	}, []dim{dimEndpoint, dimBroker, dimSize, dimTopics, dimDuration}, true, "from the actual send time"},
 	{"rate", "offered rate (requests/s, open model)", func(r *load.Result) (float64, bool) {
-		return float64(r.Meta.Rate), r.Meta.Model == load.Open
+		// A ramp offers no one rate: it has no place on this axis (its row in summary.md has its numbers).
+		return float64(r.Meta.Rate), r.Meta.Model == load.Open && r.Meta.RateTo == 0
 	}, []dim{dimEndpoint, dimBroker, dimSize, dimTopics, dimDuration}, true, "from the intended send time"},
 	{"size", "payload size (bytes)", func(r *load.Result) (float64, bool) { return number(r, "size") },
 		[]dim{dimEndpoint, dimBroker, dimLoad, dimTopics, dimDuration}, false, ""},

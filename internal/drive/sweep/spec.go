@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,10 +40,34 @@ type Axes struct {
 	Endpoints   []string        `yaml:"endpoints"`
 	Brokers     []string        `yaml:"brokers"` // empty: the target's default broker
 	Connections []int           `yaml:"connections"`
-	Rates       []int           `yaml:"rates"`
+	Rates       []Rate          `yaml:"rates"`
 	Sizes       []int           `yaml:"sizes"`  // payload bytes (?size=); empty: the target's default
 	Topics      []int           `yaml:"topics"` // ?topics= spread; empty: one topic
 	Durations   []time.Duration `yaml:"durations"`
+}
+
+// Rate is a value of axes.rates: From requests per second, or with To > 0 a linear ramp from From to To
+// over the run's duration, written R:R2 as `mqtarget load -rate` takes it (load.ParseRate).
+type Rate struct{ From, To int }
+
+// UnmarshalYAML reads 1000 or 100:5000 (quoted or not: either is a plain scalar to YAML 1.2).
+func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return errors.New("must be R or R:R2")
+	}
+	from, to, err := load.ParseRate(n.Value)
+	if err != nil {
+		return err
+	}
+	*r = Rate{from, to}
+	return nil
+}
+
+func (r Rate) String() string {
+	if r.To > 0 {
+		return strconv.Itoa(r.From) + ":" + strconv.Itoa(r.To)
+	}
+	return strconv.Itoa(r.From)
 }
 
 // Bounds of a spec, to keep a typo from running for days.
@@ -228,8 +253,13 @@ func (s *Spec) validate(knownBroker func(string) bool) error {
 	if err := inRange("axes.connections", a.Connections, 1, MaxConnections); err != nil {
 		return err
 	}
-	if err := inRange("axes.rates", a.Rates, 1, MaxRate); err != nil {
-		return err
+	for i, r := range a.Rates {
+		switch {
+		case r.From < 1:
+			return fmt.Errorf("axes.rates[%d]: must be > 0, got %d", i, r.From)
+		case r.From > MaxRate || r.To > MaxRate:
+			return fmt.Errorf("axes.rates[%d]: must be <= %d, got %s", i, MaxRate, r)
+		}
 	}
 	if err := inRange("axes.sizes", a.Sizes, 1, MaxSize); err != nil {
 		return err
@@ -308,6 +338,7 @@ func hasDup[T comparable](vs []T) bool {
 type Run struct {
 	Endpoint, Broker  string
 	Connections, Rate int // one is > 0
+	RateTo            int // > 0: the open model's rate ramps from Rate to RateTo over Duration
 	Size, Topics      int
 	Duration          time.Duration
 }
@@ -337,11 +368,11 @@ func (s Spec) Runs() []Run {
 					for _, d := range a.Durations {
 						r := Run{Endpoint: e, Broker: b, Size: size, Topics: t, Duration: d}
 						for _, c := range a.Connections {
-							r.Connections, r.Rate = c, 0
+							r.Connections, r.Rate, r.RateTo = c, 0, 0
 							runs = append(runs, r)
 						}
 						for _, rate := range a.Rates {
-							r.Connections, r.Rate = 0, rate
+							r.Connections, r.Rate, r.RateTo = 0, rate.From, rate.To
 							runs = append(runs, r)
 						}
 					}

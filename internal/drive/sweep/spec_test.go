@@ -71,6 +71,12 @@ func TestParseErrorsNameTheField(t *testing.T) {
 		{"connections not a number", "axes:\n  endpoints: [/send1]\n  connections: [1, many]\n  durations: [1s]\n", "axes.connections[1]: cannot unmarshal"},
 		{"connections not a list", "axes:\n  endpoints: [/send1]\n  connections: 4\n  durations: [1s]\n", "axes.connections: must be a list"},
 		{"rate negative", "axes:\n  endpoints: [/send1]\n  rates: [-5]\n  durations: [1s]\n", "axes.rates[0]: must be > 0"},
+		{"ramp end not a number", "axes:\n  endpoints: [/send1]\n  rates: [100:x]\n  durations: [1s]\n", "axes.rates[0]: want R or R:R2"},
+		{"ramp end 0", "axes:\n  endpoints: [/send1]\n  rates: [10, 100:0]\n  durations: [1s]\n", "axes.rates[1]: want R or R:R2"},
+		{"ramp start 0", "axes:\n  endpoints: [/send1]\n  rates: [0:100]\n  durations: [1s]\n", "axes.rates[0]: must be > 0, got 0"},
+		{"ramp end too high", "axes:\n  endpoints: [/send1]\n  rates: [1:2000000]\n  durations: [1s]\n", "axes.rates[0]: must be <= 1000000, got 1:2000000"},
+		{"rate a list", "axes:\n  endpoints: [/send1]\n  rates: [[1, 2]]\n  durations: [1s]\n", "axes.rates[0]: must be a single value"},
+		{"ramp twice", "axes:\n  endpoints: [/send1]\n  rates: [100:500, '100:500']\n  durations: [1s]\n", "axes.rates: a value is listed twice"},
 		{"no load point", "axes:\n  endpoints: [/send1]\n  durations: [1s]\n", "axes.connections or axes.rates"},
 		{"size 0", base + "  sizes: [0]\n", "axes.sizes[0]: must be > 0"},
 		{"topics 0", base + "  topics: [1, 0]\n", "axes.topics[1]: must be > 0"},
@@ -106,6 +112,40 @@ func TestParseErrorsNameTheField(t *testing.T) {
 			}
 			if err != nil && !strings.HasPrefix(err.Error(), strings.SplitN(c.want, ":", 2)[0]) {
 				t.Errorf("error %q does not start with the field %q", err, strings.SplitN(c.want, ":", 2)[0])
+			}
+		})
+	}
+}
+
+// TestParseRates: axes.rates takes what `mqtarget load -rate` takes, R or a ramp R:R2, and each run
+// carries its ramp to load.Options.
+func TestParseRates(t *testing.T) {
+	for _, tc := range []struct {
+		name, rates string
+		want        []Rate
+	}{
+		{"constant", "[100]", []Rate{{100, 0}}},
+		{"ramp", "[100:5000]", []Rate{{100, 5000}}},
+		{"ramp quoted", "['100:5000']", []Rate{{100, 5000}}},
+		{"ramp down", "[5000:100]", []Rate{{5000, 100}}},
+		{"constant and ramps", "[1000, 100:5000, 1:2]", []Rate{{1000, 0}, {100, 5000}, {1, 2}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse([]byte("axes:\n  endpoints: [/send1]\n  rates: "+tc.rates+"\n  durations: [1s]\n"), known)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(s.Axes.Rates, tc.want) {
+				t.Errorf("rates %v, want %v", s.Axes.Rates, tc.want)
+			}
+			runs := s.Runs()
+			if len(runs) != len(tc.want) {
+				t.Fatalf("%d runs, want %d", len(runs), len(tc.want))
+			}
+			for i, r := range runs {
+				if r.Rate != tc.want[i].From || r.RateTo != tc.want[i].To || r.Connections != 0 {
+					t.Errorf("run %d: rate %d, rate_to %d, connections %d; want %v", i, r.Rate, r.RateTo, r.Connections, tc.want[i])
+				}
 			}
 		})
 	}

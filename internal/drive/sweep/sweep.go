@@ -60,7 +60,7 @@ func Execute(ctx context.Context, spec Spec, o Options) ([]*load.Result, error) 
 		if ctx.Err() != nil {
 			break
 		}
-		r, err := load.Run(ctx, load.Options{URL: RunURL(base, run), Method: spec.Method, Rate: run.Rate,
+		r, err := load.Run(ctx, load.Options{URL: RunURL(base, run), Method: spec.Method, Rate: run.Rate, RateTo: run.RateTo,
 			Connections: run.Connections, MaxWorkers: spec.MaxWorkers, Duration: run.Duration, Warmup: spec.Warmup, Timeout: spec.Timeout,
 			Target: o.Target, Version: o.Version})
 		if err != nil {
@@ -117,7 +117,7 @@ func (r Run) String() string {
 	if r.Connections > 0 {
 		s += " connections=" + strconv.Itoa(r.Connections)
 	} else {
-		s += " rate=" + strconv.Itoa(r.Rate) + "/s"
+		s += " rate=" + Rate{r.Rate, r.RateTo}.String() + "/s"
 	}
 	if r.Size > 0 {
 		s += " size=" + strconv.Itoa(r.Size)

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -123,6 +124,46 @@ axes:
 	}
 	if strings.Contains(string(summary), "fell behind") {
 		t.Errorf("summary.md says the generator fell behind, and every request was sent:\n%s", summary)
+	}
+}
+
+// TestExecuteRamp: a ramp of axes.rates reaches the load run (meta.rate_to, a request rate that rises)
+// and is named R:R2 in the progress line and summary.md; it is kept off the rate charts, which have one
+// offered rate per point.
+func TestExecuteRamp(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	text := []byte("axes:\n  endpoints: [/send1]\n  rates: [20:380]\n  durations: [500ms]\n")
+	spec, err := Parse(text, known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var log bytes.Buffer
+	results, err := Execute(context.Background(), spec, Options{BaseURL: srv.URL, Dir: dir, Log: &log, SpecText: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 1 {
+		t.Fatalf("%d results", len(results))
+	}
+	r := results[0]
+	// A ramp from 20/s to 380/s over 0.5 s offers (20+380)/2 · 0.5 = 100 requests; a constant 20/s, 10.
+	if r.Meta.Rate != 20 || r.Meta.RateTo != 380 || r.Requests < 90 || r.Requests > 110 {
+		t.Errorf("rate %d, rate_to %d, %d requests: want 20, 380 and about 100", r.Meta.Rate, r.Meta.RateTo, r.Requests)
+	}
+	summary, _ := os.ReadFile(filepath.Join(dir, Summary))
+	if !strings.Contains(log.String(), "rate=20:380/s") || !strings.Contains(string(summary), "| 20:380 req/s |") {
+		t.Errorf("the ramp is not named 20:380; log %q, summary.md:\n%s", log.String(), summary)
+	}
+	rate := slices.IndexFunc(xAxes, func(x xAxis) bool { return x.file == "rate" })
+	if _, on := xAxes[rate].take(r); on {
+		t.Error("the ramp is a point of the rate charts")
+	}
+	constant := *r
+	constant.Meta.RateTo = 0
+	if _, on := xAxes[rate].take(&constant); !on {
+		t.Error("a constant rate is not a point of the rate charts")
 	}
 }
 
