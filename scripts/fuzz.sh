@@ -18,13 +18,25 @@ pattern="${1:-./...}"
 
 failed=()
 count=0
-# go list names each package with its directory; the targets are found in its test files.
+bin=$(mktemp -d "${TMPDIR:-/tmp}/mqtarget-fuzz.XXXXXX")
+trap 'rm -rf "$bin"' EXIT
+cache=$(go env GOCACHE)/fuzz
+# go list names each package with its directory; the targets are found in its test files. Each
+# package's instrumented test binary is built once and runs its targets one after the other, as go
+# test -fuzz would (in the package's directory, with go test's corpus cache): one link per package,
+# not per target (a new machine's CI run spent 249 s here, much of it linking).
 while IFS=' ' read -r pkg dir; do
     targets=$(grep -ho '^func Fuzz[A-Za-z0-9_]*(' "$dir"/*_test.go 2>/dev/null | sed 's/^func //; s/($//' | sort -u || true)
+    [[ -n $targets ]] || continue
+    if ! go test -c -o "$bin/fuzz.test" -fuzz . "$pkg"; then
+        failed+=("$pkg (build)")
+        continue
+    fi
     for t in $targets; do
         count=$((count + 1))
         echo "== $pkg $t ($FUZZTIME)"
-        if ! go test -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" "$pkg"; then
+        if ! (cd "$dir" && "$bin/fuzz.test" -test.run '^$' -test.fuzz "^${t}\$" -test.fuzztime "$FUZZTIME" \
+            -test.fuzzcachedir "$cache/$pkg"); then
             failed+=("$pkg $t")
         fi
     done
