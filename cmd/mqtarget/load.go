@@ -227,11 +227,7 @@ func isSet(fs *flag.FlagSet, name string) bool {
 // findMaxRate is load -find-max: the search, printed as format, the chart when asked.
 func findMaxRate(ctx context.Context, o load.Options, f load.FindOptions, format, chartDir string, stdout, stderr io.Writer) int {
 	progress := func(s load.FindStep) {
-		goal := "met"
-		if !s.Met {
-			goal = "broken: " + s.Why
-		}
-		fmt.Fprintf(stderr, "mqtarget load: %d/s: p99 %.3f ms, %d of %d 2xx: %s\n", s.Rate, s.Result.Latency.P99, s.Result.OK, s.Result.Requests, goal)
+		fmt.Fprintf(stderr, "mqtarget load: %d/s: p99 %.3f ms, %d of %d 2xx: %s\n", s.Rate, s.Result.Latency.P99, s.Result.OK, s.Result.Requests, s.Verdict())
 	}
 	fr, err := load.FindMax(ctx, o, f, progress)
 	if err != nil {
@@ -245,10 +241,8 @@ func findMaxRate(ctx context.Context, o load.Options, f load.FindOptions, format
 		err = enc.Encode(fr)
 	case "csv":
 		cw := csv.NewWriter(stdout)
-		_ = cw.Write(append([]string{"met"}, load.CSVHeader...))
-		for _, s := range fr.Steps {
-			_ = cw.Write(append([]string{strconv.FormatBool(s.Met)}, s.Result.CSVRow()...))
-		}
+		_ = cw.Write(load.FindCSVHeader)
+		_ = cw.WriteAll(fr.CSVRows())
 		cw.Flush()
 		err = cw.Error()
 	default:

@@ -23,12 +23,15 @@ const sweepUsage = `usage: mqtarget sweep -o DIR [-url BASE] SPEC.yaml [settings
 
 Runs the load runs of a YAML spec one after another (axes: endpoints × brokers × connections or rates ×
 sizes × topics × durations; see scripts/sweeps/) and writes DIR/results.csv, DIR/results.json (one
-mqtarget load JSON object per run), DIR/summary.md and charts (PNG and SVG).
+mqtarget load JSON object per run), DIR/summary.md and charts (PNG and SVG). With a find_max block
+(rate, step, max_rate, slo: load -find-max's flags) every point is a search for the highest rate that
+meets the goal instead: DIR/results.json then holds one load -find-max JSON object per point.
 
 The runs go to -url, else the spec's url, else to a mqtarget started in this process on 127.0.0.1 with
 embedded brokers for the spec's brokers; [settings] configure that one like mqtarget serve's flags.
 Exit status: 0 after every run, 1 when the sweep failed or was interrupted or a run had no 2xx answer
-at all (the files are written all the same), 2 for bad input.
+at all, or a search found no rate meeting its goal (the files are written all the same), 2 for bad
+input.
 
 `
 
@@ -52,12 +55,12 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if len(rest) > 0 {
 			return bad("-replot: takes no spec or settings, got %q", rest)
 		}
-		results, err := sweep.Replot(*dir, known)
+		out, err := sweep.Replot(*dir, known)
 		if err != nil {
 			fmt.Fprintf(stderr, "mqtarget sweep: %v\n", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "%d runs replotted in %s\n", len(results), *dir)
+		fmt.Fprintf(stdout, "%d runs replotted in %s\n", len(out.Results), *dir)
 		return 0
 	}
 	if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
@@ -101,23 +104,30 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	describeCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	target := load.Describe(describeCtx, spec.URL)
 	cancel()
-	fmt.Fprintf(stderr, "mqtarget sweep: %d runs against %s, %s of load\n", len(spec.Runs()), spec.URL, spec.TotalDuration())
-	results, err := sweep.Execute(ctx, spec, sweep.Options{Dir: *dir, Version: version.Get().Version, Target: target, Log: stderr, SpecText: text})
+	if f := spec.FindMax; f != nil {
+		fmt.Fprintf(stderr, "mqtarget sweep: %d find-max searches (up to %d steps each) against %s, at most %s of load\n",
+			len(spec.Runs()), f.Steps(f.Rate), spec.URL, spec.TotalDuration())
+	} else {
+		fmt.Fprintf(stderr, "mqtarget sweep: %d runs against %s, %s of load\n", len(spec.Runs()), spec.URL, spec.TotalDuration())
+	}
+	out, err := sweep.Execute(ctx, spec, sweep.Options{Dir: *dir, Version: version.Get().Version, Target: target, Log: stderr, SpecText: text})
 	if err != nil {
 		return fail(err)
 	}
-	fmt.Fprintf(stdout, "%d runs: %s/%s, %s, %s\n", len(results), *dir, sweep.ResultsCSV, sweep.ResultsJSON, sweep.Summary)
+	fmt.Fprintf(stdout, "%d runs: %s/%s, %s, %s\n", len(out.Results), *dir, sweep.ResultsCSV, sweep.ResultsJSON, sweep.Summary)
 	// Errors under overload are what a sweep measures, but a run without a single 2xx measured nothing
-	// (a wrong URL, broker or size): the sweep failed there.
-	failed := 0
-	for i, r := range results {
-		if r.OK == 0 {
-			failed++
-			fmt.Fprintf(stderr, "mqtarget sweep: run %d (%s %s): %v\n", i+1, r.Meta.Endpoint, r.Meta.Broker, r.Check(1))
-		}
+	// (a wrong URL, broker or size), and a search that found no rate meeting its goal answered nothing:
+	// the sweep failed there.
+	failures, total := out.Failures()
+	for _, f := range failures {
+		fmt.Fprintf(stderr, "mqtarget sweep: %s\n", f)
 	}
-	if failed > 0 {
-		fmt.Fprintf(stderr, "mqtarget sweep: %d of %d runs had no 2xx answer\n", failed, len(results))
+	if len(failures) > 0 {
+		what := "runs had no 2xx answer"
+		if spec.FindMax != nil {
+			what = "searches found no rate meeting the goal, or met it without a 2xx answer"
+		}
+		fmt.Fprintf(stderr, "mqtarget sweep: %d of %d %s\n", len(failures), total, what)
 		return 1
 	}
 	return 0

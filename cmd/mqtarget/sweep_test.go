@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mqtarget/mqtarget/internal/drive/sweep"
 	"github.com/mqtarget/mqtarget/publishers/brokers"
@@ -78,6 +79,7 @@ func TestSweepCommandBadInput(t *testing.T) {
 	unknown := write("unknown.yaml", "axes:\n  endpoints: [/send1]\n  threads: [1]\n")
 	rmq := write("rmq.yaml", "axes:\n  endpoints: [/send1]\n  brokers: [rocketmq]\n  connections: [1]\n  durations: [1s]\n")
 	withURL := write("url.yaml", "url: http://127.0.0.1:1\naxes:\n  endpoints: [/send1]\n  connections: [1]\n  durations: [1s]\n")
+	badSLO := write("slo.yaml", "find_max: {rate: 10, max_rate: 100, slo: 'p99=3ms'}\naxes:\n  endpoints: [/send1]\n  durations: [1s]\n")
 	huge := write("huge.yaml", "# "+strings.Repeat("x", 1<<20)+"\n"+"axes:\n  endpoints: [/send1]\n  connections: [1]\n  durations: [1s]\n")
 	out := filepath.Join(dir, "out")
 	cases := []struct {
@@ -96,6 +98,7 @@ func TestSweepCommandBadInput(t *testing.T) {
 		{"bad setting", []string{"-o", out, good, "-no.such.setting", "1"}, "settings"},
 		{"replot with a spec", []string{"-o", out, "-replot", good}, "-replot"},
 		{"unknown flag value", []string{"-o"}, "-o"},
+		{"bad find_max", []string{"-o", out, badSLO}, `find_max.slo: "p99=3ms": want METRIC<VALUE`},
 		{"spec too large", []string{"-o", out, huge}, "SPEC.yaml: " + huge + ": larger than 1048576 bytes"},
 	}
 	for _, c := range cases {
@@ -138,6 +141,43 @@ func TestSweepCommandRunWithout2xx(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "summary.md")); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestSweepCommandFindMax: a find_max sweep whose second point meets its goal at no rate (the target
+// takes 50 ms for size 2, the goal is p99 < 25 ms) exits 1 naming that search; the first point (fast)
+// met it up to max_rate; the files are written all the same.
+func TestSweepCommandFindMax(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("size") == "2" {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "spec.yaml")
+	text := "url: " + srv.URL + "\nfind_max: {rate: 20, max_rate: 40, slo: p99<25ms}\naxes:\n  endpoints: [/send1]\n  sizes: [1, 2]\n  durations: [300ms]\n"
+	if err := os.WriteFile(spec, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"sweep", "-o", out, spec}, &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, stderr.String())
+	}
+	for _, want := range []string{"2 find-max searches (up to 2 steps each)", "[1/2] /send1 size=1 300ms: max rate 40/s meets p99<25ms (the last step",
+		"search 2 (/send1 ): no rate met p99<25ms (20/s: p99 ", "1 of 2 searches found no rate meeting the goal"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	summary, err := os.ReadFile(filepath.Join(out, "summary.md"))
+	if err != nil || !strings.Contains(string(summary), "| /send1 |  | 1 | - | 300ms | 40 | 2 | not broken") || !strings.Contains(string(summary), "| /send1 |  | 2 | - | 300ms | 0 | 1 | 20/s: p99 ") {
+		t.Errorf("summary.md: %v\n%s", err, summary)
+	}
+	stdout.Reset()
+	if code := run([]string{"sweep", "-o", out, "-replot"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "3 runs replotted") {
+		t.Errorf("replot: exit %d, %s %s", code, stdout.String(), stderr.String())
 	}
 }
 

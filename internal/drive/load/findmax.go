@@ -2,7 +2,6 @@ package load
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -38,25 +37,50 @@ type FindStep struct {
 	Result *Result `json:"result"`
 }
 
-// Validate checks the search's options against o's.
+// Verdict is the step's judgement in words: "met", or "broken: " and why.
+func (s FindStep) Verdict() string {
+	if s.Met {
+		return "met"
+	}
+	return "broken: " + s.Why
+}
+
+// Validate checks the search's options against o's, naming each as load's flag (-step, -max-rate, …).
 func (f FindOptions) Validate(o Options) error {
-	switch {
-	case o.Rate == 0:
-		return errors.New("-find-max: needs the open model (-rate, the first step's rate)")
-	case o.RateTo > 0:
-		return errors.New("-find-max: steps at constant rates, not a ramp")
-	case o.Shards > 0:
-		return errors.New("-find-max: judges each step's whole load, so it runs in one process, not with -shard")
-	case f.Step < 1 || f.Step > MaxRate:
-		return fmt.Errorf("-step: must be 1..%d, got %d", MaxRate, f.Step)
-	case f.MaxRate < o.Rate || f.MaxRate > MaxRate:
-		return fmt.Errorf("-max-rate: must be %d (-rate)..%d, got %d", o.Rate, MaxRate, f.MaxRate)
-	case (f.MaxRate-o.Rate)/f.Step+1 > MaxSteps:
-		return fmt.Errorf("-step: %d steps from %d to %d, at most %d", (f.MaxRate-o.Rate)/f.Step+1, o.Rate, f.MaxRate, MaxSteps)
-	case len(f.SLO.terms) == 0:
-		return errors.New("-slo: a goal is needed, e.g. 'p99<10ms,errors<0.1%'")
+	if err := f.Check(o, func(flag string) string { return "-" + flag }); err != nil {
+		return err
 	}
 	return o.Validate()
+}
+
+// Check checks the search's own options against o's rate and model, naming each option by
+// name(flag), flag one of find-max, rate, step, max-rate, slo: a sweep spec names them as its keys.
+func (f FindOptions) Check(o Options, name func(flag string) string) error {
+	switch {
+	case o.Rate == 0:
+		return fmt.Errorf("%s: needs the open model (%s, the first step's rate)", name("find-max"), name("rate"))
+	case o.RateTo > 0:
+		return fmt.Errorf("%s: steps at constant rates, not a ramp", name("find-max"))
+	case o.Shards > 0:
+		return fmt.Errorf("%s: judges each step's whole load, so it runs in one process, not with -shard", name("find-max"))
+	case f.Step < 1 || f.Step > MaxRate:
+		return fmt.Errorf("%s: must be 1..%d, got %d", name("step"), MaxRate, f.Step)
+	case f.MaxRate < o.Rate || f.MaxRate > MaxRate:
+		return fmt.Errorf("%s: must be %d (%s)..%d, got %d", name("max-rate"), o.Rate, name("rate"), MaxRate, f.MaxRate)
+	case f.Steps(o.Rate) > MaxSteps:
+		return fmt.Errorf("%s: %d steps from %d to %d, at most %d", name("step"), f.Steps(o.Rate), o.Rate, f.MaxRate, MaxSteps)
+	case len(f.SLO.terms) == 0:
+		return fmt.Errorf("%s: a goal is needed, e.g. 'p99<10ms,errors<0.1%%'", name("slo"))
+	}
+	return nil
+}
+
+// Steps is how many steps a search from rate runs when no step breaks the goal (f.Step >= 1).
+func (f FindOptions) Steps(rate int) int {
+	if f.MaxRate < rate {
+		return 0
+	}
+	return (f.MaxRate-rate)/f.Step + 1
 }
 
 // FindMax runs o at rising rates (o.Rate, then f.Step more each time, each for o.Duration after
@@ -95,22 +119,37 @@ func FindMax(ctx context.Context, o Options, f FindOptions, step func(FindStep))
 	return fr, nil
 }
 
+// FindCSVHeader names the columns of CSVRows: the search's answer and the step's verdict, then the
+// step's run as a load result's CSV row.
+var FindCSVHeader = append([]string{"max_rate", "met"}, CSVHeader...)
+
+// CSVRows is the search as one row per step under FindCSVHeader.
+func (fr *FindResult) CSVRows() [][]string {
+	rows := make([][]string, len(fr.Steps))
+	for i, s := range fr.Steps {
+		rows[i] = append([]string{strconv.Itoa(fr.MaxRate), strconv.FormatBool(s.Met)}, s.Result.CSVRow()...)
+	}
+	return rows
+}
+
 // WriteTable prints the search as one row per step and the answer.
 func (fr *FindResult) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "rate/s\t2xx/s\tp50 ms\tp99 ms\tp99.9 ms\terrors\tnot sent\tgoal "+fr.SLO+"\t")
 	for _, s := range fr.Steps {
 		r := s.Result
-		goal := "met"
-		if !s.Met {
-			goal = "broken: " + s.Why
-		}
 		fmt.Fprintf(tw, "%d\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%s\t\n", s.Rate, r.Throughput, r.Latency.P50, r.Latency.P99,
-			r.Latency.P999, r.NonOK()+r.Errors, r.NotSent, goal)
+			r.Latency.P999, r.NonOK()+r.Errors, r.NotSent, s.Verdict())
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	_, err := fmt.Fprintln(w, fr.Answer())
+	return err
+}
+
+// Answer is the search's outcome in words: the max rate and the goal, or that no rate met it.
+func (fr *FindResult) Answer() string {
 	answer := "max rate " + strconv.Itoa(fr.MaxRate) + "/s meets " + fr.SLO
 	if fr.MaxRate == 0 {
 		answer = "no rate met " + fr.SLO
@@ -118,6 +157,5 @@ func (fr *FindResult) WriteTable(w io.Writer) error {
 	if fr.Broke == "" {
 		answer += " (the last step; higher was not tried)"
 	}
-	_, err := fmt.Fprintln(w, answer)
-	return err
+	return answer
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -167,6 +169,15 @@ func TestFindMaxFindsTheKnee(t *testing.T) {
 	last := fr.Steps[len(fr.Steps)-1]
 	if last.Met || last.Rate != fr.MaxRate+25 || fr.Broke == "" || len(steps) != len(fr.Steps) {
 		t.Errorf("last step %d met %v, broke %q, steps %v", last.Rate, last.Met, fr.Broke, steps)
+	}
+	rows := fr.CSVRows()
+	for i, row := range rows {
+		if len(row) != len(FindCSVHeader) || row[0] != "50" || row[1] != strconv.FormatBool(fr.Steps[i].Met) || row[2+slices.Index(CSVHeader, "rate")] != strconv.Itoa(fr.Steps[i].Rate) {
+			t.Errorf("CSV row %d: %v", i, row)
+		}
+	}
+	if len(rows) != len(fr.Steps) {
+		t.Errorf("%d CSV rows of %d steps", len(rows), len(fr.Steps))
 	}
 	var out strings.Builder
 	if err := fr.WriteTable(&out); err != nil || !strings.Contains(out.String(), "max rate") {

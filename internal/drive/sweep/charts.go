@@ -71,74 +71,95 @@ func number(r *load.Result, key string) (float64, bool) {
 	return v, err == nil
 }
 
-// writeCharts draws, for every x axis with at least two values among the results, throughput against
-// it (and for connections and rate, latency percentiles), one line per combination of the other axes.
-// It returns the charts' base names.
-func writeCharts(dir, title string, results []*load.Result) ([]string, error) {
+// point is a result at its x value.
+type point struct {
+	x float64
+	r *load.Result
+}
+
+// lines groups the results x takes into lines, one per combination of the dims of others that vary
+// among them: the lines' keys in order of first appearance, their points sorted by x, the values of
+// the dims that stay the same (for the title) and the distinct x values (fewer than two: no chart,
+// and nothing else).
+func lines(x xAxis, others []dim, results []*load.Result) (order []string, byKey map[string][]point, fixed []string, xs map[float64]bool) {
+	var pts []point
+	xs = map[float64]bool{}
+	for _, r := range results {
+		if v, ok := x.take(r); ok {
+			pts = append(pts, point{v, r})
+			xs[v] = true
+		}
+	}
+	if len(xs) < 2 {
+		return nil, nil, nil, xs // no chart
+	}
+	var lineDims []dim
+	for _, d := range others {
+		vals := map[string]bool{}
+		for _, p := range pts {
+			vals[d.get(p.r)] = true
+		}
+		switch {
+		case len(vals) > 1:
+			lineDims = append(lineDims, d)
+		case !vals[""]:
+			fixed = append(fixed, slices.Collect(maps.Keys(vals))[0])
+		}
+	}
+	byKey = map[string][]point{}
+	for _, p := range pts {
+		var parts []string
+		for _, d := range lineDims {
+			parts = append(parts, d.get(p.r))
+		}
+		key := strings.Join(parts, ", ")
+		if _, ok := byKey[key]; !ok {
+			order = append(order, key)
+		}
+		byKey[key] = append(byKey[key], p)
+	}
+	for _, ps := range byKey {
+		slices.SortStableFunc(ps, func(a, b point) int { return cmp.Compare(a.x, b.x) })
+	}
+	return order, byKey, fixed, xs
+}
+
+// heading is a chart's title: what against x, in the sweep titled title, with what stays fixed.
+func heading(title, what string, x xAxis, fixed []string) string {
+	h := what + " vs " + x.file
+	if title != "" {
+		h = title + ": " + strings.ToLower(h)
+	}
+	if len(fixed) > 0 {
+		h += " (" + strings.Join(fixed, ", ") + ")"
+	}
+	return h
+}
+
+// lineName is a line's legend: its key, or "all runs" when nothing tells lines apart.
+func lineName(key string) string {
+	if key == "" {
+		return "all runs"
+	}
+	return key
+}
+
+// writeCharts draws, for every x axis of axes with at least two values among the results, throughput
+// against it (and for connections and rate, latency percentiles), one line per combination of the
+// other axes. It returns the charts' base names.
+func writeCharts(dir, title string, results []*load.Result, axes []xAxis) ([]string, error) {
 	var names []string
-	for _, x := range xAxes {
-		type point struct {
-			x float64
-			r *load.Result
-		}
-		var pts []point
-		xs := map[float64]bool{}
-		for _, r := range results {
-			if v, ok := x.take(r); ok {
-				pts = append(pts, point{v, r})
-				xs[v] = true
-			}
-		}
+	for _, x := range axes {
+		order, byKey, fixed, xs := lines(x, x.others, results)
 		if len(xs) < 2 {
 			continue
 		}
-		var fixed []string
-		var lineDims []dim
-		for _, d := range x.others {
-			vals := map[string]bool{}
-			for _, p := range pts {
-				vals[d.get(p.r)] = true
-			}
-			switch {
-			case len(vals) > 1:
-				lineDims = append(lineDims, d)
-			case !vals[""]:
-				fixed = append(fixed, slices.Collect(maps.Keys(vals))[0])
-			}
-		}
-		lines := map[string][]point{}
-		var order []string
-		for _, p := range pts {
-			var parts []string
-			for _, d := range lineDims {
-				parts = append(parts, d.get(p.r))
-			}
-			key := strings.Join(parts, ", ")
-			if _, ok := lines[key]; !ok {
-				order = append(order, key)
-			}
-			lines[key] = append(lines[key], p)
-		}
-		heading := func(what string) string {
-			h := what + " vs " + x.file
-			if title != "" {
-				h = title + ": " + strings.ToLower(h)
-			}
-			if len(fixed) > 0 {
-				h += " (" + strings.Join(fixed, ", ") + ")"
-			}
-			return h
-		}
-		tp := chart.Chart{Title: heading("Throughput"), XLabel: x.label, YLabel: "throughput (2xx answers/s)", LogX: logWorthy(xs)}
-		lat := chart.Chart{Title: heading("Latency percentiles"), XLabel: x.label + "; latency " + x.latencyFrom,
+		tp := chart.Chart{Title: heading(title, "Throughput", x, fixed), XLabel: x.label, YLabel: "throughput (2xx answers/s)", LogX: logWorthy(xs)}
+		lat := chart.Chart{Title: heading(title, "Latency percentiles", x, fixed), XLabel: x.label + "; latency " + x.latencyFrom,
 			YLabel: "latency (ms, log scale)", LogX: tp.LogX, LogY: true}
 		for g, key := range order {
-			ps := lines[key]
-			slices.SortFunc(ps, func(a, b point) int { return cmp.Compare(a.x, b.x) })
-			name := key
-			if name == "" {
-				name = "all runs"
-			}
+			ps := byKey[key]
+			name := lineName(key)
 			X := make([]float64, len(ps))
 			Y := make([][]float64, 5)
 			for i, p := range ps {
@@ -171,6 +192,56 @@ func writeCharts(dir, title string, results []*load.Result) ([]string, error) {
 			}
 			names = append(names, base)
 		}
+	}
+	return names, nil
+}
+
+// axis is the x axis named file.
+func axis(file string) xAxis {
+	i := slices.IndexFunc(xAxes, func(x xAxis) bool { return x.file == file })
+	return xAxes[i]
+}
+
+// writeFindCharts draws a find_max sweep: its steps' throughput and latency percentiles against the
+// rate, one line per point, and each point's max rate against size and topics (those that vary), one
+// line per combination of the other axes.
+func writeFindCharts(dir, title string, searches []*load.FindResult) ([]string, error) {
+	var steps, firsts []*load.Result
+	maxRate := map[*load.Result]int{}
+	for _, fr := range searches {
+		for _, st := range fr.Steps {
+			steps = append(steps, st.Result)
+		}
+		first := fr.Steps[0].Result // a point's dims, which every step shares
+		firsts = append(firsts, first)
+		maxRate[first] = fr.MaxRate
+	}
+	names, err := writeCharts(dir, title, steps, []xAxis{axis("rate")})
+	if err != nil || len(searches) == 0 {
+		return names, err
+	}
+	for _, x := range []xAxis{axis("size"), axis("topics")} {
+		// The load is the search's, not a dim of the point.
+		others := slices.DeleteFunc(slices.Clone(x.others), func(d dim) bool { return d.name == dimLoad.name })
+		order, byKey, fixed, xs := lines(x, others, firsts)
+		if len(xs) < 2 {
+			continue
+		}
+		c := chart.Chart{Title: heading(title, "Max rate", x, fixed) + ", goal " + searches[0].SLO, XLabel: x.label,
+			YLabel: "highest rate meeting the goal (requests/s)", LogX: logWorthy(xs)}
+		for g, key := range order {
+			s := chart.Series{Name: lineName(key), Group: g}
+			for _, p := range byKey[key] {
+				s.X = append(s.X, p.x)
+				s.Y = append(s.Y, float64(maxRate[p.r]))
+			}
+			c.Series = append(c.Series, s)
+		}
+		base := "max-rate-vs-" + x.file
+		if _, err := chart.Write(dir, base, c); err != nil {
+			return names, err
+		}
+		names = append(names, base)
 	}
 	return names, nil
 }

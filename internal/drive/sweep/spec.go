@@ -1,6 +1,7 @@
 // Package sweep runs a grid of load runs described by a YAML spec (endpoint × broker × connections or
 // rate × size × topics × duration) one after another against a mqtarget, and writes results.csv,
-// results.json, summary.md and charts.
+// results.json, summary.md and charts. With find_max, each point of the grid is a search for the
+// highest rate that meets a goal (load.FindMax) instead.
 package sweep
 
 import (
@@ -31,7 +32,26 @@ type Spec struct {
 	MaxWorkers int `yaml:"max_workers"`
 	// Warmup is sent before each run's duration and counted apart (load.Options.Warmup).
 	Warmup time.Duration `yaml:"warmup"`
-	Axes   Axes          `yaml:"axes"`
+	// FindMax, when set, makes each point of the grid a search for the highest rate that meets a goal
+	// (load.FindMax) instead of fixed-rate runs.
+	FindMax *FindMax `yaml:"find_max"`
+	Axes    Axes     `yaml:"axes"`
+}
+
+// FindMax is a spec's find_max block: `mqtarget load -find-max`'s flags. Every point of the grid
+// (endpoint × broker × size × topics × duration) runs Rate, then Step more each time, up to MaxRate,
+// until a step breaks SLO.
+type FindMax struct {
+	Rate             int `yaml:"rate"` // the first step's rate (-rate)
+	load.FindOptions     // step (-step; 0: Rate), max_rate (-max-rate; required), slo (-slo)
+}
+
+// findKey names a search option (load.FindOptions.Check's flag name) as the spec's key.
+func findKey(flag string) string {
+	if flag == "find-max" {
+		return "find_max"
+	}
+	return "find_max." + strings.ReplaceAll(flag, "-", "_")
 }
 
 // Axes are the values each run takes one of. Connections and Rates are the load points: each value of
@@ -116,7 +136,27 @@ func Parse(data []byte, knownBroker func(string) bool) (Spec, error) {
 		"timeout":     scalar(&s.Timeout),
 		"max_workers": scalar(&s.MaxWorkers),
 		"warmup":      scalar(&s.Warmup),
-		"axes":        axes.decode,
+		"find_max": func(n *yaml.Node, path string) error {
+			s.FindMax = &FindMax{}
+			return fields{
+				"rate":     scalar(&s.FindMax.Rate),
+				"step":     scalar(&s.FindMax.Step),
+				"max_rate": scalar(&s.FindMax.MaxRate),
+				"slo": func(n *yaml.Node, path string) error {
+					var text string
+					if err := scalar(&text)(n, path); err != nil {
+						return err
+					}
+					slo, err := load.ParseSLO(text)
+					if err != nil {
+						return fmt.Errorf("%s: %w (line %d)", path, err, n.Line)
+					}
+					s.FindMax.SLO = slo
+					return nil
+				},
+			}.decode(n, path)
+		},
+		"axes": axes.decode,
 	}
 	if err := top.decode(doc.Content[0], ""); err != nil {
 		return Spec{}, err
@@ -247,7 +287,10 @@ func (s *Spec) validate(knownBroker func(string) bool) error {
 			return fmt.Errorf("axes.brokers[%d]: unknown broker %q", i, b)
 		}
 	}
-	if len(a.Connections) == 0 && len(a.Rates) == 0 {
+	if err := s.validateFindMax(); err != nil {
+		return err
+	}
+	if len(a.Connections) == 0 && len(a.Rates) == 0 && s.FindMax == nil {
 		return errors.New("axes.connections or axes.rates: give at least one load point")
 	}
 	if err := inRange("axes.connections", a.Connections, 1, MaxConnections); err != nil {
@@ -286,29 +329,70 @@ func (s *Spec) validate(knownBroker func(string) bool) error {
 			return fmt.Errorf("axes.%s: a value is listed twice", ax.name)
 		}
 	}
-	if _, err := s.runCount(); err != nil {
+	if _, _, err := s.counts(); err != nil {
 		return err
 	}
 	if total := s.TotalDuration(); total > MaxTotalDuration {
+		if s.FindMax != nil {
+			return fmt.Errorf("find_max: its searches send for up to %v in all (every step run), at most %v", total, MaxTotalDuration)
+		}
 		return fmt.Errorf("axes.durations: the runs send for %v in all, at most %v", total, MaxTotalDuration)
 	}
 	return nil
 }
 
-// runCount is the number of runs, checked: the axes' lengths multiply, and a product past MaxRuns is an
-// error before it can wrap around (2^63 becomes negative in an int and passes any upper bound).
-func (s *Spec) runCount() (int, error) {
+// validateFindMax checks the find_max block with load's own check (load.FindOptions.Check), naming
+// its keys; step 0 becomes rate, as load's -step.
+func (s *Spec) validateFindMax() error {
+	f := s.FindMax
+	if f == nil {
+		return nil
+	}
+	switch {
+	case len(s.Axes.Connections) > 0:
+		return errors.New("axes.connections: find_max steps the open model's rate; closed-model runs do not go with it")
+	case len(s.Axes.Rates) > 0:
+		return errors.New("axes.rates: with find_max the rates are find_max.rate, find_max.step and find_max.max_rate")
+	case f.Rate < 1 || f.Rate > MaxRate:
+		return fmt.Errorf("find_max.rate: must be 1..%d (the first step's rate), got %d", MaxRate, f.Rate)
+	}
+	if f.Step == 0 {
+		f.Step = f.Rate
+	}
+	return f.Check(load.Options{Rate: f.Rate}, findKey)
+}
+
+// counts are the grid's points and the runs they make, checked: the axes' lengths multiply, and a
+// product past MaxRuns is an error before it can wrap around (2^63 becomes negative in an int and
+// passes any upper bound). Without find_max every point is one run; with it a point is a search of up
+// to find_max's steps, each a run.
+func (s *Spec) counts() (points, runs int, err error) {
 	a := &s.Axes
-	n := 1
+	loads := len(a.Connections) + len(a.Rates)
+	if s.FindMax != nil {
+		loads = 1
+	}
+	points = 1
 	for _, f := range []int{len(a.Endpoints), max(len(a.Brokers), 1), max(len(a.Sizes), 1), max(len(a.Topics), 1),
-		len(a.Durations), len(a.Connections) + len(a.Rates)} {
+		len(a.Durations), loads} {
 		// Every factor is at most a list's length, far below MaxInt/MaxRuns: n*f cannot overflow while
 		// n <= MaxRuns.
-		if n *= f; n > MaxRuns {
-			return 0, fmt.Errorf("axes: more than %d runs (the axes' lengths multiply)", MaxRuns)
+		if points *= f; points > MaxRuns {
+			return 0, 0, fmt.Errorf("axes: more than %d runs (the axes' lengths multiply)", MaxRuns)
 		}
 	}
-	return n, nil
+	if s.FindMax == nil {
+		return points, points, nil
+	}
+	// Steps is at most load.MaxSteps once validated, but a Spec built by hand may hold anything.
+	steps := 1
+	if s.FindMax.Step >= 1 {
+		steps = s.FindMax.Steps(s.FindMax.Rate)
+	}
+	if steps < 1 || steps > MaxRuns || points > MaxRuns/steps {
+		return 0, 0, fmt.Errorf("find_max: %d searches of up to %d steps are more than %d runs", points, steps, MaxRuns)
+	}
+	return points, points * steps, nil
 }
 
 func inRange(name string, vs []int, lo, hi int) error {
@@ -345,8 +429,9 @@ type Run struct {
 
 // Runs expands the axes in a fixed order: endpoint, broker, size, topics, duration, then the load
 // points (connections, then rates), so the load varies fastest and a chart's line is measured in one go.
+// With find_max each is a point of the grid, whose search starts at Rate (find_max.rate).
 func (s Spec) Runs() []Run {
-	if _, err := s.runCount(); err != nil {
+	if _, _, err := s.counts(); err != nil {
 		return nil // not a spec Parse accepted; never expand an unbounded grid
 	}
 	a := s.Axes
@@ -375,6 +460,10 @@ func (s Spec) Runs() []Run {
 							r.Connections, r.Rate, r.RateTo = 0, rate.From, rate.To
 							runs = append(runs, r)
 						}
+						if s.FindMax != nil {
+							r.Connections, r.Rate, r.RateTo = 0, s.FindMax.Rate, 0
+							runs = append(runs, r)
+						}
 					}
 				}
 			}
@@ -383,11 +472,11 @@ func (s Spec) Runs() []Run {
 	return runs
 }
 
-// TotalDuration is the sum of the runs' durations: how long the sweep sends.
-// Every run takes each duration once per other combination, so the sum is checked without expanding the
-// grid; it saturates at MaxInt64 rather than wrap.
+// TotalDuration is the sum of the runs' durations: how long the sweep sends (with find_max, at most:
+// every step of every search). Every run takes each duration once per other combination, so the sum is
+// checked without expanding the grid; it saturates at MaxInt64 rather than wrap.
 func (s Spec) TotalDuration() time.Duration {
-	n, err := s.runCount()
+	_, n, err := s.counts()
 	if err != nil || len(s.Axes.Durations) == 0 {
 		return math.MaxInt64
 	}

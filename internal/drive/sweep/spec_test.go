@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mqtarget/mqtarget/internal/drive/load"
 )
 
 // known stands for the broker list (cmd/mqtarget checks the example specs against the real one).
@@ -219,5 +221,71 @@ func TestParseRunCountDoesNotWrap(t *testing.T) {
 	big := Spec{Axes: Axes{Endpoints: make([]string, 1<<20), Connections: make([]int, 1<<20), Durations: []time.Duration{time.Second}}}
 	if runs := big.Runs(); runs != nil || big.TotalDuration() != math.MaxInt64 {
 		t.Errorf("unvalidated spec: %d runs, total %v", len(runs), big.TotalDuration())
+	}
+}
+
+// TestParseFindMax: a find_max block takes load -find-max's options under their spec names, checked by
+// load's own check: each bad one is refused naming its key, and every search stays bounded (its steps
+// count as runs against MaxRuns and MaxTotalDuration).
+func TestParseFindMax(t *testing.T) {
+	axes := "axes:\n  endpoints: [/send1]\n  brokers: [nsq, stomp]\n  durations: [1s]\n"
+	cases := []struct {
+		name, spec string
+		want       string // an error's start, the field; "" for a valid spec
+		step       int    // for a valid spec: find_max.step as validated
+		points     int
+		total      time.Duration
+	}{
+		{"valid", "find_max:\n  rate: 100\n  step: 50\n  max_rate: 300\n  slo: 'p99<10ms,errors<0.1%'\n" + axes, "", 50, 2, 2 * 5 * time.Second},
+		{"step defaults to rate", "find_max: {rate: 100, max_rate: 1000, slo: p99<10ms}\n" + axes, "", 100, 2, 2 * 10 * time.Second},
+		{"max_rate equal to rate", "find_max: {rate: 100, max_rate: 100, slo: p99<10ms}\n" + axes, "", 100, 2, 2 * time.Second},
+		{"warm-up counted", "warmup: 1s\nfind_max: {rate: 100, max_rate: 200, slo: p99<10ms}\n" + axes, "", 100, 2, 2 * 2 * 2 * time.Second},
+		{"not a mapping", "find_max: yes\n" + axes, "find_max: must be a mapping", 0, 0, 0},
+		{"unknown key", "find_max: {rate: 100, max_rate: 200, slo: p99<10ms, start: 1}\n" + axes, "find_max.start: unknown field", 0, 0, 0},
+		{"no rate", "find_max: {max_rate: 200, slo: p99<10ms}\n" + axes, "find_max.rate: must be 1..1000000", 0, 0, 0},
+		{"rate too high", "find_max: {rate: 2000000, max_rate: 200, slo: p99<10ms}\n" + axes, "find_max.rate: must be 1..1000000", 0, 0, 0},
+		{"rate a ramp", "find_max: {rate: '100:200', max_rate: 200, slo: p99<10ms}\n" + axes, "find_max.rate: cannot unmarshal", 0, 0, 0},
+		{"step negative", "find_max: {rate: 100, step: -5, max_rate: 200, slo: p99<10ms}\n" + axes, "find_max.step: must be 1..1000000, got -5", 0, 0, 0},
+		{"no max_rate", "find_max: {rate: 100, slo: p99<10ms}\n" + axes, "find_max.max_rate: must be 100 (find_max.rate)..1000000, got 0", 0, 0, 0},
+		{"max_rate below rate", "find_max: {rate: 100, max_rate: 50, slo: p99<10ms}\n" + axes, "find_max.max_rate: must be 100 (find_max.rate)", 0, 0, 0},
+		{"too many steps", "find_max: {rate: 1, step: 1, max_rate: 5000, slo: p99<10ms}\n" + axes, "find_max.step: 5000 steps from 1 to 5000, at most 1000", 0, 0, 0},
+		{"no slo", "find_max: {rate: 100, max_rate: 200}\n" + axes, "find_max.slo: a goal is needed", 0, 0, 0},
+		{"bad slo", "find_max: {rate: 100, max_rate: 200, slo: 'p98<10ms'}\n" + axes, `find_max.slo: "p98<10ms": unknown metric`, 0, 0, 0},
+		{"slo not a duration", "find_max: {rate: 100, max_rate: 200, slo: 'p99<10'}\n" + axes, "find_max.slo: \"p99<10\": p99 needs a duration", 0, 0, 0},
+		{"slo a list", "find_max: {rate: 100, max_rate: 200, slo: [p99<10ms]}\n" + axes, "find_max.slo: must be a single value", 0, 0, 0},
+		{"with connections", "find_max: {rate: 100, max_rate: 200, slo: p99<10ms}\n" + axes + "  connections: [1]\n", "axes.connections: find_max steps the open model's rate", 0, 0, 0},
+		{"with rates", "find_max: {rate: 100, max_rate: 200, slo: p99<10ms}\n" + axes + "  rates: [100]\n", "axes.rates: with find_max the rates are find_max.rate", 0, 0, 0},
+		// 2 brokers × 10 sizes × 1000 steps: 20000 runs.
+		{"too many runs", "find_max: {rate: 1, max_rate: 1000, slo: p99<10ms}\naxes:\n  endpoints: [/send1]\n  brokers: [nsq, stomp]\n  sizes: [1,2,3,4,5,6,7,8,9,10]\n  durations: [1ms]\n",
+			"find_max: 20 searches of up to 1000 steps are more than 10000 runs", 0, 0, 0},
+		// 2 brokers × 1000 steps × 1 min: 33 h.
+		{"sends for days", "find_max: {rate: 1, max_rate: 1000, slo: p99<10ms}\naxes:\n  endpoints: [/send1]\n  brokers: [nsq, stomp]\n  durations: [1m]\n",
+			"find_max: its searches send for up to 33h20m0s in all", 0, 0, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := Parse([]byte(c.spec), known)
+			if fail := err != nil; fail || c.want != "" {
+				if !fail || c.want == "" || !strings.HasPrefix(err.Error(), c.want) {
+					t.Errorf("error %v, want %q", err, c.want)
+				}
+				return
+			}
+			runs := s.Runs()
+			if s.FindMax.Step != c.step || len(runs) != c.points || s.TotalDuration() != c.total {
+				t.Errorf("step %d, %d points, total %v; want %d, %d, %v", s.FindMax.Step, len(runs), s.TotalDuration(), c.step, c.points, c.total)
+			}
+			for _, r := range runs {
+				if r.Rate != s.FindMax.Rate || r.RateTo != 0 || r.Connections != 0 {
+					t.Errorf("point %+v: want the search's first rate %d", r, s.FindMax.Rate)
+				}
+			}
+		})
+	}
+	// A Spec built by hand with an unbounded search expands nothing.
+	big := Spec{FindMax: &FindMax{Rate: 1, FindOptions: load.FindOptions{Step: 1, MaxRate: 1 << 40}},
+		Axes: Axes{Endpoints: []string{"/a"}, Durations: []time.Duration{time.Second}}}
+	if runs := big.Runs(); runs != nil || big.TotalDuration() != math.MaxInt64 {
+		t.Errorf("unvalidated search: %d points, total %v", len(runs), big.TotalDuration())
 	}
 }

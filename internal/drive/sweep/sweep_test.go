@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -47,10 +48,11 @@ axes:
 	}
 	dir := filepath.Join(t.TempDir(), "out")
 	var log bytes.Buffer
-	results, err := Execute(context.Background(), spec, Options{BaseURL: srv.URL, Dir: dir, Version: "test", Log: &log, SpecText: text})
+	out, err := Execute(context.Background(), spec, Options{BaseURL: srv.URL, Dir: dir, Version: "test", Log: &log, SpecText: text})
 	if err != nil {
 		t.Fatal(err)
 	}
+	results := out.Results
 	if len(results) != 4 || strings.Count(log.String(), "\n") != 4 {
 		t.Fatalf("%d results, log:\n%s", len(results), log.String())
 	}
@@ -140,10 +142,11 @@ func TestExecuteRamp(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var log bytes.Buffer
-	results, err := Execute(context.Background(), spec, Options{BaseURL: srv.URL, Dir: dir, Log: &log, SpecText: text})
+	out, err := Execute(context.Background(), spec, Options{BaseURL: srv.URL, Dir: dir, Log: &log, SpecText: text})
 	if err != nil {
 		t.Fatal(err)
 	}
+	results := out.Results
 	if len(results) != 1 {
 		t.Fatalf("%d results", len(results))
 	}
@@ -182,7 +185,7 @@ func TestSummaryGeneratorBehind(t *testing.T) {
 	}
 	dir := t.TempDir()
 	results := []*load.Result{run(100, 0, 0.05), run(200, 7, 0.05), run(300, 0, 4.5)}
-	if err := writeSummary(dir, spec, "http://127.0.0.1:1", Options{}, results, nil); err != nil {
+	if err := writeSummary(dir, spec, "http://127.0.0.1:1", Options{}, &Outcome{Results: results}, nil); err != nil {
 		t.Fatal(err)
 	}
 	summary, _ := os.ReadFile(filepath.Join(dir, Summary))
@@ -224,8 +227,8 @@ func TestReplot(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, err := Replot(dir, known)
-	if err != nil || len(again) != 2 {
-		t.Fatalf("Replot: %v, %d results", err, len(again))
+	if err != nil || len(again.Results) != 2 {
+		t.Fatalf("Replot: %v, %+v", err, again)
 	}
 	summary, _ := os.ReadFile(filepath.Join(dir, Summary))
 	for _, want := range []string{"# Again", "`http://127.0.0.1:1`", "| /send1 | stomp | 4 conn |"} {
@@ -252,11 +255,164 @@ func TestExecuteStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	dir := t.TempDir()
-	results, err := Execute(ctx, spec, Options{BaseURL: srv.URL, Dir: dir})
-	if err == nil || len(results) != 1 || !results[0].Meta.Interrupted {
-		t.Fatalf("err %v, %d results", err, len(results))
+	out, err := Execute(ctx, spec, Options{BaseURL: srv.URL, Dir: dir})
+	if err == nil || len(out.Results) != 1 || !out.Results[0].Meta.Interrupted {
+		t.Fatalf("err %v, %d results", err, len(out.Results))
 	}
 	if _, err := os.Stat(filepath.Join(dir, ResultsCSV)); err != nil {
 		t.Error(err)
 	}
+}
+
+// queue is a target that serves one request at a time in exactly service (a queue: 1/service requests
+// per second at most; past that its queue, and so its latency, grows for as long as the load lasts).
+type queue struct {
+	mu   sync.Mutex
+	free time.Time // when it is free to start the next request
+}
+
+func (q *queue) serve(service time.Duration) {
+	q.mu.Lock()
+	now := time.Now()
+	if q.free.Before(now) {
+		q.free = now
+	}
+	q.free = q.free.Add(service)
+	done := q.free
+	q.mu.Unlock()
+	time.Sleep(time.Until(done))
+}
+
+// TestExecuteFindMax: a find_max sweep over two sizes against a target whose latency grows with the
+// rate past a known knee, a queue per size: size 1 takes 16 ms a request (62.5/s at most), size 2 12 ms
+// (83.3/s). Stepping from 25/s by 25 with p99 < 250 ms, size 1 meets it at 25 and 50/s and breaks at
+// 75/s (its queue grows by 12.5 requests a second: 400 ms of waiting after 2 s), size 2 meets it up to
+// 75/s and breaks at 100/s (16.7 a second, 12 ms each: 400 ms after 2 s). So max_rate is 50 and 75, the
+// step below each knee; results.json, results.csv and summary.md carry it, and replot redraws from them.
+// The margins are wide so that a busy machine's hiccups (tens of ms) do not move the answer.
+func TestExecuteFindMax(t *testing.T) {
+	service := map[string]time.Duration{"1": 16 * time.Millisecond, "2": 12 * time.Millisecond}
+	queues := map[string]*queue{"1": {}, "2": {}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		size := r.URL.Query().Get("size")
+		if queues[size] == nil {
+			http.Error(w, "size", http.StatusBadRequest)
+			return
+		}
+		queues[size].serve(service[size])
+	}))
+	defer srv.Close()
+	text := []byte(`
+title: Knees
+find_max:
+  rate: 25
+  max_rate: 500
+  slo: p99<250ms
+axes:
+  endpoints: [/send1]
+  sizes: [1, 2]
+  durations: [2s]
+`)
+	spec, err := Parse(text, known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.FindMax.Step != 25 || len(spec.Runs()) != 2 || spec.TotalDuration() != 2*20*2*time.Second {
+		t.Fatalf("step %d (want find_max.rate), %d points, at most %v of load", spec.FindMax.Step, len(spec.Runs()), spec.TotalDuration())
+	}
+	dir := t.TempDir()
+	var log bytes.Buffer
+	out, err := Execute(context.Background(), spec, Options{BaseURL: srv.URL, Dir: dir, Log: &log, SpecText: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"1": 50, "2": 75}
+	if len(out.Searches) != 2 {
+		t.Fatalf("%d searches, want 2; log:\n%s", len(out.Searches), log.String())
+	}
+	steps := 0
+	for _, fr := range out.Searches {
+		size := fr.Steps[0].Result.Meta.Parameters["size"]
+		last := fr.Steps[len(fr.Steps)-1]
+		if fr.MaxRate != want[size] || last.Met || last.Rate != want[size]+25 || fr.Broke == "" {
+			for _, s := range fr.Steps {
+				t.Logf("size %s, %d/s: met %v %s, latency %+v", size, s.Rate, s.Met, s.Why, s.Result.Latency)
+			}
+			t.Errorf("size %s: max rate %d, want %d; last step %d/s met %v, broke %q", size, fr.MaxRate, want[size], last.Rate, last.Met, fr.Broke)
+		}
+		steps += len(fr.Steps)
+	}
+	if len(out.Results) != steps || strings.Count(log.String(), "\n") != steps+2 || !strings.Contains(log.String(), "[1/2] /send1 size=1 2s: max rate 50/s meets p99<250ms; broke at 75/s: p99 ") {
+		t.Errorf("%d results of %d steps; log:\n%s", len(out.Results), steps, log.String())
+	}
+	if failures, total := out.Failures(); len(failures) != 0 || total != 2 {
+		t.Errorf("failures %q of %d", failures, total)
+	}
+
+	// results.json: the searches as load -find-max prints them.
+	var js []struct {
+		MaxRate int    `json:"max_rate"`
+		SLO     string `json:"slo"`
+		Steps   []struct {
+			Rate   int
+			Met    bool
+			Result load.Result
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, ResultsJSON))
+	if err := json.Unmarshal(b, &js); err != nil || len(js) != 2 || js[0].MaxRate != 50 || js[1].MaxRate != 75 || js[1].SLO != "p99<250ms" ||
+		len(js[1].Steps) != 4 || js[1].Steps[3].Rate != 100 || js[1].Steps[3].Met || js[1].Steps[3].Result.Meta.Parameters["size"] != "2" {
+		t.Fatalf("results.json: %v, %+v", err, js)
+	}
+	// results.csv: a row per step, each with its search's max rate and its verdict.
+	f, err := os.Open(filepath.Join(dir, ResultsCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	if err != nil || len(rows) != steps+1 || !slices.Equal(rows[0], load.FindCSVHeader) {
+		t.Fatalf("results.csv: %d rows, %v, header %v", len(rows), err, rows[0])
+	}
+	col := map[string]int{}
+	for i, k := range rows[0] {
+		col[k] = i
+	}
+	for _, row := range rows[1:] {
+		wantMax := want[row[col["size"]]]
+		rate, err := strconv.Atoi(row[col["rate"]])
+		if err != nil || row[col["max_rate"]] != strconv.Itoa(wantMax) || row[col["met"]] != strconv.FormatBool(rate <= wantMax) {
+			t.Errorf("results.csv row: max_rate %s, met %s at rate %s; want max_rate %d", row[col["max_rate"]], row[col["met"]], row[col["rate"]], wantMax)
+		}
+	}
+	checkSummary := func(when string) {
+		summary, _ := os.ReadFile(filepath.Join(dir, Summary))
+		for _, want := range []string{"# Knees", "find_max: 2 searches of 2, each from 25 req/s by 25 up to 500, goal `p99<250ms`",
+			"| /send1 |  | 1 | - | 2s | 50 | 3 | 75/s: p99 ", "| /send1 |  | 2 | - | 2s | 75 | 4 | 100/s: p99 ",
+			"| met | /send1 |  | 50 req/s | 1 |", "| broken: p99 ", "(latency-vs-rate.png)", "(max-rate-vs-size.png)"} {
+			if !strings.Contains(string(summary), want) {
+				t.Errorf("%s: summary.md lacks %q:\n%s", when, want, summary)
+			}
+		}
+		for _, c := range []string{"throughput-vs-rate", "latency-vs-rate", "max-rate-vs-size"} {
+			png, err := os.ReadFile(filepath.Join(dir, c+".png"))
+			if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+				t.Errorf("%s: %s.png: %v", when, c, err)
+			}
+		}
+	}
+	checkSummary("execute")
+	for _, c := range []string{"throughput-vs-rate", "latency-vs-rate", "max-rate-vs-size"} {
+		if err := os.Remove(filepath.Join(dir, c+".png")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, Summary)); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Replot(dir, known)
+	if err != nil || len(again.Searches) != 2 || again.Searches[1].MaxRate != 75 || len(again.Results) != steps {
+		t.Fatalf("Replot: %v, %+v", err, again)
+	}
+	checkSummary("replot")
 }
