@@ -72,7 +72,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	startAt := fs.String("start-at", "", "begin at this time (RFC 3339, or Unix seconds), so shards start together")
 	findMax := fs.Bool("find-max", false, "raise the rate by -step until -slo breaks; report the highest rate that met it")
 	step := fs.Int("step", 0, "-find-max: the rate added each step (0: -rate)")
-	maxRate := fs.Int("max-rate", load.MaxRate, "-find-max: the highest rate tried")
+	maxRate := fs.Int("max-rate", 0, fmt.Sprintf("-find-max: the highest rate tried (0: as far as %d steps go, at most %d)", load.MaxSteps, load.MaxRate))
 	sloText := fs.String("slo", "", "-find-max: the goal, e.g. 'p99<10ms,errors<0.1%'")
 	chartDir := fs.String("chart", "", "-find-max: draw latency percentiles against rate into DIR/find-max.{png,svg}")
 	fs.Usage = func() {
@@ -129,6 +129,10 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		find = &load.FindOptions{Step: *step, MaxRate: *maxRate, SLO: slo}
 		if find.Step == 0 {
 			find.Step = o.Rate
+		}
+		if find.MaxRate == 0 && find.Step > 0 && o.Rate > 0 {
+			// as far as the step bound allows, so -rate and -step alone make a valid search
+			find.MaxRate = int(min(int64(load.MaxRate), int64(o.Rate)+int64(load.MaxSteps-1)*int64(find.Step)))
 		}
 		if err := find.Validate(o); err != nil {
 			return bad("%v", err)

@@ -144,7 +144,7 @@ func TestLoadCommandBadInput(t *testing.T) {
 		{"find-max closed", []string{"-find-max", "-connections", "10", "-slo", "p99<3ms", u}, "-find-max: needs the open model"},
 		{"find-max ramp", []string{"-find-max", "-rate", "10:20", "-slo", "p99<3ms", u}, "-find-max: steps at constant rates"},
 		{"find-max sharded", []string{"-find-max", "-rate", "10", "-shard", "0/2", "-slo", "p99<3ms", u}, "-find-max: judges each step's whole load"},
-		{"find-max steps", []string{"-find-max", "-rate", "1", "-step", "1", "-slo", "p99<3ms", u}, "-step: 1000000 steps"},
+		{"find-max steps", []string{"-find-max", "-rate", "1", "-step", "1", "-max-rate", "2000", "-slo", "p99<3ms", u}, "-step: 2000 steps"},
 		{"find-max max below rate", []string{"-find-max", "-rate", "100", "-max-rate", "10", "-slo", "p99<3ms", u}, "-max-rate"},
 		{"step without find-max", []string{"-rate", "10", "-step", "5", u}, "-step: only with -find-max"},
 		{"slo without find-max", []string{"-rate", "10", "-slo", "p99<1ms", u}, "-slo: only with -find-max"},
@@ -159,6 +159,18 @@ func TestLoadCommandBadInput(t *testing.T) {
 				t.Errorf("message %q does not name %s", errOut.String(), c.flag)
 			}
 		})
+	}
+}
+
+// TestFindMaxDefaultMaxRate: without -max-rate a search goes as far as the step bound allows, so
+// -rate and -step alone (docs/load-testing.md's example) are a valid search: it runs (exit 1 here, the
+// target refusing every connection), it is not refused as bad input.
+func TestFindMaxDefaultMaxRate(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"load", "-find-max", "-rate", "500", "-step", "500", "-slo", "p99<10ms,errors<0.1%",
+		"-duration", "100ms", "http://127.0.0.1:1/send1"}, &out, &errOut)
+	if code != 1 || !strings.Contains(out.String()+errOut.String(), "no rate met") {
+		t.Fatalf("exit %d, want 1 (no rate met): %s%s", code, out.String(), errOut.String())
 	}
 }
 
