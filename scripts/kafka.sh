@@ -236,9 +236,14 @@ cluster_id() {
 }
 
 write_properties() {
+  mkdir -p "$DATA_DIR/$1/data" "$DATA_DIR/$1/logs"
+  properties "$1" >"$DATA_DIR/$1/server.properties"
+}
+
+# properties NODE: the node's server.properties for the settings of this start.
+properties() {
   local node=$1 home=$DATA_DIR/$1 port
   port=$(node_port "$node")
-  mkdir -p "$home/data" "$home/logs"
   {
     echo "controller.quorum.voters=$CONTROLLER_ID@127.0.0.1:$CONTROLLER_PORT"
     echo "controller.listener.names=CONTROLLER"
@@ -288,7 +293,7 @@ write_properties() {
       echo "num.network.threads=2"
       echo "num.io.threads=2"
     fi
-  } >"$home/server.properties"
+  }
 }
 
 format_storage() {
@@ -395,6 +400,12 @@ cmd_start() {
   local node all=1 t0=$SECONDS
   for node in $(nodes); do running_pid "$node" >/dev/null || all=0; done
   if ((all)); then
+    # a start asking for other listeners (KAFKA_TLS_PORT, KAFKA_SASL_PORT, its user) must not pass for
+    # one that has them
+    for node in $(nodes); do
+      cmp -s <(properties "$node") "$DATA_DIR/$node/server.properties" ||
+        die "already running with other settings ($node's $DATA_DIR/$node/server.properties differs from what these KAFKA_* variables ask for): scripts/kafka.sh stop first"
+    done
     log "already running: controller 127.0.0.1:$CONTROLLER_PORT, $BROKERS brokers from 127.0.0.1:$PORT"
     return 0
   fi
