@@ -560,24 +560,8 @@ func TestIntegrationTLS(t *testing.T) {
 	c.Enabled, c.CAFile = true, os.Getenv("KAFKA_TLS_CA")
 	p := newPublisher(t, c)
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	topic := freshTopic("tls")
-	for host := range p.Hosts() {
-		if err := p.Publish(ctx, host, topic, []byte("over TLS")); err != nil {
-			t.Fatalf("host %d (%s): %v", host, p.Hosts()[host], err)
-		}
-		if err := p.PublishBatch(ctx, host, topic, [][]byte{[]byte("b1"), []byte("b2")}); err != nil {
-			t.Fatalf("host %d: PublishBatch: %v", host, err)
-		}
-	}
+	everyHostHolds(t, p, "tls")
 	t.Logf("hosts over TLS: %v", p.Hosts())
-	plain := integrationConfig(t)
-	for part, n := range endOffsets(t, plain, topic) {
-		if int(part) < len(p.Hosts()) && n != 3 {
-			t.Errorf("partition %d holds %d, want 3", part, n)
-		}
-	}
 	c.CAFile = ""
 	if _, err := kafka.New(c, pt.Logger(t)); !errors.Is(err, publishers.ErrUnavailable) {
 		t.Errorf("New with the system's roots: %v, want ErrUnavailable (unknown CA)", err)
@@ -602,33 +586,13 @@ func TestIntegrationSASL(t *testing.T) {
 	if err := os.WriteFile(wrong, []byte("not-the-password\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	plain := integrationConfig(t)
 	for _, mech := range []string{kafka.SASLPlain, kafka.SASLScramSHA256, kafka.SASLScramSHA512} {
 		t.Run(mech, func(t *testing.T) {
 			c := base
 			c.SASLMechanism = mech
 			p := newPublisher(t, c)
 			defer p.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			topic := freshTopic("sasl")
-			for host := range p.Hosts() {
-				if err := p.Publish(ctx, host, topic, []byte("over SASL")); err != nil {
-					t.Fatalf("host %d (%s): %v", host, p.Hosts()[host], err)
-				}
-				if err := p.PublishBatch(ctx, host, topic, [][]byte{[]byte("b1"), []byte("b2")}); err != nil {
-					t.Fatalf("host %d: PublishBatch: %v", host, err)
-				}
-			}
-			for part, n := range endOffsets(t, plain, topic) {
-				want := int64(0)
-				if int(part) < len(p.Hosts()) {
-					want = 3 // host k publishes to partition k, led by broker k
-				}
-				if n != want {
-					t.Errorf("partition %d holds %d, want %d", part, n, want)
-				}
-			}
+			everyHostHolds(t, p, "sasl")
 			for _, bad := range []struct{ name, user, file string }{
 				{"wrong password", c.SASLUser, wrong},
 				{"unknown user", "nobody-" + strconv.FormatInt(time.Now().UnixNano(), 36), c.SASLPasswordFile},
@@ -646,5 +610,32 @@ func TestIntegrationSASL(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// everyHostHolds publishes one record and a batch of two to each of p's hosts (a fresh topic named
+// from prefix) and checks, over the plain listener, that partition k (led by broker k, where host k
+// publishes) holds exactly those 3 and every other partition nothing.
+func everyHostHolds(t *testing.T, p *kafka.Publisher, prefix string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topic := freshTopic(prefix)
+	for host := range p.Hosts() {
+		if err := p.Publish(ctx, host, topic, []byte("one")); err != nil {
+			t.Fatalf("host %d (%s): %v", host, p.Hosts()[host], err)
+		}
+		if err := p.PublishBatch(ctx, host, topic, [][]byte{[]byte("b1"), []byte("b2")}); err != nil {
+			t.Fatalf("host %d: PublishBatch: %v", host, err)
+		}
+	}
+	for part, n := range endOffsets(t, integrationConfig(t), topic) {
+		want := int64(0)
+		if int(part) < len(p.Hosts()) {
+			want = 3
+		}
+		if n != want {
+			t.Errorf("partition %d holds %d, want %d", part, n, want)
+		}
 	}
 }
