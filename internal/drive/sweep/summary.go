@@ -98,7 +98,15 @@ func writeSummary(dir string, spec Spec, base string, o Options, out *Outcome, c
 				r.Lag.P99, r.Service.P99))
 		}
 		if len(what) > 0 {
-			bad = append(bad, fmt.Sprintf("- %s %s %s: %s", r.Meta.Endpoint, r.Meta.Broker, dimLoad.get(r), strings.Join(what, "; ")))
+			// the point's every parameter: two runs of a sweep over sizes or topics differ only there
+			who := []string{r.Meta.Endpoint, r.Meta.Broker, dimLoad.get(r)}
+			for _, k := range []string{"size", "topics"} {
+				if v := r.Meta.Parameters[k]; v != "" {
+					who = append(who, k+"="+v)
+				}
+			}
+			who = slices.DeleteFunc(append(who, r.Meta.Duration), func(s string) bool { return s == "" })
+			bad = append(bad, fmt.Sprintf("- %s: %s", strings.Join(who, " "), strings.Join(what, "; ")))
 		}
 	}
 	if len(bad) > 0 {

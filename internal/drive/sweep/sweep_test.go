@@ -177,34 +177,43 @@ func TestSummaryGeneratorBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(rate int, notSent int64, lagP99 float64) *load.Result {
+	run := func(rate int, notSent int64, lagP99 float64, size string) *load.Result {
 		r := &load.Result{Requests: 100, OK: 100, ByStatus: map[string]int64{"200": 100}, NotSent: notSent,
 			Service: &load.Latency{P99: 0.5}, Lag: &load.Latency{P99: lagP99},
-			Meta: load.Meta{Model: load.Open, Rate: rate, Duration: "1s", Endpoint: "/send1"}}
+			Meta: load.Meta{Model: load.Open, Rate: rate, Duration: "1s", Endpoint: "/send1", Parameters: map[string]string{}}}
+		if size != "" {
+			r.Meta.Parameters["size"] = size
+		}
 		return r
 	}
 	dir := t.TempDir()
-	results := []*load.Result{run(100, 0, 0.05), run(200, 7, 0.05), run(300, 0, 4.5)}
+	// the last two differ only in size: their lines must tell them apart
+	results := []*load.Result{run(100, 0, 0.05, ""), run(200, 7, 0.05, ""), run(300, 0, 4.5, ""), run(400, 3, 0.05, "10"), run(400, 5, 0.05, "1000")}
 	if err := writeSummary(dir, spec, "http://127.0.0.1:1", Options{}, &Outcome{Results: results}, nil); err != nil {
 		t.Fatal(err)
 	}
 	summary, _ := os.ReadFile(filepath.Join(dir, Summary))
 	lines := map[string]string{}
 	for _, l := range strings.Split(string(summary), "\n") {
-		for _, rate := range []string{"100", "200", "300"} {
-			if strings.HasPrefix(l, "- /send1  "+rate+" req/s: ") {
-				lines[rate] = l
+		for _, point := range []string{"100 req/s", "200 req/s", "300 req/s", "400 req/s size=10", "400 req/s size=1000"} {
+			if strings.HasPrefix(l, "- /send1 "+point+" 1s: ") {
+				lines[point] = l
 			}
 		}
 	}
-	if _, ok := lines["100"]; ok {
-		t.Errorf("a healthy run is listed: %q", lines["100"])
+	for point, notSent := range map[string]string{"400 req/s size=10": "3 due", "400 req/s size=1000": "5 due"} {
+		if !strings.Contains(lines[point], notSent) {
+			t.Errorf("%s: %q, want its own line saying %s; summary.md:\n%s", point, lines[point], notSent, summary)
+		}
 	}
-	if !strings.Contains(lines["200"], "7 due and never sent (the generator fell behind)") || strings.Contains(lines["200"], "late") {
-		t.Errorf("run with 7 not sent: %q", lines["200"])
+	if _, ok := lines["100 req/s"]; ok {
+		t.Errorf("a healthy run is listed: %q", lines["100 req/s"])
 	}
-	if !strings.Contains(lines["300"], "lag p99 4.50 ms") || strings.Contains(lines["300"], "fell behind") {
-		t.Errorf("run with lag: %q", lines["300"])
+	if !strings.Contains(lines["200 req/s"], "7 due and never sent (the generator fell behind)") || strings.Contains(lines["200 req/s"], "late") {
+		t.Errorf("run with 7 not sent: %q", lines["200 req/s"])
+	}
+	if !strings.Contains(lines["300 req/s"], "lag p99 4.50 ms") || strings.Contains(lines["300 req/s"], "fell behind") {
+		t.Errorf("run with lag: %q", lines["300 req/s"])
 	}
 }
 
