@@ -222,7 +222,7 @@ func (k *cluster) lookup(ctx context.Context, topic string, st *topicState) erro
 			continue
 		case terr != nil && !kerr.IsRetriable(terr):
 			return kind(publishers.ErrRejected, fmt.Errorf("kafka: topic %s: %w", topic, terr))
-		case terr == nil && len(td.Partitions) > 0 && leadersKnown(td) && k.othersKnow(ctx, try, topic):
+		case topicReady(td) && k.othersKnow(ctx, try, topic):
 			st.parts, st.host = k.partitionMap(td)
 			st.leaders, st.id = map[int32]int32{}, td.TopicID
 			for _, p := range td.Partitions {
@@ -249,7 +249,7 @@ func (k *cluster) othersKnow(ctx context.Context, try int, topic string) bool {
 		if err != nil {
 			continue
 		}
-		if kerr.ErrorForCode(td.ErrorCode) != nil || len(td.Partitions) == 0 || !leadersKnown(td) {
+		if !topicReady(td) {
 			return false
 		}
 	}
@@ -281,6 +281,11 @@ func (k *cluster) lookupErr(ctx context.Context, topic string, err error) error 
 		return ctxErr(ctx)
 	}
 	return classify(fmt.Errorf("kafka: metadata of topic %s: %w", topic, err))
+}
+
+// topicReady: the answer names the topic without an error, with partitions, each with its leader.
+func topicReady(td kmsg.MetadataResponseTopic) bool {
+	return td.ErrorCode == 0 && len(td.Partitions) > 0 && leadersKnown(td)
 }
 
 func leadersKnown(td kmsg.MetadataResponseTopic) bool {
