@@ -98,7 +98,7 @@ type rmqNative struct {
 	routes   sync.Map // topic -> *rmqRoute
 	mu       sync.Mutex
 	closed   bool
-	bg       sync.WaitGroup // route refreshes, dead connections being closed
+	bg       sync.WaitGroup // route fetches and refreshes, dead connections being closed
 	clientID string
 	backoff  publishers.Backoff // the redial policy (DefaultBackoff; tests shorten it)
 	proto    *publishers.ProtocolErrors
@@ -415,20 +415,30 @@ func (n *rmqNative) result(err error) error {
 func (n *rmqNative) route(ctx context.Context, dl time.Time, topic string) (*rmqRoute, error) {
 	v, ok := n.routes.Load(topic)
 	if !ok {
-		return n.newRoute(ctx, dl, topic, 0)
+		v, ok = n.routes.LoadOrStore(topic, &rmqRoute{ready: make(chan struct{})})
+		if !ok {
+			n.fetch(topic, v.(*rmqRoute), 0)
+		}
 	}
 	r := v.(*rmqRoute)
 	select {
 	case <-r.ready:
 	default:
-		return n.newRoute(ctx, dl, topic, 0) // another request is fetching it: wait for that
+		return awaitRoute(ctx, dl, r) // a fetch is under way: wait for that
 	}
 	if r.err != nil {
 		if r.age() < r.retry {
 			return nil, r.err
 		}
-		n.routes.CompareAndDelete(topic, r)
-		return n.newRoute(ctx, dl, topic, r.failures)
+		// The failed route is swapped for the next fetch in one step, which counts on from its failures:
+		// deleting it first let another request store a fetch of its own, the backoff started afresh
+		// (20 name server connections in 0.5 s against a bound of 16).
+		next := &rmqRoute{ready: make(chan struct{})}
+		if !n.routes.CompareAndSwap(topic, r, next) {
+			return n.route(ctx, dl, topic) // another request replaced it: use what it stored
+		}
+		n.fetch(topic, next, r.failures)
+		return awaitRoute(ctx, dl, next)
 	}
 	if age := r.age(); age > rmqRouteTTL || (r.deflt && age > rmqRouteRetry) {
 		n.refresh(topic, r)
@@ -436,26 +446,10 @@ func (n *rmqNative) route(ctx context.Context, dl time.Time, topic string) (*rmq
 	return r, nil
 }
 
-// newRoute fetches topic's route, or waits (within dl) for a request already fetching it; failures
-// is the number of fetches that failed before.
-func (n *rmqNative) newRoute(ctx context.Context, dl time.Time, topic string, failures int) (*rmqRoute, error) {
+// awaitRoute waits within ctx and dl for r's fetch and returns its outcome.
+func awaitRoute(ctx context.Context, dl time.Time, r *rmqRoute) (*rmqRoute, error) {
 	ctx, cancel := context.WithDeadline(ctx, dl)
 	defer cancel()
-	v, loaded := n.routes.LoadOrStore(topic, &rmqRoute{ready: make(chan struct{})})
-	r := v.(*rmqRoute)
-	if !loaded {
-		r.queues, r.deflt, r.err = n.fetchRoute(ctx, topic)
-		r.at.Store(time.Now().UnixNano())
-		switch {
-		case r.err == nil:
-		case ctx.Err() != nil: // the caller's deadline says nothing about the name servers
-			n.routes.CompareAndDelete(topic, r)
-		default:
-			r.failures = failures + 1
-			r.retry = n.backoff.Wait(r.failures)
-		}
-		close(r.ready)
-	}
 	select {
 	case <-r.ready:
 	case <-ctx.Done():
@@ -465,6 +459,43 @@ func (n *rmqNative) newRoute(ctx context.Context, dl time.Time, topic string, fa
 		return nil, r.err
 	}
 	return r, nil
+}
+
+// fetch fills r (just stored for topic) from the name servers, off the request path and under
+// send_timeout, not the deadline of the request that found the route missing: a caller's deadline says
+// nothing about the name servers, and a fetch it cut short went uncounted, so against a name server
+// that never answers every publish dialled again at once (58 connections in 0.5 s with 5 ms deadlines,
+// against a bound of 16). A failed fetch is answered for a backoff period.
+func (n *rmqNative) fetch(topic string, r *rmqRoute, failures int) {
+	finish := func(queues []int, deflt bool, err error) {
+		r.queues, r.deflt, r.err = queues, deflt, err
+		r.at.Store(time.Now().UnixNano())
+		if err != nil {
+			r.failures = failures + 1
+			r.retry = n.backoff.Wait(r.failures)
+		}
+		close(r.ready)
+	}
+	if !n.background(func(ctx context.Context) { finish(n.fetchRoute(ctx, topic)) }) {
+		n.routes.CompareAndDelete(topic, r)
+		finish(nil, false, publishers.ErrClosed)
+	}
+}
+
+// background runs f on a goroutine close waits for, with a send_timeout context; false (f not run)
+// once the publisher is closed.
+func (n *rmqNative) background(f func(ctx context.Context)) bool {
+	n.mu.Lock() // orders Add before close's Wait
+	defer n.mu.Unlock()
+	if n.closed {
+		return false
+	}
+	n.bg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), n.p.cfg.SendTimeout)
+		defer cancel()
+		f(ctx)
+	})
+	return true
 }
 
 func (r *rmqRoute) age() time.Duration { return time.Duration(time.Now().UnixNano() - r.at.Load()) }
@@ -481,17 +512,7 @@ func (n *rmqNative) refresh(topic string, r *rmqRoute) {
 	if r.refreshing.Swap(true) {
 		return
 	}
-	n.mu.Lock() // orders Add before close's Wait
-	if n.closed {
-		n.mu.Unlock()
-		return
-	}
-	n.bg.Add(1)
-	n.mu.Unlock()
-	go func() {
-		defer n.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), n.p.cfg.SendTimeout)
-		defer cancel()
+	n.background(func(ctx context.Context) {
 		fresh := &rmqRoute{ready: make(chan struct{})}
 		fresh.queues, fresh.deflt, fresh.err = n.fetchRoute(ctx, topic)
 		fresh.at.Store(time.Now().UnixNano())
@@ -503,7 +524,7 @@ func (n *rmqNative) refresh(topic string, r *rmqRoute) {
 			return
 		}
 		n.routes.CompareAndSwap(topic, r, fresh)
-	}()
+	})
 }
 
 // fetchRoute asks the name servers in turn for topic's write queues per host; a topic they do not know

@@ -2,6 +2,7 @@ package rocketmq
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -68,34 +69,46 @@ func TestPingBounded(t *testing.T) {
 	})
 }
 
-// TestRMQRouteRedial: a name server that drops every connection is asked for a topic's route under
-// the redial policy, not once per publish.
+// TestRMQRouteRedial: a name server that drops every connection, or one that never answers, is asked
+// for a topic's route under the redial policy, not once per publish: also when every publish's deadline
+// (5 ms) ends before a fetch (send_timeout 200 ms) could.
 func TestRMQRouteRedial(t *testing.T) {
-	ns := publishertest.StartFlapServer(t, func(net.Conn) {}, nil)
-	broker := publishertest.StartFlapServer(t, rmqServe(false), nil)
-	p := newRMQNativeTo(ns.Addr(), broker.Addr(), slog.New(slog.DiscardHandler))
-	defer p.Close()
-	start := time.Now()
-	stop := start.Add(500 * time.Millisecond)
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for time.Now().Before(stop) {
-				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-				if err := p.Publish(ctx, 0, "t", []byte("m")); err == nil {
-					t.Error("published without a route")
-				}
-				cancel()
+	for _, tc := range []struct {
+		name     string
+		serve    func(net.Conn)
+		deadline time.Duration
+	}{
+		{"drops every connection", func(net.Conn) {}, 200 * time.Millisecond},
+		{"never answers, publishes with short deadlines", func(c net.Conn) { _, _ = io.Copy(io.Discard, c) }, 5 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := publishertest.StartFlapServer(t, tc.serve, nil)
+			broker := publishertest.StartFlapServer(t, rmqServe(false), nil)
+			p := newRMQNativeTo(ns.Addr(), broker.Addr(), slog.New(slog.DiscardHandler))
+			defer p.Close()
+			start := time.Now()
+			stop := start.Add(500 * time.Millisecond)
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					for time.Now().Before(stop) {
+						ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
+						if err := p.Publish(ctx, 0, "t", []byte("m")); err == nil {
+							t.Error("published without a route")
+						}
+						cancel()
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			dials := ns.Accepted.Load()
+			bound := publishertest.MaxDials(publishertest.ShortBackoff, elapsed, 1, false)
+			t.Logf("%d name server connections in %v (bound %d)", dials, elapsed.Round(time.Millisecond), bound)
+			if dials > int64(bound) {
+				t.Errorf("%d name server connections in %v, want at most %d under the backoff", dials, elapsed.Round(time.Millisecond), bound)
 			}
 		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	dials := ns.Accepted.Load()
-	bound := publishertest.MaxDials(publishertest.ShortBackoff, elapsed, 1, false)
-	t.Logf("%d name server connections in %v (bound %d)", dials, elapsed.Round(time.Millisecond), bound)
-	if dials > int64(bound) {
-		t.Errorf("%d name server connections in %v, want at most %d under the backoff", dials, elapsed.Round(time.Millisecond), bound)
 	}
 }
 
