@@ -151,22 +151,13 @@ func RunRedialBounded(t *testing.T, cases []RedialCase) {
 			t.Cleanup(func() { p.Close() })
 
 			// Four clients publishing as fast as the publisher answers, for half a second.
-			start := time.Now()
-			stop := start.Add(500 * time.Millisecond)
-			var wg sync.WaitGroup
 			var published atomic.Int64
-			for range 4 {
-				wg.Go(func() {
-					for time.Now().Before(stop) {
-						ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-						_ = p.Publish(ctx, 0, "t", []byte("m"))
-						cancel()
-						published.Add(1)
-					}
-				})
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
+			elapsed := Hammer(4, 500*time.Millisecond, func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				_ = p.Publish(ctx, 0, "t", []byte("m"))
+				cancel()
+				published.Add(1)
+			})
 			var dials int64
 			if srv != nil {
 				dials = srv.Accepted.Load()
@@ -224,20 +215,11 @@ func RunPingBounded(t *testing.T, cases []PingCase) {
 			srv := StartFlapServer(t, tc.Serve, nil)
 			p := tc.Pub(t, srv.Addr())
 			defer p.Close()
-			start := time.Now()
-			stop := start.Add(500 * time.Millisecond)
-			var wg sync.WaitGroup
-			for range 4 {
-				wg.Go(func() {
-					for time.Now().Before(stop) {
-						ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-						_ = p.Ping(ctx, 0)
-						cancel()
-					}
-				})
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
+			elapsed := Hammer(4, 500*time.Millisecond, func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_ = p.Ping(ctx, 0)
+				cancel()
+			})
 			bound := int(elapsed/publishers.PingReuse) + 2
 			if tc.Pool {
 				bound += MaxDials(publishers.DefaultBackoff(), elapsed, 1, false) + 1
@@ -249,6 +231,23 @@ func RunPingBounded(t *testing.T, cases []PingCase) {
 			}
 		})
 	}
+}
+
+// Hammer runs call in a loop on each of clients goroutines, the next call as soon as one returns,
+// until d has passed; it returns the time from its start until every client stopped.
+func Hammer(clients int, d time.Duration, call func()) time.Duration {
+	start := time.Now()
+	stop := start.Add(d)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				call()
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start)
 }
 
 // CloseAtOnce is a FlapServer's "then": the handshake done, it closes.

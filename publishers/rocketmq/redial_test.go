@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,22 +85,13 @@ func TestRMQRouteRedial(t *testing.T) {
 			broker := publishertest.StartFlapServer(t, rmqServe(false), nil)
 			p := newRMQNativeTo(ns.Addr(), broker.Addr(), slog.New(slog.DiscardHandler))
 			defer p.Close()
-			start := time.Now()
-			stop := start.Add(500 * time.Millisecond)
-			var wg sync.WaitGroup
-			for range 4 {
-				wg.Go(func() {
-					for time.Now().Before(stop) {
-						ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
-						if err := p.Publish(ctx, 0, "t", []byte("m")); err == nil {
-							t.Error("published without a route")
-						}
-						cancel()
-					}
-				})
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
+			elapsed := publishertest.Hammer(4, 500*time.Millisecond, func() {
+				ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
+				if err := p.Publish(ctx, 0, "t", []byte("m")); err == nil {
+					t.Error("published without a route")
+				}
+				cancel()
+			})
 			dials := ns.Accepted.Load()
 			bound := publishertest.MaxDials(publishertest.ShortBackoff, elapsed, 1, false)
 			t.Logf("%d name server connections in %v (bound %d)", dials, elapsed.Round(time.Millisecond), bound)
