@@ -42,6 +42,7 @@ const (
 // Embedded are running in-process mochi-mqtt servers on 127.0.0.1.
 type Embedded struct {
 	servers []*mochi.Server
+	lns     []*boundedListener // servers[i] listens through lns[i]
 	addrs   []string
 	once    sync.Once
 	err     error // of the first Close
@@ -91,7 +92,8 @@ func startEmbedded(n int, o EmbeddedOptions, authHook func() mochi.Hook, log *sl
 		if wait <= 0 {
 			wait = embeddedConnectWait
 		}
-		l := listeners.NewNet("mqtarget-"+strconv.Itoa(i), newBoundedListener(nl, embeddedConns, wait)) // embedded_listener.go
+		bl := newBoundedListener(nl, embeddedConns, wait) // embedded_listener.go
+		l := listeners.NewNet("mqtarget-"+strconv.Itoa(i), bl)
 		if err := srv.AddListener(l); err != nil {
 			_ = nl.Close()
 			return nil, errors.Join(fmt.Errorf("mqtt: embedded server %d: %w", i, err), e.Close())
@@ -101,6 +103,7 @@ func startEmbedded(n int, o EmbeddedOptions, authHook func() mochi.Hook, log *sl
 			return nil, errors.Join(fmt.Errorf("mqtt: embedded server %d: %w", i, err), e.Close())
 		}
 		e.servers = append(e.servers, srv)
+		e.lns = append(e.lns, bl)
 		e.addrs = append(e.addrs, l.Address())
 	}
 	return e, nil
@@ -118,8 +121,8 @@ func (e *Embedded) Close() error {
 		done := make(chan struct{})
 		go func() { // owned: waited for below, or left behind on purpose (see closeWait)
 			defer close(done)
-			for _, s := range e.servers {
-				_ = s.Close()
+			for i, s := range e.servers {
+				closeServer(s, e.lns[i])
 			}
 		}()
 		select {
@@ -129,6 +132,24 @@ func (e *Embedded) Close() error {
 		}
 	})
 	return e.err
+}
+
+// closeServer closes s, which listens through l, so that nothing can hang mochi-mqtt v2.7.9's Close: it
+// lists the listener's clients under the clients' read lock taken twice (Clients.GetByListener calls
+// Len), and a client added or removed in between waits for the write lock and blocks both for ever
+// (CI, 2026-12-01). So before it runs there must be no client left to add or remove: no connections,
+// every connection's goroutine ended, the clients' map empty. Clients see their connection end, where
+// mochi's Close would have sent DISCONNECT (server shutting down) first.
+func closeServer(s *mochi.Server, l *boundedListener) {
+	_ = l.Close() // no new connection; every open one closed, so each client's goroutine ends
+	// Every connection handed to mochi has been read from, so its goroutine counted itself in ClientsWg
+	// (mochi adds to it before the first read): waiting on it now cannot race with that Add.
+	l.waitRead()
+	s.Listeners.ClientsWg.Wait()
+	for id := range s.Clients.GetAll() { // clients whose goroutine ended without removing them
+		s.Clients.Delete(id)
+	}
+	_ = s.Close()
 }
 
 // closeWait bounds Close: mqtarget's shutdown must end even when a mochi server hangs (noSendQuota

@@ -24,6 +24,7 @@ type boundedListener struct {
 	mu          sync.Mutex
 	conns       map[*boundedConn]struct{}
 	closed      bool
+	unread      sync.WaitGroup // one a connection handed out and not yet read from
 }
 
 func newBoundedListener(l net.Listener, maxConns int, connectWait time.Duration) *boundedListener {
@@ -48,6 +49,7 @@ func (l *boundedListener) Accept() (net.Conn, error) {
 		closed := l.closed
 		if !closed {
 			l.conns[bc] = struct{}{}
+			l.unread.Add(1) // under mu: none after Close, so waitRead never races an Add
 		}
 		l.mu.Unlock()
 		if closed {
@@ -75,10 +77,19 @@ func (l *boundedListener) Close() error {
 	return err
 }
 
+// waitRead waits, once Close returned, until every connection Accept handed out was read from.
+func (l *boundedListener) waitRead() { l.unread.Wait() }
+
 type boundedConn struct {
 	net.Conn
-	l    *boundedListener
-	once sync.Once
+	l        *boundedListener
+	once     sync.Once
+	readOnce sync.Once
+}
+
+func (c *boundedConn) Read(b []byte) (int, error) {
+	c.readOnce.Do(c.l.unread.Done)
+	return c.Conn.Read(b)
 }
 
 func (c *boundedConn) Close() error {
