@@ -2,21 +2,14 @@ package itest
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -26,47 +19,14 @@ import (
 	"github.com/mqtarget/mqtarget/internal/serve"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nsq"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 	"github.com/mqtarget/mqtarget/publishers/rocketmq"
 )
 
 // testPKI is a throwaway CA and a server certificate it signed for 127.0.0.1 and localhost, as PEM files.
-type testPKI struct{ CA, Cert, Key string }
+type testPKI struct{ publishertest.PKI }
 
-func newTestPKI(t testing.TB) testPKI {
-	t.Helper()
-	dir := t.TempDir()
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(t, err)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mqtarget itest CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	must(t, err)
-	ca, err := x509.ParseCertificate(caDER)
-	must(t, err)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	must(t, err)
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	must(t, err)
-	p := testPKI{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "server.pem"), Key: filepath.Join(dir, "server.key")}
-	for file, block := range map[string]*pem.Block{
-		p.CA: {Type: "CERTIFICATE", Bytes: caDER}, p.Cert: {Type: "CERTIFICATE", Bytes: der}, p.Key: {Type: "PRIVATE KEY", Bytes: keyDER},
-	} {
-		must(t, os.WriteFile(file, pem.EncodeToMemory(block), 0o600))
-	}
-	return p
-}
+func newTestPKI(t testing.TB) testPKI { return testPKI{publishertest.NewPKI(t)} }
 
 // verifying is the TLS client setting that trusts p's CA.
 func (p testPKI) verifying() publishers.TLSConfig {

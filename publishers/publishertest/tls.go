@@ -42,3 +42,60 @@ func SelfSigned(t testing.TB) (tls.Certificate, string) {
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, ca
 }
+
+// PKI is a throwaway CA and a server certificate it signed for 127.0.0.1 and localhost, valid for a
+// day, as PEM files in a temp dir: for real brokers and servers that read their certificate from files.
+type PKI struct{ CA, Cert, Key string }
+
+// NewPKI makes a PKI in a temp dir of t.
+func NewPKI(t testing.TB) PKI {
+	t.Helper()
+	must := func(err error) {
+		if err != nil {
+			t.Helper()
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	now := time.Now()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	must(err)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mqtarget test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	must(err)
+	ca, err := x509.ParseCertificate(caDER)
+	must(err)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	must(err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	must(err)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	must(err)
+	p := PKI{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "server.pem"), Key: filepath.Join(dir, "server.key")}
+	for file, block := range map[string]*pem.Block{
+		p.CA: {Type: "CERTIFICATE", Bytes: caDER}, p.Cert: {Type: "CERTIFICATE", Bytes: der}, p.Key: {Type: "PRIVATE KEY", Bytes: keyDER},
+	} {
+		must(os.WriteFile(file, pem.EncodeToMemory(block), 0o600))
+	}
+	return p
+}
+
+// KeyPair is the server's certificate and key, for a server started in the test process.
+func (p PKI) KeyPair(t testing.TB) tls.Certificate {
+	t.Helper()
+	c, err := tls.LoadX509KeyPair(p.Cert, p.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
