@@ -196,9 +196,11 @@ cmd_ctl() {
     log "node $NODENAME is not running (start it with: $0 start); not running rabbitmqctl"
     exit 3
   fi
-  # HOME holds the node's .erlang.cookie; ERL_EPMD_PORT finds the node through our private epmd.
+  # HOME holds the node's .erlang.cookie; ERL_EPMD_PORT finds the node through our private epmd. A
+  # rabbitmqctl that crashes (the node killed under it) writes its dump beside the node's logs, not
+  # into the caller's directory (a test's package directory once).
   HOME=$DATA ERL_EPMD_PORT=$EPMD_PORT ERL_EPMD_ADDRESS=127.0.0.1 RABBITMQ_CONF_ENV_FILE=$CONF/rabbitmq-env.conf \
-    exec "$RMQ_CTL" --node "$NODENAME" "$@"
+    ERL_CRASH_DUMP=$DATA/log/erl_crash_ctl.dump exec "$RMQ_CTL" --node "$NODENAME" "$@"
 }
 
 status_extra() {
