@@ -27,7 +27,8 @@ const (
 )
 
 // fakeBroker is a one-broker Kafka cluster speaking just enough of the protocol for franz-go's
-// producer: ApiVersions, Metadata (every topic exists, one partition it leads), InitProducerID, Produce.
+// producer: ApiVersions, Metadata (every topic exists, one partition it leads), CreateTopics (every topic
+// exists already), InitProducerID, Produce.
 // It behaves until armed; once armed, it misbehaves as m says on every connection made from then on,
 // and on every produce request. (Kafka has no handshake beyond ApiVersions: a fake that misbehaved from
 // the start would only show that New cannot discover such a cluster, which TestNewWithoutCluster does.)
@@ -43,6 +44,13 @@ type fakeBroker struct {
 	// refuse produce partitions with refuseCode this many more times (then store), armed or not
 	refuse     atomic.Int32
 	refuseCode int16
+
+	// in a cluster (startFakeCluster): its node id and every broker of the cluster, in node order
+	node  int32
+	peers []*fakeBroker
+	// lagging is how many more metadata answers say a named topic does not exist: a broker that has
+	// not caught up with a topic just created elsewhere
+	lagging atomic.Int32
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -67,6 +75,21 @@ func startFakeTLS(t testing.TB, m pt.Misbehaviour, tc *tls.Config) *fakeBroker {
 	go f.accept()
 	t.Cleanup(f.Close)
 	return f
+}
+
+// startFakeCluster starts n honest fake brokers that name each other in metadata: broker i has node id
+// i and leads partition i of every topic.
+func startFakeCluster(t testing.TB, n int) []*fakeBroker {
+	t.Helper()
+	fs := make([]*fakeBroker, n)
+	for i := range fs {
+		fs[i] = startFake(t, pt.Honest)
+		fs[i].node = int32(i)
+	}
+	for _, f := range fs {
+		f.peers = fs
+	}
+	return fs
 }
 
 func (f *fakeBroker) addr() string     { return f.ln.Addr().String() }
@@ -247,29 +270,50 @@ func frame(corr uint32, flexHeader bool, resp kmsg.Response) []byte {
 // answer returns the response to req; nil: none; false: close the connection.
 func (fc *fakeConn) answer(req kmsg.Request) (kmsg.Response, bool) {
 	f := fc.f
-	host, portS, _ := net.SplitHostPort(f.addr())
-	port, _ := strconv.Atoi(portS)
 	resp := req.ResponseKind()
 	resp.SetVersion(req.GetVersion())
 	switch r := resp.(type) {
 	case *kmsg.ApiVersionsResponse:
 		for _, k := range []struct{ key, min, max int16 }{
 			{kmsg.ApiVersions.Int16(), 0, 3}, {kmsg.Metadata.Int16(), 1, 12}, {kmsg.Produce.Int16(), 3, 11}, {kmsg.InitProducerID.Int16(), 0, 4},
+			{kmsg.CreateTopics.Int16(), 0, 4},
 		} {
 			v := kmsg.NewApiVersionsResponseApiKey()
 			v.ApiKey, v.MinVersion, v.MaxVersion = k.key, k.min, k.max
 			r.ApiKeys = append(r.ApiKeys, v)
 		}
 	case *kmsg.MetadataResponse:
-		b := kmsg.NewMetadataResponseBroker()
-		b.NodeID, b.Host, b.Port = 0, host, int32(port)
-		r.Brokers = append(r.Brokers, b)
+		peers := f.peers
+		if peers == nil {
+			peers = []*fakeBroker{f}
+		}
+		for _, pf := range peers {
+			host, portS, _ := net.SplitHostPort(pf.addr())
+			port, _ := strconv.Atoi(portS)
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = pf.node, host, int32(port)
+			r.Brokers = append(r.Brokers, b)
+		}
+		r.ControllerID = peers[0].node
 		for _, rt := range req.(*kmsg.MetadataRequest).Topics {
 			t := kmsg.NewMetadataResponseTopic()
 			t.Topic = rt.Topic
-			p := kmsg.NewMetadataResponseTopicPartition()
-			p.Replicas, p.ISR = []int32{0}, []int32{0}
-			t.Partitions = append(t.Partitions, p)
+			if f.lagging.Load() > 0 && f.lagging.Add(-1) >= 0 {
+				t.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				r.Topics = append(r.Topics, t)
+				continue
+			}
+			for _, pf := range peers {
+				p := kmsg.NewMetadataResponseTopicPartition()
+				p.Partition, p.Leader, p.Replicas, p.ISR = pf.node, pf.node, []int32{pf.node}, []int32{pf.node}
+				t.Partitions = append(t.Partitions, p)
+			}
+			r.Topics = append(r.Topics, t)
+		}
+	case *kmsg.CreateTopicsResponse: // every topic exists
+		for _, rt := range req.(*kmsg.CreateTopicsRequest).Topics {
+			t := kmsg.NewCreateTopicsResponseTopic()
+			t.Topic, t.ErrorCode = rt.Topic, kerr.TopicAlreadyExists.Code
 			r.Topics = append(r.Topics, t)
 		}
 	case *kmsg.InitProducerIDResponse:
