@@ -1,10 +1,14 @@
 package itest
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/kafka"
@@ -100,4 +104,48 @@ func TestKafkaConsumer(t *testing.T) {
 	}
 	t.Cleanup(func() { cons.Close() })
 	CheckConsume(t, pub, cons, FreshTopic("consume"), 500)
+}
+
+// TestKafkaScriptSettings: scripts/kafka.sh start on a cluster that runs with the same settings says so
+// and leaves it be; asked for other listeners (here a TLS port the cluster was not started with) it
+// refuses, exit 1 naming the difference, instead of passing the running cluster off as one that has
+// them. The brokers run on unchanged either way.
+func TestKafkaScriptSettings(t *testing.T) {
+	Lane(t, "kafka-http")
+	h := kafkaCluster(t)
+	if !h.CanStop() {
+		t.Fatal("MQTARGET_KAFKA_TEST_HTTP_ENV is not set: no script environment")
+	}
+	pids := make([]int, len(h.Hosts()))
+	for host := range pids {
+		pids[host] = h.pid(t, host)
+	}
+	start := func(extra ...string) (string, int) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", h.script, "start")
+		cmd.Env = append(append(os.Environ(), h.Env...), extra...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return string(out), 0
+		case errors.As(err, &ee):
+			return string(out), ee.ExitCode()
+		}
+		t.Fatalf("scripts/kafka.sh start: %v\n%s", err, out)
+		return "", 0
+	}
+	if out, code := start(); code != 0 || !strings.Contains(out, "already running") {
+		t.Errorf("start with the same settings: exit %d, want 0 and \"already running\":\n%s", code, out)
+	}
+	if out, code := start("KAFKA_TLS_PORT=29990"); code != 1 || !strings.Contains(out, "already running with other settings") ||
+		!strings.Contains(out, "server.properties differs") {
+		t.Errorf("start asking for a TLS listener: exit %d, want 1 naming the other settings:\n%s", code, out)
+	}
+	for host, pid := range pids {
+		if got := h.pid(t, host); got != pid {
+			t.Errorf("broker of host %d: pid %d, was %d", host, got, pid)
+		}
+	}
 }
