@@ -334,35 +334,25 @@ func killRound(t *testing.T, r rabbit, p *Publisher) (queueLost bool) {
 	var mu sync.Mutex
 	var acked, failed int
 	var firstAck time.Time
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				err := p.Publish(ctxT(t, time.Second), 0, topic, []byte("k"))
-				mu.Lock()
-				if err == nil {
-					if acked == 0 {
-						firstAck = time.Now()
-					}
-					acked++
-				} else if !errors.Is(err, publishers.ErrUnavailable) && !errors.Is(err, publishers.ErrTimeout) {
-					t.Errorf("publish during the kill: %v", err)
-				} else {
-					failed++
-				}
-				mu.Unlock()
-				if err != nil {
-					time.Sleep(10 * time.Millisecond) // no busy loop while the node is down
-				}
+	stop := publishertest.Loop(8, func() {
+		err := p.Publish(ctxT(t, time.Second), 0, topic, []byte("k"))
+		mu.Lock()
+		if err == nil {
+			if acked == 0 {
+				firstAck = time.Now()
 			}
-		})
-	}
+			acked++
+		} else if !errors.Is(err, publishers.ErrUnavailable) && !errors.Is(err, publishers.ErrTimeout) {
+			t.Errorf("publish during the kill: %v", err)
+		} else {
+			failed++
+		}
+		mu.Unlock()
+		if err != nil {
+			time.Sleep(10 * time.Millisecond) // no busy loop while the node is down
+		}
+	})
+	defer stop() // a failure below leaves no publisher running; stopping again is a no-op
 	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return acked > 200 })
 	durable := isDurable(t, r.urls[0], topic) // over AMQP, in milliseconds: the kill is not delayed
 	mu.Lock()
@@ -370,8 +360,7 @@ func killRound(t *testing.T, r rabbit, p *Publisher) (queueLost bool) {
 	mu.Unlock()
 	r.signal(t, syscall.SIGKILL)
 	time.Sleep(500 * time.Millisecond) // publishes meet the dead node
-	close(stop)
-	wg.Wait()
+	stop()
 	mu.Lock()
 	a, f := acked, failed
 	mu.Unlock()

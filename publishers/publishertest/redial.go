@@ -250,5 +250,27 @@ func Hammer(clients int, d time.Duration, call func()) time.Duration {
 	return time.Since(start)
 }
 
+// Loop runs call in a loop on each of clients goroutines, the next call as soon as one returns, until
+// the stop it returns is called (Hammer's loop, stopped by the test instead of a duration, for a test
+// that acts while the clients run); stop returns once every client stopped, and may be called again.
+func Loop(clients int, call func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				call()
+			}
+		})
+	}
+	var once sync.Once
+	return func() { once.Do(func() { close(done) }); wg.Wait() }
+}
+
 // CloseAtOnce is a FlapServer's "then": the handshake done, it closes.
 func CloseAtOnce(*bufio.Reader, net.Conn) {}
