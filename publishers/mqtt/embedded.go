@@ -137,7 +137,7 @@ func (e *Embedded) Close() error {
 // closeServer closes s, which listens through l, so that nothing can hang mochi-mqtt v2.7.9's Close: it
 // lists the listener's clients under the clients' read lock taken twice (Clients.GetByListener calls
 // Len), and a client added or removed in between waits for the write lock and blocks both for ever
-// (CI, 2026-12-01). So before it runs there must be no client left to add or remove: no connections,
+// (stop 25's landing CI). So before it runs there must be no client left to add or remove: no connections,
 // every connection's goroutine ended, the clients' map empty. Clients see their connection end, where
 // mochi's Close would have sent DISCONNECT (server shutting down) first.
 func closeServer(s *mochi.Server, l *boundedListener) {
