@@ -27,7 +27,9 @@
 #   -w, --warmup D     warm-up per target before measuring, not recorded; 0 for none [2s]
 #       --only "P…"    mqtarget paths to measure [all send endpoints]
 #       --targets "T…" the whole list, in order, instead: anchor, trivial, limit, group, seed, coalesce and
-#                      mqtarget paths [anchor trivial /healthz limit seed group <--only paths> coalesce]
+#                      mqtarget paths [anchor trivial /healthz limit /send1 seed group coalesce <the other
+#                      --only paths>]; every even pass runs the list backwards (A-B, then B-A), so a
+#                      drift of the machine within a pass favours neither of two neighbours
 #       --docs FILE    where to write the table [docs/benchmarks.md]
 #       --no-docs      print only
 #       --rocketmq     afterwards run scripts/bench-rocketmq.sh (RocketMQ anchor) and include its table
@@ -100,7 +102,16 @@ for c in $CONNS; do
 done
 [[ "$DURATION" =~ ^[1-9][0-9]*[smh]?$ ]] || die "--duration must look like 8s, got $DURATION"
 [[ "$WARMUP" =~ ^[0-9]+[smh]?$ ]] || die "--warmup must look like 2s, got $WARMUP"
-[[ -n "$TARGETS" ]] || TARGETS="anchor trivial /healthz limit seed group $PATHS coalesce"
+if [[ -z "$TARGETS" ]]; then
+    # Rows a target compares stand side by side: /send1 between the limit and seed rows, coalesce
+    # after the bare group commit, /healthz after the trivial route.
+    rest=""
+    send1=""
+    for t in $PATHS; do
+        if [[ "$t" == /send1 ]]; then send1=/send1; else rest+=" $t"; fi
+    done
+    TARGETS="anchor trivial /healthz limit $send1 seed group coalesce$rest"
+fi
 for t in $TARGETS; do
     [[ "$t" =~ ^(anchor|trivial|limit|group|seed|coalesce|/[A-Za-z0-9/?=\&._-]*)$ ]] || die "--targets: unknown target $t"
 done
@@ -291,9 +302,14 @@ else
     log "warm-up: $WARMUP per target at -c${CONNS%% *}"
     for target in $TARGETS; do run "$target" "${CONNS%% *}" "$WARMUP" 0; done
 fi
+read -r -a order <<<"$TARGETS"
 for ((pass = 1; pass <= PASSES; pass++)); do
     for c in $CONNS; do
-        for target in $TARGETS; do run "$target" "$c" "$DURATION" "$pass"; done
+        for ((i = 0; i < ${#order[@]}; i++)); do
+            j=$i
+            ((pass % 2)) || j=$((${#order[@]} - 1 - i)) # even passes backwards
+            run "${order[j]}" "$c" "$DURATION" "$pass"
+        done
     done
 done
 
@@ -434,7 +450,7 @@ report="$TMP/report.md"
     echo "- machine: $(nproc) CPUs ($cpu_model), ${mem_gib} GiB, Linux $(uname -r); wrk, mqtarget and the three nsqd share them;" \
         "load average $load_start when the runs began, $load_end when they ended (other work on the machine skews throughput)"
     echo "- versions: $go_version, nsqd $nsqd_version, wrk $wrk_version, mqtarget $rev"
-    echo "- runs: ${PASSES} interleaved passes of wrk -t$THREADS -d$DURATION per target and concurrency, after a $WARMUP warm-up per target;" \
+    echo "- runs: ${PASSES} interleaved passes (every even one in reverse order) of wrk -t$THREADS -d$DURATION per target and concurrency, after a $WARMUP warm-up per target;" \
         "nsqd --mem-queue-size=$MEM_QUEUE, topics emptied before each run; mqtarget -nsq.hosts with the three nsqd, defaults otherwise (${SIZE}-byte payloads)"
     echo
     table
