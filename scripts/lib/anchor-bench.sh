@@ -49,7 +49,7 @@ bench_usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 #   -w, --warmup S       (BENCH_WARMUP)    -p, --port P     (BENCH_PORT)     --topic T (BENCH_TOPIC)
 #   --broker-warmup S    (BENCH_BROKER_WARMUP [10]): an unrecorded direct run at the largest N before
 #                        the first measured one, so that run 1 does not pay for a cold broker (a JVM's JIT)
-# Sets CONNS DURATION WARMUP PORT TOPIC SIZE TMP and COMMAND (the command line as run), and cleans up at
+# BENCH_ORDER: the order of tails_runs' runs (below). Sets CONNS DURATION WARMUP PORT TOPIC SIZE RUN_ORDER TMP and COMMAND (the command line as run), and cleans up at
 # exit. Bad settings exit 2 naming the flag.
 # shellcheck disable=SC2034 # the settings are read by the sourcing script
 bench_init() {
@@ -87,6 +87,16 @@ bench_init() {
     local n
     for n in $CONNS; do check_int "--conns (BENCH_CONNS)" "$n" 1 "$BENCH_MAX_CONNS"; done
     [[ "$TOPIC" =~ ^[A-Za-z0-9_-]{1,100}$ ]] || usage_error "--topic (BENCH_TOPIC)" "letters, digits, - and _ only (1..100), got '$TOPIC'"
+    # The runs of every N (tails_runs), checked here so a bad BENCH_ORDER stops before a broker starts.
+    RUN_ORDER="direct send1 floor floor send1 direct"
+    if [[ ${BENCH_FLOOR:-1} == 0 ]]; then RUN_ORDER="direct send1 send1 direct"; fi
+    if [[ -n ${BENCH_ORDER:-} ]]; then
+        local want got
+        want="$(tr ' ' '\n' <<<"$RUN_ORDER" | sort | tr '\n' ' ')"
+        got="$(tr -s ' ' '\n' <<<"$BENCH_ORDER" | grep . | sort | tr '\n' ' ')"
+        [[ "$got" == "$want" ]] || usage_error BENCH_ORDER "must be the runs ${want% } in some order, got '$BENCH_ORDER'"
+        RUN_ORDER="$BENCH_ORDER"
+    fi
     need_tools
     TMP="$(mktemp -d "${TMPDIR:-/tmp}/mqtarget-${BENCH_NAME:-bench}.XXXXXX")"
     : >"$TMP/rows"
@@ -275,10 +285,12 @@ floor_tail() {
 # tails_runs: for each N, in the order direct, mqtarget, floor, floor, mqtarget, direct (each pair
 # A-B-B-A: direct_tail; wrk_tail on send_url; floor_tail; each to dest N RUN, with before_run N RUN DEST
 # first when the script defines it), then the hop (wrk_tail on /healthz). With BENCH_FLOOR=0: direct,
-# mqtarget, mqtarget, direct.
+# mqtarget, mqtarget, direct. BENCH_ORDER="..." runs the same runs in another order (e.g.
+# "direct floor send1 send1 floor direct", to tell a run's place in the order from its side); it must
+# hold each of them as often as the default does, else exit 2.
 tails_runs() {
-    local n run d line top=0 order=(direct send1 floor floor send1 direct)
-    if [[ ${BENCH_FLOOR:-1} == 0 ]]; then order=(direct send1 send1 direct); fi
+    local n run d line top=0 order
+    read -r -a order <<<"$RUN_ORDER"
     FLOOR_PORT=$((PORT + 9))
     if ((BROKER_WARMUP > 0)); then
         for n in $CONNS; do if ((n > top)); then top=$n; fi; done

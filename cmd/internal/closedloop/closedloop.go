@@ -22,12 +22,17 @@ type Options struct {
 	Send func(sender int) error
 	// Window, when set, runs as the measured window starts (true) and ends (false), on Run's goroutine.
 	Window func(start bool)
+	// Think is each sender's pause after an answer before its next send (0: none). A client behind
+	// HTTP leaves such a gap (the reply to the load generator, its next request), and a broker that
+	// goes idle in it may answer the next send later than one that is kept busy.
+	Think time.Duration
 }
 
 // Bounds of a run, checked by Validate: the senders are goroutines with a connection each.
 const (
 	MaxSenders  = 10_000
 	MaxDuration = time.Hour
+	MaxThink    = time.Second
 )
 
 // Validate names the first bad option by the flag the direct clients give it (-c, -d, -warmup).
@@ -39,6 +44,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("-d: must be > 0 and <= %v, got %v", MaxDuration, o.Duration)
 	case o.Warmup < 0 || o.Warmup > MaxDuration:
 		return fmt.Errorf("-warmup: must be 0..%v, got %v", MaxDuration, o.Warmup)
+	case o.Think < 0 || o.Think > MaxThink:
+		return fmt.Errorf("-think: must be 0..%v, got %v", MaxThink, o.Think)
 	}
 	return nil
 }
@@ -118,6 +125,9 @@ func Run(o Options) Result {
 					continue
 				}
 				mine.Add(t1.Sub(t0))
+				if o.Think > 0 {
+					time.Sleep(o.Think)
+				}
 			}
 			mu.Lock()
 			defer mu.Unlock()

@@ -45,6 +45,18 @@ func TestRunCountsOnlyTheWindow(t *testing.T) {
 	}
 }
 
+// TestRunThinks: with a think time each sender pauses after every answer, so an instant send is made
+// at most once per think time.
+func TestRunThinks(t *testing.T) {
+	var calls atomic.Int64
+	r := Run(Options{Senders: 2, Duration: 200 * time.Millisecond, Think: 20 * time.Millisecond,
+		Send: func(int) error { calls.Add(1); return nil }})
+	// 2 senders × (200 ms / 20 ms) = 20 at most, plus the send each makes before its first pause
+	if n := calls.Load(); n < 2 || n > 22 || r.Sent > int(n) {
+		t.Fatalf("%d sends (%d counted) in 200 ms with a 20 ms think time: want 2..22", n, r.Sent)
+	}
+}
+
 // TestResultLine: the line the scripts parse names every field, and a run without an answered send
 // is an error that carries the first failure.
 func TestResultLine(t *testing.T) {
@@ -86,6 +98,8 @@ func TestMainFlags(t *testing.T) {
 		{"zero duration", func(c *Common) { c.Duration = 0 }, "-d:"},
 		{"duration too long", func(c *Common) { c.Duration = MaxDuration + time.Second }, "-d:"},
 		{"negative warm-up", func(c *Common) { c.Warmup = -time.Second }, "-warmup:"},
+		{"negative think time", func(c *Common) { c.Think = -time.Millisecond }, "-think:"},
+		{"think time too long", func(c *Common) { c.Think = MaxThink + time.Millisecond }, "-think:"},
 		{"negative size", func(c *Common) { c.Size = -1 }, "-size:"},
 		{"size too large", func(c *Common) { c.Size = MaxSize + 1 }, "-size:"},
 		{"no timeout", func(c *Common) { c.Timeout = 0 }, "-timeout:"},

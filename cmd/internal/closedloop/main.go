@@ -19,6 +19,7 @@ type Common struct {
 	Size             int
 	Duration, Warmup time.Duration
 	Timeout          time.Duration // per send (and for opening the connections)
+	Think            time.Duration // Options.Think
 	// HTTP, when set, serves the session over bare HTTP on this loopback address instead of running
 	// the closed loop (Serve: the anchors' floor row), until SIGTERM or SIGINT.
 	HTTP string
@@ -33,6 +34,7 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Size, "size", 100, "message size in bytes")
 	fs.DurationVar(&c.Duration, "d", 10*time.Second, "measured duration")
 	fs.DurationVar(&c.Warmup, "warmup", 3*time.Second, "unmeasured warm-up before it")
+	fs.DurationVar(&c.Think, "think", 0, "each sender's pause after an answer before its next send (0: none), as the gap a client behind HTTP leaves")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "per send, for clients that take a deadline (and for dialling): a send not answered by then fails")
 	fs.StringVar(&c.HTTP, "http", "", "serve GET /send1 (one send each, -c senders) and /healthz on this loopback host:port with bare chi + net/http, until SIGTERM, instead of the closed loop: the anchors' floor")
 }
@@ -57,7 +59,7 @@ func (c Common) Validate() error {
 	if c.Timeout <= 0 || c.Timeout > time.Minute {
 		return fmt.Errorf("-timeout: must be > 0 and <= 1m, got %v", c.Timeout)
 	}
-	return Options{Senders: c.Senders, Duration: c.Duration, Warmup: c.Warmup, Send: func(int) error { return nil }}.Validate()
+	return Options{Senders: c.Senders, Duration: c.Duration, Warmup: c.Warmup, Think: c.Think, Send: func(int) error { return nil }}.Validate()
 }
 
 // Session is a direct client's open connections: Send sends one message for sender i and returns once
@@ -96,7 +98,7 @@ func Main(name string, c Common, open func(Common) (Session, error), stdout, std
 		}
 		return 0
 	}
-	r := Run(Options{Senders: c.Senders, Warmup: c.Warmup, Duration: c.Duration, Send: s.Send, Window: s.Window})
+	r := Run(Options{Senders: c.Senders, Warmup: c.Warmup, Duration: c.Duration, Think: c.Think, Send: s.Send, Window: s.Window})
 	if r.FirstErr != nil {
 		fmt.Fprintf(stderr, "%s: %d sends failed, the first: %v\n", name, r.Failed, r.FirstErr)
 	}
