@@ -116,6 +116,9 @@ func Run(o Options) Result {
 				t0 := time.Now()
 				err := o.Send(i)
 				t1 := time.Now()
+				if o.Think > 0 { // after every answer: in the warm-up and after a failure too
+					time.Sleep(o.Think)
+				}
 				if t0.Before(from) || t1.After(to) {
 					continue
 				}
@@ -125,9 +128,6 @@ func Run(o Options) Result {
 					continue
 				}
 				mine.Add(t1.Sub(t0))
-				if o.Think > 0 {
-					time.Sleep(o.Think)
-				}
 			}
 			mu.Lock()
 			defer mu.Unlock()

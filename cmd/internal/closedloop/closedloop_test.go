@@ -45,15 +45,28 @@ func TestRunCountsOnlyTheWindow(t *testing.T) {
 	}
 }
 
-// TestRunThinks: with a think time each sender pauses after every answer, so an instant send is made
-// at most once per think time.
+// TestRunThinks: with a think time each sender pauses after every answer (in the warm-up, and after a
+// failed send too), so an instant send is made at most once per think time.
 func TestRunThinks(t *testing.T) {
-	var calls atomic.Int64
-	r := Run(Options{Senders: 2, Duration: 200 * time.Millisecond, Think: 20 * time.Millisecond,
-		Send: func(int) error { calls.Add(1); return nil }})
-	// 2 senders × (200 ms / 20 ms) = 20 at most, plus the send each makes before its first pause
-	if n := calls.Load(); n < 2 || n > 22 || r.Sent > int(n) {
-		t.Fatalf("%d sends (%d counted) in 200 ms with a 20 ms think time: want 2..22", n, r.Sent)
+	for _, tc := range []struct {
+		name   string
+		warmup time.Duration
+		err    error
+	}{
+		{"answered", 0, nil},
+		{"in the warm-up", 100 * time.Millisecond, nil},
+		{"failed", 0, errors.New("refused")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int64
+			r := Run(Options{Senders: 2, Warmup: tc.warmup, Duration: 200 * time.Millisecond, Think: 20 * time.Millisecond,
+				Send: func(int) error { calls.Add(1); return tc.err }})
+			// 2 senders × (warm-up + 200 ms) / 20 ms at most, plus the send each makes before its first pause
+			most := 2*int64((tc.warmup+200*time.Millisecond)/(20*time.Millisecond)) + 2
+			if n := calls.Load(); n < 2 || n > most || r.Sent > int(n) {
+				t.Fatalf("%d sends (%d counted) with a 20 ms think time: want 2..%d", n, r.Sent, most)
+			}
+		})
 	}
 }
 
