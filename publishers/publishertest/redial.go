@@ -237,22 +237,15 @@ func RunPingBounded(t *testing.T, cases []PingCase) {
 // until d has passed; it returns the time from its start until every client stopped.
 func Hammer(clients int, d time.Duration, call func()) time.Duration {
 	start := time.Now()
-	stop := start.Add(d)
-	var wg sync.WaitGroup
-	for range clients {
-		wg.Go(func() {
-			for time.Now().Before(stop) {
-				call()
-			}
-		})
-	}
-	wg.Wait()
+	stop := Loop(clients, call)
+	time.Sleep(d)
+	stop()
 	return time.Since(start)
 }
 
 // Loop runs call in a loop on each of clients goroutines, the next call as soon as one returns, until
-// the stop it returns is called (Hammer's loop, stopped by the test instead of a duration, for a test
-// that acts while the clients run); stop returns once every client stopped, and may be called again.
+// the stop it returns is called (for a test that acts while the clients run; Hammer stops it after a
+// duration); stop returns once every client stopped, and may be called again.
 func Loop(clients int, call func()) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
