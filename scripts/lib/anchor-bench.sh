@@ -49,8 +49,9 @@ bench_usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 #   -w, --warmup S       (BENCH_WARMUP)    -p, --port P     (BENCH_PORT)     --topic T (BENCH_TOPIC)
 #   --broker-warmup S    (BENCH_BROKER_WARMUP [10]): an unrecorded direct run at the largest N before
 #                        the first measured one, so that run 1 does not pay for a cold broker (a JVM's JIT)
-# BENCH_ORDER: the order of tails_runs' runs (below). Sets CONNS DURATION WARMUP PORT TOPIC SIZE RUN_ORDER TMP and COMMAND (the command line as run), and cleans up at
-# exit. Bad settings exit 2 naming the flag.
+#   BENCH_ORDER          the order of tails_runs' runs (see there)
+# Sets CONNS DURATION WARMUP PORT TOPIC SIZE RUN_ORDER TMP and COMMAND (the command line as run), and
+# cleans up at exit. Bad settings exit 2 naming the flag.
 # shellcheck disable=SC2034 # the settings are read by the sourcing script
 bench_init() {
     CONNS="${BENCH_CONNS:-1 4 16}"

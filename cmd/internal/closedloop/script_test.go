@@ -1,6 +1,7 @@
 package closedloop
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,5 +67,49 @@ func TestScriptTable(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestScriptOrder: BENCH_ORDER reorders the runs tails_runs makes for every N; an order that leaves a
+// run out, adds one, or names a floor run with BENCH_FLOOR=0 exits 2 naming BENCH_ORDER, before
+// anything is started.
+func TestScriptOrder(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	lib, err := filepath.Abs("../../../scripts/lib/anchor-bench.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, order, floor string
+		want               string // RUN_ORDER; "": exit 2
+	}{
+		{"default", "", "", "direct send1 floor floor send1 direct"},
+		{"floor first", "direct floor send1 send1 floor direct", "", "direct floor send1 send1 floor direct"},
+		{"extra spaces", " direct  floor send1 send1 floor direct ", "", " direct  floor send1 send1 floor direct "},
+		{"no floor", "", "0", "direct send1 send1 direct"},
+		{"no floor, reordered", "send1 direct direct send1", "0", "send1 direct direct send1"},
+		{"a run left out", "direct floor send1 send1 floor", "", ""},
+		{"a run added", "direct floor send1 send1 floor direct direct", "", ""},
+		{"an unknown run", "direct floor send1 send1 floor healthz", "", ""},
+		{"a floor run without the floor", "direct floor send1 send1 floor direct", "0", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// need_tools is stubbed: the check must come before it (and before any broker starts)
+			cmd := exec.Command(bash, "-c", `source "$1" && need_tools() { :; } && bench_init 23999 t && echo "order=$RUN_ORDER"`, "x", lib)
+			cmd.Env = append(os.Environ(), "BENCH_ORDER="+tc.order, "BENCH_FLOOR="+tc.floor)
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			switch {
+			case tc.want == "":
+				if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "BENCH_ORDER") {
+					t.Errorf("BENCH_ORDER=%q: %v, %q; want exit 2 naming BENCH_ORDER", tc.order, err, out)
+				}
+			case err != nil || !strings.Contains(string(out), "order="+tc.want+"\n"):
+				t.Errorf("BENCH_ORDER=%q: %v, %q; want order=%s", tc.order, err, out, tc.want)
+			}
+		})
 	}
 }
