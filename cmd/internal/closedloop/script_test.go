@@ -12,18 +12,25 @@ import (
 	"github.com/mqtarget/mqtarget/internal/drive/load"
 )
 
-// TestScriptTable: scripts/lib/anchor-bench.sh reads the line Result.String prints (the direct runs)
-// beside wrk's (mqtarget, the floor, the hop), judges each /send1 run against the direct run beside it
-// (p99(/send1) <= p99(direct) + p99(hop) + 1 ms), and sums the CPU per message of each side.
-func TestScriptTable(t *testing.T) {
+// anchorLib is bash and the absolute path of scripts/lib/anchor-bench.sh; without bash the test is skipped.
+func anchorLib(t *testing.T) (bash, lib string) {
+	t.Helper()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Skip("no bash")
 	}
-	lib, err := filepath.Abs("../../../scripts/lib/anchor-bench.sh")
+	lib, err = filepath.Abs("../../../scripts/lib/anchor-bench.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return bash, lib
+}
+
+// TestScriptTable: scripts/lib/anchor-bench.sh reads the line Result.String prints (the direct runs)
+// beside wrk's (mqtarget, the floor, the hop), judges each /send1 run against the direct run beside it
+// (p99(/send1) <= p99(direct) + p99(hop) + 1 ms), and sums the CPU per message of each side.
+func TestScriptTable(t *testing.T) {
+	bash, lib := anchorLib(t)
 	direct := func(p99 float64) string {
 		return Result{Duration: time.Second, Sent: 1000, Latency: load.Latency{P50: 0.05, P99: p99, P999: 2, Max: 3}, CPU: 20 * time.Millisecond}.String() + " broker_us=30.0"
 	}
@@ -74,14 +81,7 @@ func TestScriptTable(t *testing.T) {
 // run out, adds one, or names a floor run with BENCH_FLOOR=0 exits 2 naming BENCH_ORDER, before
 // anything is started.
 func TestScriptOrder(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
-	lib, err := filepath.Abs("../../../scripts/lib/anchor-bench.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bash, lib := anchorLib(t)
 	for _, tc := range []struct {
 		name, order, floor string
 		want               string // RUN_ORDER; "": exit 2
