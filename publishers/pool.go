@@ -2,6 +2,7 @@ package publishers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -176,7 +177,18 @@ func (p *Pool[L]) Get(ctx context.Context, host int) (L, error) {
 		return zero, CtxErr(ctx)
 	}
 	slots := p.slots[host]
-	return slots[int(p.next[host].Add(1))%len(slots)].get(ctx, p)
+	i := int(p.next[host].Add(1)) % len(slots)
+	c, err := slots[i].get(ctx, p)
+	if err == nil || len(slots) == 1 || errors.Is(err, ErrClosed) || ctx.Err() != nil {
+		return c, err
+	}
+	// This slot has no connection and cannot make one now (its dial failed, or the host's backoff
+	// runs), but a sibling may hold a live one: a host that still serves a connection takes the
+	// request. Otherwise one slow CONNECT on a busy broker fails requests its other connection serves.
+	if l, ok := p.live(host, i+1); ok {
+		return l, nil
+	}
+	return c, err
 }
 
 // Close closes every connection, dead ones included, so every connection goroutine has ended when it
@@ -204,8 +216,14 @@ func (p *Pool[L]) Live(host int) L {
 	if p.CheckHost(host) != nil || p.closed.Load() {
 		return zero
 	}
+	c, _ := p.live(host, int(p.next[host].Add(1)))
+	return c
+}
+
+// live returns the first live connection among host's slots from slot start on, skipping slots busy
+// dialing.
+func (p *Pool[L]) live(host, start int) (L, bool) {
 	slots := p.slots[host]
-	start := int(p.next[host].Add(1))
 	for i := range slots {
 		s := slots[(start+i)%len(slots)]
 		if !s.mu.TryLock() {
@@ -214,10 +232,11 @@ func (p *Pool[L]) Live(host int) L {
 		c, ok := s.cur, s.live && !s.cur.Dead()
 		s.mu.Unlock()
 		if ok {
-			return c
+			return c, true
 		}
 	}
-	return zero
+	var zero L
+	return zero, false
 }
 
 // slot holds one of a host's connections.

@@ -2,6 +2,7 @@ package publishers
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,6 +47,48 @@ func TestPoolConcurrentClose(t *testing.T) {
 	}
 	<-first
 	if _, err := p.Get(context.Background(), 0); err != ErrClosed {
+		t.Errorf("get after close: %v, want ErrClosed", err)
+	}
+}
+
+// fakeLink is a connection that is live until killed.
+type fakeLink struct{ dead atomic.Bool }
+
+func (l *fakeLink) Dead() bool { return l.dead.Load() }
+func (l *fakeLink) Close()     {}
+
+// A slot that cannot connect (its dial fails, then the host's backoff runs) hands the request to a
+// live sibling of the same host; only when no sibling is live does the request fail, with the dial's
+// error.
+func TestPoolFallsBackToLiveSibling(t *testing.T) {
+	good := &fakeLink{}
+	refused := errors.New("no CONNECTED in time")
+	var dials atomic.Int32
+	p := NewPool("test", []string{"a:1"}, 2, func(context.Context, string) (*fakeLink, error) {
+		if dials.Add(1) == 1 {
+			return good, nil
+		}
+		return nil, Wrap(ErrUnavailable, refused)
+	})
+	p.Backoff = DefaultBackoff()
+	ctx := context.Background()
+	for i := range 4 { // slots 1, 0, 1, 0: the second dials and fails, the fourth meets the backoff
+		c, err := p.Get(ctx, 0)
+		if err != nil || c != good {
+			t.Fatalf("get %d: %v, %v; want the live connection", i, c, err)
+		}
+	}
+	if n := dials.Load(); n != 2 {
+		t.Errorf("%d dials, want 2 (one per slot; the backoff holds the second slot's next)", n)
+	}
+	good.dead.Store(true)
+	for i := range 2 {
+		if c, err := p.Get(ctx, 0); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("get %d with no live connection: %v, %v; want ErrUnavailable", i, c, err)
+		}
+	}
+	p.Close()
+	if _, err := p.Get(ctx, 0); !errors.Is(err, ErrClosed) {
 		t.Errorf("get after close: %v, want ErrClosed", err)
 	}
 }

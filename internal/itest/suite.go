@@ -213,6 +213,9 @@ func (l *ledger) verify(t *testing.T, h Harness) {
 // deliveryTimeout is the publish timeout of the delivery test, below http.write_timeout (15 s).
 const deliveryTimeout = 10 * time.Second
 
+// warmSlots is the most connections per host any harness configures (warmUp dials them all).
+const warmSlots = 4
+
 // Requests per endpoint in the delivery test; a multiple of 6 so /send2Host and /send3Host spread evenly.
 const perEndpoint = 12
 
@@ -497,7 +500,9 @@ func Integration(t testing.TB) {
 // that missed its deadline on a busy machine (a cold JVM's first TLS handshake took over 2 s in CI)
 // leaves its host in backoff, answering 503 at once, and the cases that follow would each fail on it:
 // they test delivery, not the first dial (the fault suites do). Requests go in whole rounds of the
-// round-robin endpoint, so that the cases start at host 0 as they expect.
+// round-robin endpoint, so that the cases start at host 0 as they expect, and warmSlots rounds of them,
+// so that every pooled connection of every host (stomp.connections_per_host is 2) has been dialled:
+// one round opens only one connection per host, and the case after it would dial the next.
 func warmUp(t *testing.T, tg *Target, hosts int) {
 	t.Helper()
 	path := "/send1"
@@ -511,7 +516,7 @@ func warmUp(t *testing.T, tg *Target, hosts int) {
 	end := time.Now().Add(60 * time.Second)
 	for {
 		var failed []string
-		for range hosts {
+		for range hosts * warmSlots {
 			if r := tg.Do(t, http.MethodGet, path, nil); r.Status != http.StatusOK {
 				failed = append(failed, fmt.Sprintf("%d %s", r.Status, r.Error))
 			}
