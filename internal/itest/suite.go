@@ -501,7 +501,7 @@ func Integration(t testing.TB) {
 // leaves its host in backoff, answering 503 at once, and the cases that follow would each fail on it:
 // they test delivery, not the first dial (the fault suites do). Requests go in whole rounds of the
 // round-robin endpoint, so that the cases start at host 0 as they expect, and warmSlots rounds of them,
-// so that every pooled connection of every host (stomp.connections_per_host is 2) has been dialled:
+// so that every pooled connection of every host (a broker may keep several per host) has been dialled:
 // one round opens only one connection per host, and the case after it would dial the next.
 func warmUp(t *testing.T, tg *Target, hosts int) {
 	t.Helper()

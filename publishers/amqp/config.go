@@ -17,7 +17,7 @@ import (
 type Config struct {
 	// URLs are independent AMQP 0-9-1 servers, amqp://user:pass@host:port/vhost, in configured order:
 	// host k of /sendNHost is URLs[k]. Their passwords are never printed (URLs redacts them).
-	URLs URLs `yaml:"urls" help:"AMQP 0-9-1 servers amqp://user:pass@host:port/vhost, comma-separated, one connection each (passwords never printed)"`
+	URLs URLs `yaml:"urls" help:"AMQP 0-9-1 servers amqp://user:pass@host:port/vhost, comma-separated (passwords never printed)"`
 	// Exchange is where messages are published, with the topic as routing key; "" is the default
 	// exchange, which routes to the queue named like the key.
 	Exchange string `yaml:"exchange" help:"exchange published to, routing key = topic (empty: the default exchange, which delivers to queue = topic)"`
@@ -31,6 +31,9 @@ type Config struct {
 	// Heartbeat is the AMQP heartbeat interval asked for; a broker silent for 1.5 of them is taken for
 	// dead (the client library's rule).
 	Heartbeat time.Duration `yaml:"heartbeat" help:"AMQP heartbeat interval asked for (a broker silent for 1.5 intervals is taken for dead)"`
+	// ConnectionsPerHost is how many connections, each with its own publishing channel, writer and
+	// confirm stream, mqtarget keeps to every server; requests take them in turn.
+	ConnectionsPerHost int `yaml:"connections_per_host" help:"AMQP connections per server, each with its own publishing channel; requests take them in turn"`
 	// DialTimeout bounds connecting, TLS and the AMQP handshake.
 	DialTimeout time.Duration `yaml:"dial_timeout" help:"timeout for connecting to an AMQP server, TLS and the AMQP handshake included"`
 	// TLS: amqps:// URLs, verified with the shared tls_* settings.
@@ -42,17 +45,20 @@ type Config struct {
 // mandatory publishes.
 func DefaultConfig() Config {
 	return Config{
-		Durable:     true,
-		Confirm:     true,
-		Mandatory:   true,
-		Heartbeat:   10 * time.Second,
-		DialTimeout: 2 * time.Second,
+		Durable:            true,
+		Confirm:            true,
+		Mandatory:          true,
+		Heartbeat:          10 * time.Second,
+		ConnectionsPerHost: 1,
+		DialTimeout:        2 * time.Second,
 	}
 }
 
 // Bounds of the settings.
 const (
 	maxDialTimeout = time.Minute
+	// maxConnectionsPerHost bounds the connections (and their goroutines) per server.
+	maxConnectionsPerHost = 64
 	// AMQP carries the heartbeat in whole seconds (16 bits); beyond 10 minutes it detects nothing.
 	maxHeartbeat = 10 * time.Minute
 	// MaxNameLen is the longest exchange, queue or routing key AMQP 0-9-1 carries (a short string).
@@ -76,6 +82,9 @@ func (c Config) Validate(prefix string) error {
 	}
 	if c.Heartbeat < time.Second || c.Heartbeat > maxHeartbeat || c.Heartbeat%time.Second != 0 {
 		add("heartbeat", "must be a whole number of seconds 1s..%v (AMQP carries seconds), got %v", maxHeartbeat, c.Heartbeat)
+	}
+	if c.ConnectionsPerHost < 1 || c.ConnectionsPerHost > maxConnectionsPerHost {
+		add("connections_per_host", "must be 1..%d, got %d", maxConnectionsPerHost, c.ConnectionsPerHost)
 	}
 	if c.DialTimeout <= 0 || c.DialTimeout > maxDialTimeout {
 		add("dial_timeout", "must be 1ns..%v, got %v", maxDialTimeout, c.DialTimeout)

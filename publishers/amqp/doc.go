@@ -31,10 +31,10 @@
 // # Hosts, connections, redial
 //
 // amqp.urls are independent servers in configured order: host k of /send2Host and /send3Host is
-// URLs[k], one connection each, never a list the library may shuffle or fail over. Each connection
-// has one writer goroutine that hands publishes to the library in order (so no caller ever waits on
-// the library's locks or a socket write: a publish ends under its own deadline whatever the broker
-// does) and one listener that takes the confirms and returns in the order the broker sent them and
+// URLs[k], amqp.connections_per_host connections each, never a list the library may shuffle or fail
+// over. Each connection has one writer goroutine that hands publishes to the library in order (so no
+// caller ever waits on the library's locks or a socket write: a publish ends under its own deadline
+// whatever the broker does) and one listener that takes the confirms and returns in the order the broker sent them and
 // checks each: a confirm out of sequence, one for a tag not published or sent before its publish
 // (the library would replay it in sequence later), a return for nothing in flight or after its
 // confirm, or frames the library cannot parse are protocol violations: the connection is closed,

@@ -39,8 +39,8 @@ const (
 	maxDeclared = 4096
 )
 
-// Publisher publishes to AMQP 0-9-1 servers (RabbitMQ): one connection per configured URL, one
-// publishing channel on it, in confirm mode unless amqp.confirm is false. See doc.go.
+// Publisher publishes to AMQP 0-9-1 servers (RabbitMQ): amqp.connections_per_host connections per
+// configured URL, one publishing channel on each, in confirm mode unless amqp.confirm is false. See doc.go.
 type Publisher struct {
 	cfg     Config
 	tls     *tls.Config // nil: plain TCP
@@ -81,7 +81,11 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 		if err != nil { // Validate passed: not reached
 			return nil, err
 		}
-		p.hosts = append(p.hosts, &host{srv: srv})
+		h := &host{srv: srv}
+		for range c.ConnectionsPerHost {
+			h.slots = append(h.slots, &slot{})
+		}
+		p.hosts = append(p.hosts, h)
 		p.names = append(p.names, srv.name)
 	}
 	return p, nil
@@ -207,11 +211,12 @@ func (p *Publisher) Close() error {
 		var wg sync.WaitGroup
 		for _, h := range p.hosts {
 			h.mu.Lock() // after this no dial starts: get checks closed under mu
-			l := h.cur
-			h.mu.Unlock()
-			if l != nil {
-				wg.Go(l.shutdown) // in parallel: each may wait closeWait
+			for _, s := range h.slots {
+				if l := s.cur; l != nil {
+					wg.Go(l.shutdown) // in parallel: each may wait closeWait
+				}
 			}
+			h.mu.Unlock()
 		}
 		wg.Wait()
 		p.wg.Wait()
@@ -298,29 +303,52 @@ type host struct {
 	pingErr  error
 	pingLink *link // the connection pingErr is about
 
-	mu      sync.Mutex
-	cur     *link         // nil: none yet, or the last one was found dead
-	dialing chan struct{} // closed when the dial in progress ends; nil: none
-	redial  publishers.Redial
-	down    bool // the last dial failed (for one log line per change)
+	next  atomic.Uint32 // the slot the next request takes
+	mu    sync.Mutex
+	slots []*slot // amqp.connections_per_host, guarded by mu
+	// redial is the host's, shared by its slots: while its backoff runs no slot dials.
+	redial publishers.Redial
+	down   bool // the last dial failed (for one log line per change)
 }
 
-// get returns host's live connection, dialling when there is none; a caller waits for a dial under
-// its own ctx, and the dial goes on (bounded by dial_timeout) for whoever comes next.
+// slot is one of a host's connections, guarded by the host's mu.
+type slot struct {
+	cur     *link         // nil: none yet, or the last one was found dead
+	dialing chan struct{} // closed when the dial in progress ends; nil: none
+	opened  bool          // a connection was made before: the next one is a reconnect
+}
+
+// liveSibling is a live connection of h other than s's, or nil; h.mu is held.
+func (h *host) liveSibling(s *slot) *link {
+	for _, o := range h.slots {
+		if o != s && o.cur != nil && !o.cur.isDead() {
+			return o.cur
+		}
+	}
+	return nil
+}
+
+// get returns a live connection of host, the next slot in turn, dialling when it has none; a caller
+// waits for a dial under its own ctx, and the dial goes on (bounded by dial_timeout) for whoever comes
+// next. While the slot dials (or cannot, the host's backoff running), a live sibling takes the request:
+// one slow or failed dial does not hold back requests another connection serves.
 func (p *Publisher) get(ctx context.Context, i int) (*link, error) {
 	h := p.hosts[i]
+	h.mu.Lock()
+	s := h.slots[int(h.next.Add(1))%len(h.slots)]
+	h.mu.Unlock()
 	for {
 		h.mu.Lock()
 		if p.closed.Load() {
 			h.mu.Unlock()
 			return nil, publishers.ErrClosed
 		}
-		if l := h.cur; l != nil {
+		if l := s.cur; l != nil {
 			if !l.isDead() {
 				h.mu.Unlock()
 				return l, nil
 			}
-			h.cur = nil
+			s.cur = nil
 			lived := time.Since(l.born)
 			if wait := h.redial.Lost(p.backoff, time.Now(), lived, l.answered.Load(), lostError(lived, l.err())); wait > 0 {
 				p.log.Warn("AMQP connection lost soon after it was made: redialling with backoff",
@@ -328,15 +356,23 @@ func (p *Publisher) get(ctx context.Context, i int) (*link, error) {
 			}
 		}
 		if err := h.redial.Check(time.Now()); err != nil {
+			l := h.liveSibling(s)
 			h.mu.Unlock()
+			if l != nil {
+				return l, nil
+			}
 			return nil, err
 		}
-		if h.dialing == nil {
-			h.dialing = make(chan struct{})
+		if s.dialing == nil {
+			s.dialing = make(chan struct{})
 			p.wg.Add(1)
-			go p.dial(h)
+			go p.dial(h, s)
 		}
-		dialing := h.dialing
+		if l := h.liveSibling(s); l != nil {
+			h.mu.Unlock()
+			return l, nil
+		}
+		dialing := s.dialing
 		h.mu.Unlock()
 		select {
 		case <-dialing: // a connection, or the failure the redial state now holds
@@ -346,15 +382,15 @@ func (p *Publisher) get(ctx context.Context, i int) (*link, error) {
 	}
 }
 
-// dial makes host's connection and records the outcome.
-func (p *Publisher) dial(h *host) {
+// dial makes the connection of host h's slot s and records the outcome.
+func (p *Publisher) dial(h *host, s *slot) {
 	defer p.wg.Done()
 	ctx, cancel := context.WithTimeout(p.root, p.cfg.DialTimeout)
 	l, err := p.connect(ctx, h)
 	cancel()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	defer func() { close(h.dialing); h.dialing = nil }()
+	defer func() { close(s.dialing); s.dialing = nil }()
 	if err == nil && p.closed.Load() { // Close ran meanwhile and saw no connection
 		err = publishers.ErrClosed
 		l.kill(err)
@@ -369,14 +405,15 @@ func (p *Publisher) dial(h *host) {
 		return
 	}
 	h.opened.Add(1)
-	if h.opened.Load() > 1 {
+	if s.opened {
 		h.reopened.Add(1)
 	}
+	s.opened = true
 	if h.down {
 		p.log.Info("AMQP server reachable again: connected", "host", h.srv.name)
 	}
 	h.down = false
-	h.cur = l
+	s.cur = l
 }
 
 // lostError is the error a lost connection leaves for the callers until the redial.

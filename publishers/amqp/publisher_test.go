@@ -344,6 +344,40 @@ func TestHostsInOrder(t *testing.T) {
 	}
 }
 
+// TestConnectionsPerHost: a host has its connections, each with its own confirm stream; with them lost, its sibling takes the requests while it redials, and every
+// publish the broker confirmed is answered once.
+func TestConnectionsPerHost(t *testing.T) {
+	f := newFake(t, acker)
+	p, _ := newTestPublisher(t, []string{f.url()}, func(c *Config) { c.ConnectionsPerHost = 3 })
+	for i := range 6 {
+		if err := p.Publish(ctxT(t, 2*time.Second), 0, "t", []byte{byte(i)}); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	// The first request waits for its slot's dial; the next ones find it live and take it while their
+	// own slots dial in the background.
+	waitFor(t, func() bool { return p.ConnCounts(0).Opened == 3 })
+	if c := p.ConnCounts(0); c.Reopened != 0 || c.DialFailures != 0 {
+		t.Fatalf("ConnCounts = %+v, want 3 opened, none reopened", c)
+	}
+	f.dropAll()
+	deadline := time.Now().Add(5 * time.Second)
+	ok := 0
+	for ok < 6 {
+		if err := p.Publish(ctxT(t, time.Second), 0, "t", []byte("again")); err == nil {
+			ok++
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no recovery: %v", err)
+		}
+	}
+	if c := p.ConnCounts(0); c.Reopened < 1 || c.Opened > 6 {
+		t.Errorf("ConnCounts = %+v, want the lost connections redialled, at most once each", c)
+	}
+	if n := len(f.publishes()); n < 12 {
+		t.Errorf("broker got %d publishes, want the 12 answered", n)
+	}
+}
+
 // TestCloseDuringPublishes: Close is idempotent, fails what is pending with ErrClosed, every done runs
 // once, and later calls answer ErrClosed.
 func TestCloseDuringPublishes(t *testing.T) {
@@ -458,7 +492,7 @@ func TestBlocked(t *testing.T) {
 	if err := p.Publish(ctxT(t, 2*time.Second), 0, "t", []byte("1")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return p.hosts[0].cur.blocked.Load() != nil })
+	waitFor(t, func() bool { return p.hosts[0].slots[0].cur.blocked.Load() != nil })
 	start := time.Now()
 	err := p.Publish(ctxT(t, 2*time.Second), 0, "t", []byte("2"))
 	if !errors.Is(err, publishers.ErrUnavailable) || !strings.Contains(err.Error(), "low on memory") || time.Since(start) > 100*time.Millisecond {
@@ -467,7 +501,7 @@ func TestBlocked(t *testing.T) {
 	mu.Lock()
 	conn.method(0, 10, 61, nil)
 	mu.Unlock()
-	waitFor(t, func() bool { return p.hosts[0].cur.blocked.Load() == nil })
+	waitFor(t, func() bool { return p.hosts[0].slots[0].cur.blocked.Load() == nil })
 	if err := p.Publish(ctxT(t, 2*time.Second), 0, "t", []byte("3")); err != nil {
 		t.Fatalf("after unblocked: %v", err)
 	}
