@@ -213,7 +213,7 @@ func (l *ledger) verify(t *testing.T, h Harness) {
 // deliveryTimeout is the publish timeout of the delivery test, below http.write_timeout (15 s).
 const deliveryTimeout = 10 * time.Second
 
-// warmSlots is the most connections per host any harness configures (warmUp dials them all).
+// warmSlots is at least the connections per host of every broker's defaults (warmUp dials them all).
 const warmSlots = 4
 
 // Requests per endpoint in the delivery test; a multiple of 6 so /send2Host and /send3Host spread evenly.

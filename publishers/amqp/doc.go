@@ -34,10 +34,10 @@
 // URLs[k], amqp.connections_per_host connections each, never a list the library may shuffle or fail
 // over. Each connection has one writer goroutine that hands publishes to the library in order (so no
 // caller ever waits on the library's locks or a socket write: a publish ends under its own deadline
-// whatever the broker does) and one listener that takes the confirms and returns in the order the broker sent them and
-// checks each: a confirm out of sequence, one for a tag not published or sent before its publish
-// (the library would replay it in sequence later), a return for nothing in flight or after its
-// confirm, or frames the library cannot parse are protocol violations: the connection is closed,
+// whatever the broker does) and one listener that takes the confirms and returns in the order the
+// broker sent them and checks each: a confirm out of sequence, one for a tag not published or sent
+// before its publish (the library would replay it in sequence later), a return for nothing in flight
+// or after its confirm, or frames the library cannot parse are protocol violations: the connection is closed,
 // what was pending on it fails as unavailable, and ProtocolErrors counts them.
 //
 // A connection is redialled on the next publish after it broke, with the shared policy

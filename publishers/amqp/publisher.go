@@ -40,7 +40,8 @@ const (
 )
 
 // Publisher publishes to AMQP 0-9-1 servers (RabbitMQ): amqp.connections_per_host connections per
-// configured URL, one publishing channel on each, in confirm mode unless amqp.confirm is false. See doc.go.
+// configured URL, one publishing channel on each, in confirm mode unless amqp.confirm is false. See
+// doc.go.
 type Publisher struct {
 	cfg     Config
 	tls     *tls.Config // nil: plain TCP
@@ -305,7 +306,7 @@ type host struct {
 
 	next  atomic.Uint32 // the slot the next request takes
 	mu    sync.Mutex
-	slots []*slot // amqp.connections_per_host, guarded by mu
+	slots []*slot // amqp.connections_per_host of them, fixed at New; their fields are guarded by mu
 	// redial is the host's, shared by its slots: while its backoff runs no slot dials.
 	redial publishers.Redial
 	down   bool // the last dial failed (for one log line per change)
@@ -334,9 +335,7 @@ func (h *host) liveSibling(s *slot) *link {
 // one slow or failed dial does not hold back requests another connection serves.
 func (p *Publisher) get(ctx context.Context, i int) (*link, error) {
 	h := p.hosts[i]
-	h.mu.Lock()
 	s := h.slots[int(h.next.Add(1))%len(h.slots)]
-	h.mu.Unlock()
 	for {
 		h.mu.Lock()
 		if p.closed.Load() {

@@ -344,8 +344,8 @@ func TestHostsInOrder(t *testing.T) {
 	}
 }
 
-// TestConnectionsPerHost: a host has its connections, each with its own confirm stream; with them lost, its sibling takes the requests while it redials, and every
-// publish the broker confirmed is answered once.
+// TestConnectionsPerHost: a host opens all its connections, each with its own confirm stream, each once;
+// with all of them lost it redials them, and every publish answered reached the broker.
 func TestConnectionsPerHost(t *testing.T) {
 	f := newFake(t, acker)
 	p, _ := newTestPublisher(t, []string{f.url()}, func(c *Config) { c.ConnectionsPerHost = 3 })
