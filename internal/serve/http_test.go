@@ -475,50 +475,64 @@ func TestShutdownReconnectingClients(t *testing.T) {
 	}
 }
 
-// TestShutdownWaitsForIdleKeepAlive: a client whose keep-alive connection sat idle when the shutdown
-// began, and that sends its next request on it a moment later (a load generator descheduled between an
-// answer and its next request), gets an answer (closing the connection), not a reset: the drain waits
-// for such connections before http.Server.Shutdown closes what it finds idle.
-func TestShutdownWaitsForIdleKeepAlive(t *testing.T) {
-	a, err := Start(testConfig(func(c *config.Config) { c.ShutdownLameDuck = 0 }), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, sigterm := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- a.Run(ctx) }()
-	defer func() { sigterm(); <-ran }()
+// TestShutdownWaitsForUnreadConnections: a client whose connection sat idle when the shutdown began
+// (after an answer, or since it connected), and that sends its request on it a moment later (a load
+// generator descheduled between an answer and its next request, or between its connect and its
+// request), gets an answer (closing the connection), not a close: the drain waits for such
+// connections before http.Server.Shutdown, after which net/http closes a connection unanswered when
+// its request arrives.
+func TestShutdownWaitsForUnreadConnections(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		warm bool // a request answered before the shutdown: the connection is an idle keep-alive one
+	}{
+		{"idle keep-alive", true},
+		{"connected, nothing sent", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := Start(testConfig(func(c *config.Config) { c.ShutdownLameDuck = 0 }), slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, sigterm := context.WithCancel(context.Background())
+			ran := make(chan error, 1)
+			go func() { ran <- a.Run(ctx) }()
+			defer func() { sigterm(); <-ran }()
 
-	c, err := net.Dial("tcp", a.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(c)
-	get := func() (*http.Response, error) {
-		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: mqtarget\r\n\r\n"); err != nil {
-			return nil, err
-		}
-		resp, err := http.ReadResponse(br, nil)
-		if err == nil {
-			_, err = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		return resp, err
-	}
-	if resp, err := get(); err != nil || resp.StatusCode != http.StatusOK || resp.Close {
-		t.Fatalf("before the shutdown: %v %v, want 200 keeping the connection", resp, err)
-	}
-	sigterm()
-	// The client's pause: longer than the drain's quiet period (drainQuiet), well inside drainMax.
-	time.Sleep(4 * drainQuiet)
-	resp, err := get()
-	if err != nil {
-		t.Fatalf("request sent on the idle connection during the shutdown: %v, want an answer", err)
-	}
-	if resp.StatusCode != http.StatusOK || !resp.Close {
-		t.Fatalf("during the shutdown: %d close=%v, want 200 closing the connection", resp.StatusCode, resp.Close)
+			c, err := net.Dial("tcp", a.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(c)
+			get := func() (*http.Response, error) {
+				if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: mqtarget\r\n\r\n"); err != nil {
+					return nil, err
+				}
+				resp, err := http.ReadResponse(br, nil)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				return resp, err
+			}
+			if tc.warm {
+				if resp, err := get(); err != nil || resp.StatusCode != http.StatusOK || resp.Close {
+					t.Fatalf("before the shutdown: %v %v, want 200 keeping the connection", resp, err)
+				}
+			}
+			sigterm()
+			// The client's pause: longer than the drain's quiet period (drainQuiet), well inside drainMax.
+			time.Sleep(4 * drainQuiet)
+			resp, err := get()
+			if err != nil {
+				t.Fatalf("request sent during the shutdown: %v, want an answer", err)
+			}
+			if resp.StatusCode != http.StatusOK || !resp.Close {
+				t.Fatalf("during the shutdown: %d close=%v, want 200 closing the connection", resp.StatusCode, resp.Close)
+			}
+		})
 	}
 }
 

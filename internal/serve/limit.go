@@ -86,6 +86,7 @@ func (l *limitListener) accept() (net.Conn, error) {
 func (l *limitListener) wrap(c net.Conn) net.Conn {
 	lc := &limitConn{Conn: c, l: l}
 	lc.idleSince.Store(l.now()) // until net/http reports it active
+	lc.unread.Store(true)
 	l.mu.Lock()
 	l.conns[lc] = struct{}{}
 	l.mu.Unlock()
@@ -153,17 +154,18 @@ func (l *limitListener) connState(c net.Conn, st http.ConnState) {
 	default: // active, hijacked, closed
 		l.setIdle(lc, false)
 	}
-	lc.keepAlive.Store(st == http.StateIdle)
+	lc.unread.Store(st == http.StateNew || st == http.StateIdle)
 }
 
-// keepAliveIdle is how many connections wait for their next request after an answer (StateIdle; not
-// those that have sent nothing yet).
-func (l *limitListener) keepAliveIdle() int {
+// unread is how many connections have no request being served: accepted and nothing read yet
+// (StateNew), or waiting for their next request after an answer (StateIdle). Once http.Server.Shutdown
+// has begun, net/http closes such a connection when its next request arrives, unanswered.
+func (l *limitListener) unread() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
 	for c := range l.conns {
-		if c.keepAlive.Load() {
+		if c.unread.Load() {
 			n++
 		}
 	}
@@ -182,7 +184,7 @@ type limitConn struct {
 	once      sync.Once
 	writing   atomic.Int64 // when the Write under way began (limitListener.now); 0: none
 	idleSince atomic.Int64 // since when it has been idle (limitListener.now); 0: active or closed
-	keepAlive atomic.Bool  // idle after an answer, waiting for the next request (http.StateIdle)
+	unread    atomic.Bool  // no request being served: nothing read yet, or idle after an answer
 }
 
 func (c *limitConn) Write(p []byte) (int, error) {

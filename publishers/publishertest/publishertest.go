@@ -148,8 +148,20 @@ func (s *suite) publisher(t *testing.T) publishers.Publisher {
 // closeWithin calls Close and fails when it does not return within d. The Close goroutine is then left
 // running: the leak check reports it.
 func closeWithin(p publishers.Publisher, d time.Duration) error {
+	return closeWithinAt(p, d, nil)
+}
+
+// closeWithinAt is closeWithin, storing in called the time Close was called (the caller reads it
+// once this returns): read on the goroutine that calls it, since starting one can take milliseconds
+// on a busy machine, and a done decided meanwhile is no part of a race with Close.
+func closeWithinAt(p publishers.Publisher, d time.Duration, called *atomic.Int64) error {
 	done := make(chan error, 1)
-	go func() { done <- p.Close() }()
+	go func() {
+		if called != nil {
+			called.Store(time.Now().UnixNano())
+		}
+		done <- p.Close()
+	}()
 	select {
 	case err := <-done:
 		return err
@@ -411,11 +423,12 @@ func (s *suite) closeRacing(t *testing.T) {
 	// Two concurrent calls: Close is idempotent. Which one does the work is not specified, so the
 	// pending callbacks are checked once both have returned.
 	closing.Store(true)
-	closeAt := time.Now()
+	var called1, called2 atomic.Int64
 	second := make(chan error, 1)
-	go func() { second <- closeWithin(p, 30*time.Second) }()
-	err := closeWithin(p, 30*time.Second)
+	go func() { second <- closeWithinAt(p, 30*time.Second, &called2) }()
+	err := closeWithinAt(p, 30*time.Second, &called1)
 	err2 := <-second
+	closeAt := time.Unix(0, min(called1.Load(), called2.Load())) // when the first Close call began
 	snap := k.snapshot()
 	stop.Store(true)
 	if err != nil || err2 != nil {
