@@ -32,7 +32,9 @@ type Config struct {
 	// dead (the client library's rule).
 	Heartbeat time.Duration `yaml:"heartbeat" help:"AMQP heartbeat interval asked for (a broker silent for 1.5 intervals is taken for dead)"`
 	// ConnectionsPerHost is how many connections, each with its own publishing channel, writer and
-	// confirm stream, mqtarget keeps to every server; requests take them in turn.
+	// confirm stream, mqtarget keeps to every server; requests take them in turn. 2 by default: with one,
+	// N = 4 senders had a longer p99 than a floor of one channel per sender in 3 of 4 runs, with 2 or 4
+	// in 2 of 4 (docs/benchmarks.md).
 	ConnectionsPerHost int `yaml:"connections_per_host" help:"AMQP connections per server, each with its own publishing channel; requests take them in turn"`
 	// DialTimeout bounds connecting, TLS and the AMQP handshake.
 	DialTimeout time.Duration `yaml:"dial_timeout" help:"timeout for connecting to an AMQP server, TLS and the AMQP handshake included"`
@@ -49,7 +51,7 @@ func DefaultConfig() Config {
 		Confirm:            true,
 		Mandatory:          true,
 		Heartbeat:          10 * time.Second,
-		ConnectionsPerHost: 1,
+		ConnectionsPerHost: 2,
 		DialTimeout:        2 * time.Second,
 	}
 }

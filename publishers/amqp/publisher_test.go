@@ -45,6 +45,8 @@ func newTestPublisher(t *testing.T, urls []string, edit func(*Config)) (*Publish
 	c := DefaultConfig()
 	c.URLs = urls
 	c.DialTimeout = time.Second
+	// The fake broker's scripts speak to one connection per host; TestConnectionsPerHost sets more.
+	c.ConnectionsPerHost = 1
 	if edit != nil {
 		edit(&c)
 	}
