@@ -270,8 +270,10 @@ floor_tail() {
     if (exec 3<>"/dev/tcp/127.0.0.1/$FLOOR_PORT") 2>/dev/null; then die "127.0.0.1:$FLOOR_PORT (the floor) is taken already: choose another --port"; fi
     "${CMD[@]}" -size "$SIZE" -http "127.0.0.1:$FLOOR_PORT" >"$TMP/floor.log" 2>&1 &
     pid=$!
-    # (this runs in the caller's command substitution: a failing step ends it, and the floor with it)
-    trap 'kill "$pid" 2>/dev/null || true' EXIT
+    # (this runs in the caller's command substitution: a failing step ends it, and the floor with it;
+    # the PID is expanded now, as the local is gone by the time the subshell exits)
+    # shellcheck disable=SC2064
+    trap "kill $pid 2>/dev/null || true" EXIT
     until curl -fsS -o /dev/null "http://127.0.0.1:$FLOOR_PORT/healthz" 2>/dev/null; do
         kill -0 "$pid" 2>/dev/null || { cat "$TMP/floor.log" >&2; die "the floor exited"; }
         ((SECONDS < deadline)) || { kill "$pid"; cat "$TMP/floor.log" >&2; die "the floor does not answer on 127.0.0.1:$FLOOR_PORT"; }
@@ -280,6 +282,7 @@ floor_tail() {
     line="$(wrk_tail "$1" "http://127.0.0.1:$FLOOR_PORT/send1" "$pid")"
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
+    trap - EXIT
     echo "$line"
 }
 
