@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/handlers"
+	"github.com/mqtarget/mqtarget/internal/testport"
 )
 
 // The test binary doubles as mqtarget: with MQTARGET_TEST_MAIN set it runs main, so the tests below
@@ -35,21 +36,11 @@ func command(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buf
 	return cmd, &stdout, &stderr
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestOutOfTheBox is `go run ./cmd/mqtarget` with -embedded_brokers stomp,nats,mqtt: embedded nsqd,
 // go-stomp, nats-server and mochi-mqtt, every endpoint 2xx on each (/send3Host too: each runs at least
 // three servers by default), clean exit on SIGTERM.
 func TestOutOfTheBox(t *testing.T) {
-	addr := freePort(t)
+	addr := testport.Addr(t)
 	embedded := []string{"stomp", "nats", "mqtt"}
 	cmd, _, stderr := command(t, "-http.addr", addr, "-embedded_brokers", strings.Join(embedded, ","))
 	if err := cmd.Start(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/internal/testport"
 )
 
 // MQTT is the Harness for mosquitto brokers of scripts/mosquitto.sh that the test starts itself, on
@@ -36,7 +37,7 @@ func NewMQTT(t testing.TB, n int) *MQTT {
 	t.Helper()
 	h := &MQTT{}
 	for range n {
-		addr, data := freeAddr(t), t.TempDir()
+		addr, data := testport.Addr(t), t.TempDir()
 		traversable(t, data)
 		_, port, _ := net.SplitHostPort(addr)
 		h.Addrs = append(h.Addrs, addr)

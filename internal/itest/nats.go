@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/internal/testport"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nats"
 )
@@ -34,7 +35,7 @@ func NewNATS(t testing.TB, n int) *NATS {
 	t.Helper()
 	h := &NATS{}
 	for range n {
-		addr, mon, data := freeAddr(t), freeAddr(t), t.TempDir()
+		addr, mon, data := testport.Addr(t), testport.Addr(t), t.TempDir()
 		_, port, _ := net.SplitHostPort(addr)
 		_, monPort, _ := net.SplitHostPort(mon)
 		h.Addrs, h.Monitors = append(h.Addrs, addr), append(h.Monitors, mon)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/internal/testport"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nsq"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
@@ -33,7 +33,7 @@ type NSQDProc struct {
 // stopped at test cleanup.
 func StartNSQDProc(t testing.TB, bin string, args ...string) *NSQDProc {
 	t.Helper()
-	p := &NSQDProc{bin: bin, dir: t.TempDir(), TCPAddr: freeAddr(t), HTTPAddr: freeAddr(t), args: args}
+	p := &NSQDProc{bin: bin, dir: t.TempDir(), TCPAddr: testport.Addr(t), HTTPAddr: testport.Addr(t), args: args}
 	t.Cleanup(func() { p.Stop(t) }) // first: a start that fails its readiness check leaves no nsqd behind
 	p.Start(t)
 	return p
@@ -175,16 +175,6 @@ func (h *NSQ) consume(t testing.TB, host int, topic string, want int, grace, dea
 	}
 	defer cons.Close()
 	return collect(t, cons, 0, topic, want, grace, deadline)
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func must(t testing.TB, err error) {
