@@ -24,7 +24,8 @@ const (
 )
 
 // Addr returns 127.0.0.1:PORT with PORT in First..Last, free when looked at and reserved for t
-// (an exclusive flock(2) on a file named after it in the temp dir, released at t's cleanup) so
+// (an exclusive flock(2) on a file named after it in the temp dir's mqtarget-test-ports, released
+// at t's cleanup) so
 // that no other test of this or another process is given it meanwhile.
 func Addr(t testing.TB) string {
 	t.Helper()
@@ -52,8 +53,14 @@ func Addr(t testing.TB) string {
 
 // reserve takes port's lock without waiting: false when another test holds it (flock locks belong
 // to the open file, so this holds within one process too).
+// The files stay: removing one another process has open would let a third lock a new file of the
+// same name while the second still holds the old one.
 func reserve(port int) (*os.File, bool) {
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), fmt.Sprintf("mqtarget-port-%d.lock", port)), os.O_CREATE|os.O_RDWR, 0o600)
+	dir := filepath.Join(os.TempDir(), "mqtarget-test-ports")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, false
+	}
+	f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%d.lock", port)), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, false
 	}
