@@ -40,7 +40,7 @@ type App struct {
 	http     *http.Server
 	ln       net.Listener
 	drainLn  *drainListener // the TCP listener under ln's limit and TLS layers
-	limit    *limitListener // nil with http.max_connections 0
+	limit    *limitListener // with http.max_connections 0 it only tracks the connections
 	served   chan error     // receives Serve's result once
 	admin    *sideServer    // nil unless http.admin_addr is set
 	pprof    *sideServer    // nil unless pprof.addr is set
@@ -147,10 +147,8 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	}
 	a.drainLn = newDrainListener(ln.(*net.TCPListener))
 	a.ln = a.drainLn
-	if cfg.HTTP.MaxConnections > 0 {
-		a.limit = newLimitListener(a.ln, cfg.HTTP.MaxConnections)
-		a.ln = a.limit
-	}
+	a.limit = newLimitListener(a.ln, cfg.HTTP.MaxConnections)
+	a.ln = a.limit
 	if serverTLS != nil {
 		// net/http handshakes within ReadHeaderTimeout and answers plain HTTP with 400.
 		a.ln = tls.NewListener(a.ln, serverTLS)
@@ -191,9 +189,7 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 		MaxHeaderBytes:    cfg.HTTP.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	if a.limit != nil {
-		a.http.ConnState = a.limit.connState
-	}
+	a.http.ConnState = a.limit.connState
 	go func() { a.served <- a.http.Serve(a.ln) }()
 	log.Info("mqtarget listening", "addr", a.ln.Addr().String(), "default_broker", cfg.Broker, "brokers", setup)
 	return a, nil
@@ -328,8 +324,8 @@ func (a *App) Shutdown(ctx context.Context) error {
 // between an answer and its next request: a busy CI run lost 23 of 135 requests that way), and the
 // connections accepted during the drain whose request net/http had not read yet (a busy CI run lost
 // 12 of 334 so). Held and answered with Connection: close instead, those requests get answers; a
-// connection nobody sends on costs the shutdown at most drainMax. Without http.max_connections no
-// connection is tracked, and this wait is skipped.
+// connection nobody sends on costs the shutdown at most drainMax. The limit listener tracks the
+// connections, with or without http.max_connections.
 func (a *App) drain(ctx context.Context) {
 	a.handlers.EnterLameDuck()
 	release := a.handlers.Hold()
@@ -345,9 +341,6 @@ func (a *App) drain(ctx context.Context) {
 	case <-ctx.Done():
 	}
 	_ = a.drainLn.Close()
-	if a.limit == nil {
-		return
-	}
 	end := time.NewTimer(drainMax)
 	defer end.Stop()
 	tick := time.NewTicker(5 * time.Millisecond) // polling interval

@@ -483,14 +483,20 @@ func TestShutdownReconnectingClients(t *testing.T) {
 // its request arrives.
 func TestShutdownWaitsForUnreadConnections(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		warm bool // a request answered before the shutdown: the connection is an idle keep-alive one
+		name     string
+		warm     bool // a request answered before the shutdown: the connection is an idle keep-alive one
+		maxConns int  // http.max_connections; 0: no limit, the connections are tracked all the same
 	}{
-		{"idle keep-alive", true},
-		{"connected, nothing sent", false},
+		{"idle keep-alive", true, 100},
+		{"connected, nothing sent", false, 100},
+		{"idle keep-alive, no connection limit", true, 0},
+		{"connected, nothing sent, no connection limit", false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, err := Start(testConfig(func(c *config.Config) { c.ShutdownLameDuck = 0 }), slog.New(slog.DiscardHandler))
+			a, err := Start(testConfig(func(c *config.Config) {
+				c.ShutdownLameDuck = 0
+				c.HTTP.MaxConnections = tc.maxConns
+			}), slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}

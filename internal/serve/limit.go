@@ -26,9 +26,12 @@ const minEvictStuck = time.Second
 // stuck in a write for minEvictStuck (a client that does not read; http.write_timeout would cut it
 // later). So clients that hold connections without using them cannot lock others out; connections busy
 // with a request otherwise are never cut (the read timeouts and http.write_timeout bound those).
+//
+// With no limit (http.max_connections 0, slots nil) it only tracks the connections, for the
+// shutdown's drain (unread).
 type limitListener struct {
 	net.Listener
-	slots     chan struct{}
+	slots     chan struct{} // nil: no limit
 	closed    chan struct{} // ends an Accept waiting for a slot, so Serve returns on Close
 	closeOnce sync.Once
 
@@ -41,12 +44,23 @@ type limitListener struct {
 // read of the monotonic clock, where time.Now reads the wall clock too, and it runs per request.
 func (l *limitListener) now() int64 { return int64(time.Since(l.epoch)) + 1 }
 
+// newLimitListener limits l to n connections at once; n 0: no limit.
 func newLimitListener(l net.Listener, n int) *limitListener {
-	return &limitListener{Listener: l, slots: make(chan struct{}, n), closed: make(chan struct{}),
-		conns: map[*limitConn]struct{}{}, epoch: time.Now()}
+	ll := &limitListener{Listener: l, closed: make(chan struct{}), conns: map[*limitConn]struct{}{}, epoch: time.Now()}
+	if n > 0 {
+		ll.slots = make(chan struct{}, n)
+	}
+	return ll
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
+	if l.slots == nil {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		return l.wrap(c), nil
+	}
 	select {
 	case l.slots <- struct{}{}:
 		return l.accept()
@@ -201,7 +215,9 @@ func (c *limitConn) Close() error {
 		delete(c.l.conns, c)
 		c.idleSince.Store(0)
 		c.l.mu.Unlock()
-		<-c.l.slots
+		if c.l.slots != nil {
+			<-c.l.slots
+		}
 	})
 	return err
 }
