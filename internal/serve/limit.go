@@ -55,11 +55,7 @@ func newLimitListener(l net.Listener, n int) *limitListener {
 
 func (l *limitListener) Accept() (net.Conn, error) {
 	if l.slots == nil {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		return l.wrap(c), nil
+		return l.accept()
 	}
 	select {
 	case l.slots <- struct{}{}:
@@ -88,10 +84,13 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 }
 
+// accept takes the next connection, its slot (if any) held already: on failure it gives the slot back.
 func (l *limitListener) accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.slots
+		if l.slots != nil {
+			<-l.slots
+		}
 		return nil, err
 	}
 	return l.wrap(c), nil

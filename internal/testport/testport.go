@@ -6,6 +6,7 @@
 package testport
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -25,15 +26,21 @@ const (
 
 // Addr returns 127.0.0.1:PORT with PORT in First..Last, free when looked at and reserved for t
 // (an exclusive flock(2) on a file named after it in the temp dir's mqtarget-test-ports, released
-// at t's cleanup) so
-// that no other test of this or another process is given it meanwhile.
+// at t's cleanup) so that no other test of this or another process is given it meanwhile.
 func Addr(t testing.TB) string {
 	t.Helper()
+	dir, err := lockDir()
+	if err != nil {
+		t.Fatalf("testport: %v", err)
+	}
 	n := Last - First + 1
 	start := rand.IntN(n)
 	for i := range n {
 		port := First + (start+i)%n
-		f, ok := reserve(port)
+		f, ok, err := reserve(dir, port)
+		if err != nil {
+			t.Fatalf("testport: %v", err)
+		}
 		if !ok {
 			continue
 		}
@@ -51,22 +58,28 @@ func Addr(t testing.TB) string {
 	return ""
 }
 
-// reserve takes port's lock without waiting: false when another test holds it (flock locks belong
-// to the open file, so this holds within one process too).
-// The files stay: removing one another process has open would let a third lock a new file of the
-// same name while the second still holds the old one.
-func reserve(port int) (*os.File, bool) {
+// lockDir is the directory of the ports' lock files, made if missing. The files stay: removing one
+// another process has open would let a third lock a new file of the same name while the second
+// still holds the old one.
+func lockDir() (string, error) {
 	dir := filepath.Join(os.TempDir(), "mqtarget-test-ports")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, false
-	}
+	return dir, os.MkdirAll(dir, 0o700)
+}
+
+// reserve takes port's lock in dir without waiting: false when another test holds it (flock locks
+// belong to the open file, so this holds within one process too); an error when the lock file
+// cannot be opened or locked for another reason.
+func reserve(dir string, port int) (*os.File, bool, error) {
 	f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%d.lock", port)), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return nil, false
+		return nil, false, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		_ = f.Close()
-		return nil, false
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("lock %s: %w", f.Name(), err)
 	}
-	return f, true
+	return f, true, nil
 }

@@ -40,9 +40,17 @@ func TestAddrSkipsReservedAndTaken(t *testing.T) {
 			_ = l.Close()
 		}
 	})
+	dir, err := lockDir()
+	if err != nil {
+		t.Fatal(err)
+	}
 	taken := map[int]bool{}
 	for port := First; port+1 <= Last; port += 4 { // and port+2, port+3 left free
-		if f, ok := reserve(port); ok {
+		f, ok, err := reserve(dir, port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
 			t.Cleanup(func() { _ = f.Close() })
 			taken[port] = true
 		}
