@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/handlers"
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
 )
@@ -618,13 +619,7 @@ func ptr(n int) *int { return &n }
 // waitFor polls cond for up to 2s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, 2*time.Second, what, cond)
 }
 
 func TestAsyncLimit(t *testing.T) {

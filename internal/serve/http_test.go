@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/internal/testwait"
 )
 
 // startApp starts mqtarget on an ephemeral port with external brokers nothing listens on (only the
@@ -212,13 +213,17 @@ func TestLimitListener(t *testing.T) {
 // TestMaxConnectionsIdleEvicted: with http.max_connections taken by clients that keep their
 // connections without using them (idle keep-alive after an answer; connected and silent; an answer never
 // read; answers pipelined and never read, stuck in the server's writes), a new client is served at once
-// (or, behind stuck writes, a second or so later, well before http.write_timeout), the connection it
-// displaces being closed.
+// (or, behind stuck writes, once the holders' socket buffers are full and minEvictStuck has passed, well
+// before http.write_timeout), the connection it displaces being closed.
 func TestMaxConnectionsIdleEvicted(t *testing.T) {
 	a := startApp(t, func(c *config.Config) {
 		c.HTTP.MaxConnections = 2
-		c.HTTP.IdleTimeout = time.Minute
-		c.HTTP.ReadHeaderTimeout = time.Minute
+		// Far past the client's deadline below, so only eviction can serve it in time. The pipelined
+		// case needs the room: filling a holder's send buffer (up to tcp_wmem's 4 MiB of /metrics
+		// answers) took 2.2 s on a quiet machine, 5 s beside four CPU hogs, past 10 s in a loaded CI.
+		c.HTTP.IdleTimeout = 5 * time.Minute
+		c.HTTP.ReadHeaderTimeout = 5 * time.Minute
+		c.HTTP.WriteTimeout = 5 * time.Minute
 	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -280,10 +285,11 @@ func TestMaxConnectionsIdleEvicted(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			// Without eviction: the idle timeout (1 min) or http.write_timeout (15 s).
-			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			// Without eviction: the idle timeout or http.write_timeout (5 min each).
+			start := time.Now()
+			_ = c.SetDeadline(start.Add(90 * time.Second))
 			if err := get(c, bufio.NewReader(c)); err != nil {
-				t.Fatalf("a client behind two idle connections: %v", err)
+				t.Fatalf("a client behind two idle connections, after %v: %v", time.Since(start).Round(time.Millisecond), err)
 			}
 		})
 	}
@@ -545,13 +551,7 @@ func TestShutdownWaitsForUnreadConnections(t *testing.T) {
 // waitFor polls cond until it holds, failing the test after 10 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval, bounded by the deadline
-	}
+	testwait.For(t, 10*time.Second, what, cond)
 }
 
 // nonReader pipelines GET path on a fresh connection to addr as fast as the connection takes them and

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
 )
 
@@ -425,13 +426,7 @@ func TestCloseDuringPublishes(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, "the condition", cond)
 }
 
 // TestBrokerStopsReading: a broker that stops reading (frozen, or blocking the connection as RabbitMQ
