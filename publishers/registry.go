@@ -64,9 +64,10 @@ type Broker struct {
 	Batch string
 	// Group says what ConsumerOptions.Group names on this broker ("": the broker does not use it).
 	Group string
-	// AckGroup is the consumer group a round-trip process reads its acks with, from its own group; nil:
-	// the group itself.
-	AckGroup func(group string) string
+	// AckGroup is the consumer group a round-trip process reads its acks with, from its own group and
+	// whether the broker runs embedded (in the consumer's own process, so it lives no longer); nil: the
+	// group itself.
+	AckGroup func(group string, embedded bool) string
 	// Env are the MQTARGET_* variables (without the prefix; a trailing _ is a prefix) that the broker's
 	// scripts and tests read, which mqtarget must not take for unknown settings.
 	Env []string
@@ -159,12 +160,12 @@ func (b *Broker) StartEmbedded(s SectionSet, n int, c Common, log *slog.Logger) 
 	return b.Hooks.Embed(b.section(s), n, c, log)
 }
 
-// AckGroupOf is the round-trip ack group for group on this broker.
-func (b *Broker) AckGroupOf(group string) string {
+// AckGroupOf is the round-trip ack group for group on this broker, configured by s.
+func (b *Broker) AckGroupOf(s SectionSet, group string) string {
 	if b.AckGroup == nil {
 		return group
 	}
-	return b.AckGroup(group)
+	return b.AckGroup(group, b.Embedded(s) > 0)
 }
 
 // ModuleVersion is the version of module path linked into this binary ("" when unknown): the version

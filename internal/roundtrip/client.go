@@ -143,10 +143,10 @@ func consumeRetrying(ctx context.Context, cons publishers.Consumer, topic string
 // AckGroup names a process's ack consumer (the consumer group, on brokers that have one): its own,
 // since consumers sharing one split the acks, made what broker's entry says (a broker may need it to
 // end with its last consumer instead of keeping acks for it forever: publishers.Broker.AckGroup).
-func AckGroup(broker *publishers.Broker) string {
+func AckGroup(broker *publishers.Broker, s publishers.SectionSet) string {
 	var r [4]byte
 	_, _ = rand.Read(r[:])
-	return broker.AckGroupOf("mqtarget-roundtrip-" + hex.EncodeToString(r[:]))
+	return broker.AckGroupOf(s, "mqtarget-roundtrip-"+hex.EncodeToString(r[:]))
 }
 
 // EchoGroup is the echoes' consumer group: shared, so echoes split the work.

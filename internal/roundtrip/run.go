@@ -44,7 +44,7 @@ func Run(ctx context.Context, cfg config.Config, addrs []string, o RunOptions, l
 	open := func(group string) (publishers.Consumer, error) {
 		return b.OpenConsumer(&cfg.Sections, addrs, publishers.ConsumerOptions{Group: group}, log)
 	}
-	acks, err := open(AckGroup(b))
+	acks, err := open(AckGroup(b, &cfg.Sections))
 	if err != nil {
 		return Result{}, err
 	}

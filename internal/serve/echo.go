@@ -47,7 +47,7 @@ func (a *App) startRoundTrips(cfg config.Config, pubs map[string]publishers.Publ
 			return c, nil
 		}
 		if e.RoundTrip {
-			acks, err := open(roundtrip.AckGroup(b))
+			acks, err := open(roundtrip.AckGroup(b, &cfg.Sections))
 			if err != nil {
 				return nil, err
 			}

@@ -14,9 +14,17 @@ var Broker = &publishers.Broker{
 	AddrsKey: "hosts",
 	Batch:    "NSQ MPUB",
 	Group:    "NSQ channel",
-	// Ephemeral, so nsqd drops the channel with its last consumer instead of keeping acks for it forever.
-	AckGroup: func(group string) string { return group + "#ephemeral" },
-	Env:      []string{"NSQD_BIN"},
+	// Ephemeral on a real nsqd, so it drops the channel with its last consumer instead of keeping acks
+	// for it forever. Durable on the embedded one, which ends with the process: an ephemeral channel has
+	// no disk queue, and the embedded queues hold embedded_max_memory / message.max_size messages (64 by
+	// default), so an ack consumer that many behind (a busy CPU) lost acks the round trip counted lost.
+	AckGroup: func(group string, embedded bool) string {
+		if embedded {
+			return group
+		}
+		return group + "#ephemeral"
+	},
+	Env: []string{"NSQD_BIN"},
 	Hooks: publishers.Hooks{
 		Default:  func() any { return DefaultConfig() },
 		Addrs:    func(sec any) []string { return sec.(*Config).Hosts },

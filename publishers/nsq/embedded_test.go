@@ -2,14 +2,19 @@ package nsq
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/mqtarget/mqtarget/internal/testwait"
+	"github.com/mqtarget/mqtarget/publishers"
 )
 
 // pubHTTP publishes n messages of size bytes to topic through nsqd's HTTP /pub.
@@ -146,4 +151,95 @@ func TestNSQDDiskBound(t *testing.T) {
 	if !strings.Contains(logs.String(), "over its disk budget") || !strings.Contains(logs.String(), "emptied=[big]") {
 		t.Errorf("the warning does not name the emptied queue:\n%s", logs.String())
 	}
+}
+
+// TestEmbeddedAckChannelKeepsBacklog: a round trip's ack consumer that falls behind (a busy CPU; here
+// a handler that blocks) gets every ack from the embedded nsqd once it catches up. Its memory queues
+// hold embedded_max_memory / message.max_size messages (64 by default) and an ephemeral channel has no
+// disk queue, so under the name a real nsqd's ack group gets, acks past RDY and that queue were
+// dropped, and the round trip counted them lost.
+func TestEmbeddedAckChannelKeepsBacklog(t *testing.T) {
+	// Past the consumer's RDY (nsqMaxInFlight) and the default memory queue.
+	const n = nsqMaxInFlight + 500
+	for _, tc := range []struct {
+		name     string
+		embedded bool
+		wantAll  bool
+	}{
+		{"embedded: durable, the backlog on disk", true, true},
+		{"a real nsqd's ephemeral name: the backlog dropped", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := DefaultConfig()
+			e, err := StartNSQDWith(1, NSQDOptions{MaxMsgSize: 1 << 20, MaxDisk: d.EmbeddedMaxDisk, MaxMemory: d.EmbeddedMaxMemory},
+				slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			cfg := DefaultConfig()
+			cfg.Hosts = e.TCPAddrs()
+			cons, err := NewConsumer(cfg, publishers.ConsumerOptions{Group: Broker.AckGroup("acks", tc.embedded)}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cons.Close()
+			release := make(chan struct{})
+			var mu sync.Mutex
+			got := map[string]int{}
+			ctx, cancel := context.WithCancel(context.Background())
+			ended := make(chan error, 1)
+			go func() {
+				ended <- cons.Consume(ctx, "acks", func(d publishers.Delivery) {
+					<-release
+					mu.Lock()
+					got[string(d.Body)]++
+					mu.Unlock()
+				})
+			}()
+			defer func() { cancel(); <-ended }()
+			node := e.nodes[0]
+			waitFor(t, "the channel", func() bool {
+				ts := node.GetStats("acks", "", true).Topics
+				return len(ts) == 1 && len(ts[0].Channels) == 1 && len(ts[0].Channels[0].Clients) == 1
+			})
+			pub, err := New(cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pub.Close()
+			for i := range n {
+				if err := pub.Publish(context.Background(), 0, "acks", fmt.Appendf(nil, "m%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Every message handed from the topic to the channel (where an ephemeral one drops what its
+			// memory cannot take) before the consumer catches up.
+			waitFor(t, "the topic's queue to empty", func() bool {
+				tp, _ := node.GetExistingTopic("acks")
+				return tp.Depth() == 0
+			})
+			close(release)
+			waitFor(t, "the channel to drain", func() bool {
+				ch := node.GetStats("acks", "", true).Topics[0].Channels[0]
+				return ch.Depth == 0 && ch.InFlightCount == 0
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			for b, k := range got {
+				if k != 1 {
+					t.Errorf("%s consumed %d times", b, k)
+				}
+			}
+			if all := len(got) == n; all != tc.wantAll {
+				t.Errorf("consumed %d of %d messages, want all: %v", len(got), n, tc.wantAll)
+			}
+		})
+	}
+}
+
+// waitFor waits for cond up to 20 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	testwait.For(t, 20*time.Second, what, cond)
 }
