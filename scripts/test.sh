@@ -254,7 +254,20 @@ step "go test"
 # -parallel: the integration tests in lanes (internal/itest/lane.go) overlap, four at a time (a test
 # waiting for its lane holds a slot; 8 made a new-machine run slower, 496 s against 415 s of go test,
 # and timing bounds failed in four packages).
-TMPDIR=$RUN/tmp go test -race -count=1 -timeout 20m -p 4 -parallel 4 ${GO_TEST_FLAGS:-} ./...
+# In a process group of its own, waited for here: a TERM, INT or HUP to this script stops the test
+# binaries first (they restart brokers), and then the EXIT trap stops the brokers. Killed with the
+# script alone, they went on restarting brokers that outlived the run and took the next run's ports.
+TMPDIR=$RUN/tmp setsid go test -race -count=1 -timeout 20m -p 4 -parallel 4 ${GO_TEST_FLAGS:-} ./... &
+test_pid=$!
+stop_tests() {
+  trap - TERM INT HUP
+  kill -TERM -- "-$test_pid" 2>/dev/null || true
+  wait "$test_pid" 2>/dev/null || true
+  exit 143
+}
+trap stop_tests TERM INT HUP
+wait "$test_pid"
+trap - TERM INT HUP
 
 step "memory"
 # What the brokers hold after the whole suite (docs/testing.md "Broker memory after the suite").

@@ -70,27 +70,36 @@ func testLogger(t testing.TB) *slog.Logger {
 // strays that would follow it are seen too.
 const consumeGrace = 500 * time.Millisecond
 
+// consumeTimeout bounds CheckConsume's publishing, and then its consuming (a group join included).
+const consumeTimeout = 30 * time.Second
+
 // CheckConsume publishes n messages to topic round-robin over pub's hosts, consumes topic with cons and
 // requires exactly those n messages back, each once and from the host it was published to. Then it
 // checks the consumer's lifecycle: Consume ends with its context, Close is idempotent and ends it too,
 // and Consume after Close fails with ErrClosed.
 func CheckConsume(t *testing.T, pub publishers.Publisher, cons publishers.Consumer, topic string, n int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	// Publishing and consuming get a deadline each: on a busy CI machine n sequential publishes once
+	// took most of a shared 30 s and left the consumer's group join too little ("0 of 500").
+	pubCtx, cancelPub := context.WithTimeout(context.Background(), consumeTimeout)
+	defer cancelPub()
 	src := message.NewSource()
 	hosts := len(pub.Hosts())
 	if got := len(cons.Hosts()); got != hosts {
 		t.Fatalf("consumer has %d hosts, publisher %d", got, hosts)
 	}
 	wantHost := make(map[string]int, n)
+	start := time.Now()
 	for i := range n {
 		id := src.NextID()
 		wantHost[message.FormatID(id)] = i % hosts
-		if err := pub.Publish(ctx, i%hosts, topic, src.Build(id, 100)); err != nil {
+		if err := pub.Publish(pubCtx, i%hosts, topic, src.Build(id, 100)); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
 	}
+	published := time.Since(start)
+	ctx, cancel := context.WithTimeout(context.Background(), consumeTimeout)
+	defer cancel()
 
 	var (
 		mu       sync.Mutex
@@ -128,7 +137,7 @@ func CheckConsume(t *testing.T, pub publishers.Publisher, cons publishers.Consum
 		t.Fatalf("Consume returned before all messages arrived: %v", err)
 	case <-ctx.Done():
 		mu.Lock()
-		t.Fatalf("%d of %d messages consumed within the deadline", count, n)
+		t.Fatalf("%d of %d messages consumed within %v (after publishing them in %v)", count, n, consumeTimeout, published.Round(time.Millisecond))
 	}
 	time.Sleep(consumeGrace) // absence of extras can only be observed over time
 	stop()

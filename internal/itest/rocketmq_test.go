@@ -47,9 +47,14 @@ func TestRocketMQ(t *testing.T) {
 func asyncFrozen(t *testing.T, h *RocketMQ) {
 	tg := StartTarget(t, h, func(c *config.Config) { c.RocketMQ.SendTimeout = time.Second })
 	topic := uniqueTopic("itfrozen")
-	if r := tg.Get(t, "/send1?topic="+topic); r.Status != http.StatusOK {
-		t.Fatalf("before the fault: %d %s", r.Status, r.Error)
-	}
+	// The fresh topic's first publish (its creation on both brokers, its route) can take longer than
+	// the 1 s send timeout on a busy CI machine: this is only the precondition, so it may take a few.
+	Eventually(t, 20*time.Second, "/send1 before the fault", func() error {
+		if r := tg.Get(t, "/send1?topic="+topic); r.Status != http.StatusOK {
+			return fmt.Errorf("%d %s", r.Status, r.Error)
+		}
+		return nil
+	})
 	h.FreezeHost(t, 0)
 	thawed := false
 	defer func() {

@@ -343,7 +343,13 @@ func TestRocketMQTLS(t *testing.T) {
 func rmqTLSDelivery(t *testing.T, base *RocketMQ, relay *tlsRelay, verifying publishers.TLSConfig, client string) {
 	h := &rmqTLSHarness{RocketMQ: base, nameServer: relay.ln.Addr().String(), tls: verifying, client: client}
 	before, beforePlain, _ := relay.counts()
-	tg := StartTarget(t, h, noEcho)
+	// A fresh topic's first publish here costs TLS handshakes with the JVMs for its creation on both
+	// brokers and its route (CI once ran out of the suite's 2 s on a busy machine): this test is about
+	// what arrives over TLS, not how fast, so it takes RunDelivery's budget.
+	tg := StartTarget(t, h, func(cfg *config.Config) {
+		noEcho(cfg)
+		cfg.PublishTimeout, cfg.RocketMQ.SendTimeout = deliveryTimeout, deliveryTimeout
+	})
 	topic := uniqueTopic("ittls")
 	acked := 0
 	for _, path := range []string{"/send1", "/send2Host", "/sendAsyncWait", "/send2"} {
