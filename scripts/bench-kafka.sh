@@ -14,7 +14,7 @@
 # Prints the markdown tables on stdout (logs on stderr). Kafka is stopped (by its PIDs, scripts/kafka.sh
 # stop) at exit.
 #
-# Usage: scripts/bench-kafka.sh [-c "1 4 16"] [-d SECONDS] [-w SECONDS] [-p PORT] [--topic NAME]
+# Usage: scripts/bench-kafka.sh [-c "1 4 16"] [-d SECONDS] [-w SECONDS] [-r ROUNDS] [-p PORT] [--topic NAME]
 #   -c, --conns     N values [1 4 16]           (BENCH_CONNS)
 #   -d, --duration  measured seconds per run, 1..600 [10]  (BENCH_DURATION)
 #   -w, --warmup    unmeasured seconds before each run, 0..600 [3]  (BENCH_WARMUP)
@@ -22,6 +22,8 @@
 #       --topic     topic prefix; run R at N uses PREFIX-nN-R [anchor-kafka]  (BENCH_TOPIC)
 #       --broker-warmup  seconds of an unrecorded direct run at the largest N first, 0..600 [10]
 #                   (BENCH_BROKER_WARMUP): run 1 does not pay for a cold broker
+#   -r, --rounds    the runs of every N this many times, 1..20 [1] (BENCH_ROUNDS); the even rounds swap
+#                   mqtarget's and the floor's places; the tables judge each pair and the medians
 # Environment: KAFKA_PORT [23692], KAFKA_CONTROLLER_PORT [23690], KAFKA_BROKERS [1], KAFKA_HEAP,
 #   KAFKA_START_TIMEOUT, KAFKA_STOP_TIMEOUT (scripts/kafka.sh); BENCH_PP_RECORDS [20000 per measured
 #   second]: ProducerPerformance's --num-records (it has no duration), 1..100000000; BENCH_ASYNC_CONNS
@@ -67,8 +69,8 @@ pp_out="$(timeout $((DURATION * 20 + 120)) scripts/kafka.sh tool org.apache.kafk
 pp_line="$(grep 'records sent' <<<"$pp_out" | tail -n 1)"
 [[ -n "$pp_line" ]] || { echo "$pp_out" >&2; die "no summary line from ProducerPerformance"; }
 log "ProducerPerformance: $pp_line"
-log "wrk -c$ASYNC_CONNS on /sendAsync"
-async_line="$(wrk_tail "$ASYNC_CONNS" "http://127.0.0.1:$PORT/sendAsync?broker=kafka&topic=$TOPIC-async&size=$SIZE")"
+log "$CLIENT_LABEL -c$ASYNC_CONNS on /sendAsync"
+async_line="$(http_tail "$ASYNC_CONNS" "http://127.0.0.1:$PORT/sendAsync?broker=kafka&topic=$TOPIC-async&size=$SIZE")"
 log "/sendAsync c$ASYNC_CONNS: $async_line"
 
 machine_line
@@ -87,5 +89,5 @@ awk '
     { gsub(/[(),]/, ""); gsub(/ ms /, " ")
       printf "| Kafka ProducerPerformance (one producer, --throughput -1, %s records) | %.0f | %s | %s | %s | %s | - |\n",
           $1, before("records/sec"), before("50th"), before("99th"), before("99.9th."), before("max") }' <<<"$pp_line"
-awk -v c="$ASYNC_CONNS" '{ for (i = 1; i <= NF; i++) { split($i, p, "="); f[p[1]] = p[2] }
-        printf "| mqtarget `/sendAsync` (wrk -c%s) | %s | %s | %s | %s | %s | %s |\n", c, f["rate"], f["p50_ms"], f["p99_ms"], f["p999_ms"], f["max_ms"], f["failed"] }' <<<"$async_line"
+awk -v c="$ASYNC_CONNS" -v client="$CLIENT_LABEL" '{ for (i = 1; i <= NF; i++) { split($i, p, "="); f[p[1]] = p[2] }
+        printf "| mqtarget `/sendAsync` (%s -c%s) | %s | %s | %s | %s | %s | %s |\n", client, c, f["rate"], f["p50_ms"], f["p99_ms"], f["p999_ms"], f["max_ms"], f["failed"] }' <<<"$async_line"

@@ -9,7 +9,7 @@
 # then wrk -cN on mqtarget's /healthz, the HTTP hop alone. Prints the markdown tables on stdout (logs on
 # stderr). The broker is stopped (by its PID, scripts/mosquitto.sh stop) at exit.
 #
-# Usage: scripts/bench-mqtt.sh [-c "1 4 16"] [-d SECONDS] [-w SECONDS] [-p PORT] [--topic NAME]
+# Usage: scripts/bench-mqtt.sh [-c "1 4 16"] [-d SECONDS] [-w SECONDS] [-r ROUNDS] [-p PORT] [--topic NAME]
 #   -c, --conns     N values [1 4 16]           (BENCH_CONNS)
 #   -d, --duration  measured seconds per run, 1..600 [10]  (BENCH_DURATION)
 #   -w, --warmup    unmeasured seconds before each run, 0..600 [3]  (BENCH_WARMUP)
@@ -17,6 +17,8 @@
 #       --topic     topic prefix; run R at N uses PREFIX-nN-R [anchor-mqtt]  (BENCH_TOPIC)
 #       --broker-warmup  seconds of an unrecorded direct run at the largest N first, 0..600 [10]
 #                   (BENCH_BROKER_WARMUP): run 1 does not pay for a cold broker
+#   -r, --rounds    the runs of every N this many times, 1..20 [1] (BENCH_ROUNDS); the even rounds swap
+#                   mqtarget's and the floor's places; the tables judge each pair and the medians
 # Environment: MOSQUITTO_PORT [23583] (the private broker's port), MOSQUITTO_START_TIMEOUT,
 #   MOSQUITTO_STOP_TIMEOUT (scripts/mosquitto.sh), BENCH_FRESH=0 (one topic for all runs).
 set -euo pipefail

@@ -9,7 +9,7 @@
 # then wrk -cN on mqtarget's /healthz, the HTTP hop alone. Prints the markdown tables on stdout (logs on
 # stderr). The server is stopped (by its PID, scripts/nats.sh stop) at exit.
 #
-# Usage: scripts/bench-nats.sh [-c "1 4 16"] [-d SECONDS] [-w SECONDS] [-p PORT] [--topic NAME]
+# Usage: scripts/bench-nats.sh [-c "1 4 16"] [-d SECONDS] [-w SECONDS] [-r ROUNDS] [-p PORT] [--topic NAME]
 #   -c, --conns     N values [1 4 16]           (BENCH_CONNS)
 #   -d, --duration  measured seconds per run, 1..600 [10]  (BENCH_DURATION)
 #   -w, --warmup    unmeasured seconds before each run, 0..600 [3]  (BENCH_WARMUP)
@@ -17,8 +17,12 @@
 #       --topic     subject prefix; run R at N uses PREFIX-nN-R [anchor-nats]  (BENCH_TOPIC)
 #       --broker-warmup  seconds of an unrecorded direct run at the largest N first, 0..600 [10]
 #                   (BENCH_BROKER_WARMUP): run 1 does not pay for a cold broker
+#   -r, --rounds    the runs of every N this many times, 1..20 [1] (BENCH_ROUNDS); the even rounds swap
+#                   mqtarget's and the floor's places; the tables judge each pair and the medians
 # Environment: NATS_PORT [23422], NATS_MONITOR_PORT [23482] (the private server's ports),
-#   NATS_START_TIMEOUT, NATS_STOP_TIMEOUT (scripts/nats.sh), BENCH_FRESH=0 (one subject for all runs).
+#   NATS_START_TIMEOUT, NATS_STOP_TIMEOUT (scripts/nats.sh), NATS_MAX_STORE [8G] (every run's stream
+#   keeps its messages: 1G, nats.sh's default, is near what -r 3 stores), BENCH_FRESH=0 (one subject
+#   for all runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH_NAME=bench-nats
@@ -31,7 +35,7 @@ check_port NATS_MONITOR_PORT
 STARTED=0
 on_exit() { if ((STARTED)); then scripts/nats.sh stop >&2; fi; }
 bench_init 23480 anchor-nats "$@"
-export NATS_DATA="$TMP/nats"
+export NATS_DATA="$TMP/nats" NATS_MAX_STORE="${NATS_MAX_STORE:-8G}"
 
 log "starting a private nats-server on 127.0.0.1:$NATS_PORT (scripts/nats.sh)"
 STARTED=1

@@ -15,7 +15,7 @@
 # Prints the markdown tables on stdout (logs on stderr). RocketMQ is stopped (scripts/rocketmq.sh stop,
 # by its PIDs) at exit unless MQTARGET_ROCKETMQ_NAMESRV names one to use as it is.
 #
-# Usage: scripts/bench-rocketmq.sh [-c "1 4 16"] [-d SECONDS] [-w SECONDS] [-p PORT] [--topic NAME]
+# Usage: scripts/bench-rocketmq.sh [-c "1 4 16"] [-d SECONDS] [-w SECONDS] [-r ROUNDS] [-p PORT] [--topic NAME]
 #   -c, --conns     N values [1 4 16]           (BENCH_CONNS)
 #   -d, --duration  measured seconds per run, 1..600 [10]  (BENCH_DURATION)
 #   -w, --warmup    unmeasured seconds before each run, 0..600 [3]  (BENCH_WARMUP)
@@ -23,6 +23,8 @@
 #       --topic     the topic [anchor-rocketmq]  (BENCH_TOPIC)
 #       --broker-warmup  seconds of an unrecorded direct run at the largest N first, 0..600 [10]
 #                   (BENCH_BROKER_WARMUP): run 1 does not pay for a cold broker
+#   -r, --rounds    the runs of every N this many times, 1..20 [1] (BENCH_ROUNDS); the even rounds swap
+#                   mqtarget's and the floor's places; the tables judge each pair and the medians
 # Environment: MQTARGET_ROCKETMQ_NAMESRV (a running name server host:port to use instead); the private
 #   one's ROCKETMQ_NAMESRV_PORT [23876], ROCKETMQ_BROKER_A_PORT [23911], ROCKETMQ_BROKER_B_PORT [23921]
 #   (each broker also uses port-2 and port+1), ROCKETMQ_START_TIMEOUT, ROCKETMQ_STOP_TIMEOUT
@@ -113,11 +115,14 @@ java_run() {
     kill "$JAVA_PID" 2>/dev/null || true
     wait "$JAVA_PID" 2>/dev/null || true
     JAVA_PID=""
-    grep 'Send TPS' "$out" | tail -n +$((skip + 1)) | head -n "$DURATION" |
-        awk -F'|' -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" '
+    # awk picks the measured lines itself: a head ending the pipe early would kill grep with SIGPIPE,
+    # which pipefail makes the function's failure
+    grep 'Send TPS' "$out" |
+        awk -F'|' -v skip="$skip" -v d="$DURATION" -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" '
+        NR <= skip || NR > skip + d { next }
         { split($2, a, ":"); split($4, r, ":"); split($5, f, ":")
           tps += a[2]; rt += r[2] * a[2]; failed += f[2]; k++ }
-        END { printf "%d %.3f %d %.0f\n", tps / k, (tps ? rt / tps : 0), failed, (tps ? ticks / hz * 1e6 / tps : 0) }'
+        END { printf "%d %.3f %d %.0f\n", (k ? tps / k : 0), (tps ? rt / tps : 0), failed, (tps ? ticks / hz * 1e6 / tps : 0) }'
 }
 
 : >"$TMP/java"

@@ -12,7 +12,7 @@
 # then wrk -cN on mqtarget's /healthz, the HTTP hop alone. Prints the markdown tables on stdout (logs on
 # stderr). Artemis is stopped (by its PID, scripts/artemis.sh stop) at exit.
 #
-# Usage: scripts/bench-stomp.sh [-c "1 4 16"] [-d SECONDS] [-w SECONDS] [-p PORT] [--topic NAME]
+# Usage: scripts/bench-stomp.sh [-c "1 4 16"] [-d SECONDS] [-w SECONDS] [-r ROUNDS] [-p PORT] [--topic NAME]
 #   -c, --conns     N values [1 4 16]           (BENCH_CONNS)
 #   -d, --duration  measured seconds per run, 1..600 [10]  (BENCH_DURATION)
 #   -w, --warmup    unmeasured seconds before each run, 0..600 [3]  (BENCH_WARMUP)
@@ -20,6 +20,8 @@
 #       --topic     destination name prefix [anchor-stomp]  (BENCH_TOPIC)
 #       --broker-warmup  seconds of an unrecorded direct run at the largest N first, 0..600 [10]
 #                   (BENCH_BROKER_WARMUP): run 1 does not pay for a cold broker
+#   -r, --rounds    the runs of every N this many times, 1..20 [1] (BENCH_ROUNDS); the even rounds swap
+#                   mqtarget's and the floor's places; the tables judge each pair and the medians
 # Environment: BENCH_STOMP_PREFIX [/topic/] (or /queue/: read the paging note above); the private
 #   broker's ARTEMIS_STOMP_PORT [23313] (ARTEMIS_CORE_PORT: STOMP port + 3), ARTEMIS_LOGIN, ARTEMIS_PASSCODE,
 #   ARTEMIS_HEAP, ARTEMIS_START_TIMEOUT, ARTEMIS_STOP_TIMEOUT (scripts/artemis.sh); BENCH_FRESH=0 (one
