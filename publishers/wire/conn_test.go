@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mqtarget/mqtarget/internal/testwait"
 )
 
 var (
@@ -392,17 +394,11 @@ func TestProtocolViolations(t *testing.T) {
 				if err := c.Send(time.Time{}, encLine, second.done); err != nil {
 					t.Fatal(err)
 				}
-				for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+				testwait.For(t, 5*time.Second, "the writer to take the second command", func() bool {
 					c.mu.Lock()
-					taken := c.written == 2
-					c.mu.Unlock()
-					if taken {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatal("the writer did not take the second command within 5s")
-					}
-				}
+					defer c.mu.Unlock()
+					return c.written == 2
+				})
 				close(release)
 			}
 			err := first.wait(t)
@@ -427,11 +423,7 @@ func TestProtocolViolations(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("no protocol violation reported within 10s")
 			}
-			for deadline := time.Now().Add(5 * time.Second); !c.Dead(); time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("connection still alive after the violation")
-				}
-			}
+			testwait.For(t, 5*time.Second, "the connection to die after the violation", c.Dead)
 			if err := c.Send(time.Time{}, encLine, newResult().done); !errors.Is(err, errUnavailable) {
 				t.Errorf("Send after the violation: %v, want unavailable", err)
 			}
@@ -692,11 +684,7 @@ func TestCloseAfterBrokenWrite(t *testing.T) {
 	if err := c.Send(time.Time{}, encLine, r.done); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); !c.Dead(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the failed write did not mark the connection dead within 5s")
-		}
-	}
+	testwait.For(t, 5*time.Second, "the failed write to mark the connection dead", c.Dead)
 	c.Close()
 	if err := r.wait(t); !errors.Is(err, errUnavailable) || errors.Is(err, errClosed) {
 		t.Errorf("command on a connection closed after its write broke: %v, want unavailable, not closed", err)
