@@ -29,6 +29,10 @@ type Publisher struct {
 	closed  bool
 	pmu     sync.Mutex
 	pending map[*pending]struct{}
+	// running counts the publishes registered in pending whose done has not returned: finish takes
+	// them out of pending before it runs done, so Close, which fails what pending holds, waits on this
+	// for a done a promise or a deadline is running at that moment.
+	running sync.WaitGroup
 	once    sync.Once
 
 	versions []atomic.Pointer[string] // per host: what its ApiVersions answer says it runs
@@ -67,6 +71,7 @@ func (q *pending) finish(err error) {
 	q.p.pmu.Unlock()
 	q.cancel()
 	q.done(err)
+	q.p.running.Done()
 }
 
 // New discovers the cluster's brokers (within 10 s: New fails when the cluster does not answer) and
@@ -236,9 +241,7 @@ func (p *Publisher) sendCtx(ctx context.Context, cancel func(), host int, topic 
 	}
 	q := &pending{p: p, host: host, done: done, cancel: cancel}
 	q.left.Store(int32(len(bodies)))
-	p.pmu.Lock()
-	p.pending[q] = struct{}{}
-	p.pmu.Unlock()
+	p.register(q)
 	promise := func(_ *kgo.Record, err error) {
 		if err != nil {
 			q.finish(classify(err))
@@ -255,6 +258,15 @@ func (p *Publisher) sendCtx(ctx context.Context, cancel func(), host int, topic 
 		p.cl.TryProduce(context.Background(), &kgo.Record{Topic: topic, Partition: part, Value: b}, promise)
 	}
 	return q, nil
+}
+
+// register adds q to what Close fails and waits for. The caller holds gate for reading and found the
+// publisher open, so the count cannot rise once Close waits on it.
+func (p *Publisher) register(q *pending) {
+	p.running.Add(1)
+	p.pmu.Lock()
+	p.pending[q] = struct{}{}
+	p.pmu.Unlock()
 }
 
 func (p *Publisher) isClosed() bool {
@@ -309,8 +321,9 @@ func (p *Publisher) BrokerVersion(host int) string {
 	return ""
 }
 
-// Close implements publishers.Publisher: every pending publish ends with ErrClosed, then the client
-// closes (its goroutines end). Idempotent; a concurrent call waits for the first.
+// Close implements publishers.Publisher: every pending publish ends with ErrClosed, Close waits until
+// every done has returned (one that a promise or a deadline runs meanwhile too), then the client closes
+// (its goroutines end). Idempotent; a concurrent call waits for the first.
 func (p *Publisher) Close() error {
 	p.once.Do(func() {
 		p.gate.Lock()
@@ -325,6 +338,7 @@ func (p *Publisher) Close() error {
 		for _, q := range qs {
 			q.finish(kind(publishers.ErrClosed, errors.New("kafka publisher closed")))
 		}
+		p.running.Wait()
 		p.cl.Close()
 	})
 	return nil
