@@ -15,6 +15,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/internal/serve"
+	"github.com/mqtarget/mqtarget/internal/testwait"
 )
 
 // lockedBuffer collects log output written from many goroutines.
@@ -104,7 +105,7 @@ func TestConnectionCounts(t *testing.T) {
 	proc.Stop(t)
 	// Requests keep failing while the slot's redial backoff grows: several failed dials, one log line.
 	requests := 0
-	Eventually(t, 10*time.Second, "3 failed dials", func() error {
+	testwait.Until(t, 10*time.Second, "3 failed dials", func() error {
 		requests++
 		if r := tg.Get(t, "/send1"); r.Status != http.StatusServiceUnavailable {
 			return fmt.Errorf("/send1 with nsqd stopped: %d, want 503", r.Status)
@@ -122,7 +123,7 @@ func TestConnectionCounts(t *testing.T) {
 	}
 
 	proc.Start(t)
-	Eventually(t, 10*time.Second, "/send1 through the restarted nsqd", func() error {
+	testwait.Until(t, 10*time.Second, "/send1 through the restarted nsqd", func() error {
 		if r := tg.Get(t, "/send1"); r.Status != http.StatusOK {
 			return fmt.Errorf("/send1: %d %s", r.Status, r.Error)
 		}

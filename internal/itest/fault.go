@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/message"
 )
 
@@ -297,7 +298,7 @@ func RunFault(t *testing.T, h FaultHarness, f Fault) FaultTimes {
 	// each endpoint is tried until it answers as it should, for a while; the 503/504s are answers
 	// like any other for the ledger (what they left in the broker is allowed, not required).
 	for _, ep := range faultLoad {
-		Eventually(t, 30*time.Second, "before the fault: "+ep.path+" answering as it should", func() error {
+		testwait.Until(t, 30*time.Second, "before the fault: "+ep.path+" answering as it should", func() error {
 			if a := load.one(ep); a.err != nil || (a.status != ep.ok && !a.hungUp) {
 				return fmt.Errorf("%d %v", a.status, a.err)
 			}
@@ -381,7 +382,7 @@ func RunFault(t *testing.T, h FaultHarness, f Fault) FaultTimes {
 	// And after the mend every endpoint succeeds, mqtarget never having been restarted (a broker just
 	// restarted may still refuse some sends for a moment: a "broker busy" flow control).
 	for _, ep := range faultLoad {
-		Eventually(t, 30*time.Second, "after the "+f.Name+": "+ep.path, func() error {
+		testwait.Until(t, 30*time.Second, "after the "+f.Name+": "+ep.path, func() error {
 			if a := load.one(ep); a.err != nil || (a.status != ep.ok && !a.hungUp) {
 				return fmt.Errorf("%d %v, want %d", a.status, a.err, ep.ok)
 			}
@@ -464,7 +465,7 @@ func checkAnswers(t *testing.T, answers []answer) {
 // accepted = acked + failed.
 func waitAsyncSettled(t *testing.T, tg *Target) {
 	t.Helper()
-	Eventually(t, answerBound+10*time.Second, "async publishes settled", func() error {
+	testwait.Until(t, answerBound+10*time.Second, "async publishes settled", func() error {
 		m := asyncMetrics(t, tg)
 		if m["in_flight"] != 0 || m["accepted"] != m["acked"]+m["failed"] {
 			return fmt.Errorf("async metrics %v", m)
@@ -656,7 +657,7 @@ func checkHeld(t *testing.T, h FaultHarness, tg *Target, topic string, answers [
 // waitFor polls cond until it holds, failing the test after timeout.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	Eventually(t, timeout, what, func() error {
+	testwait.Until(t, timeout, what, func() error {
 		if cond() {
 			return nil
 		}

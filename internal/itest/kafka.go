@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/kafka"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
@@ -63,7 +64,7 @@ func NewKafka(t testing.TB, bootstrap []string, env []string) *Kafka {
 		_, file, _, _ := runtime.Caller(0)
 		h.script = filepath.Join(filepath.Dir(file), "..", "..", "scripts", "kafka.sh")
 	}
-	Eventually(t, 30*time.Second, "Kafka brokers at "+strings.Join(bootstrap, ","), func() error {
+	testwait.Until(t, 30*time.Second, "Kafka brokers at "+strings.Join(bootstrap, ","), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		md, err := h.adm.BrokerMetadata(ctx)
@@ -105,7 +106,7 @@ func (h *Kafka) Configure(cfg *config.Config) {
 func (h *Kafka) partitions(t testing.TB, topic string) map[int32]int32 {
 	t.Helper()
 	var out map[int32]int32
-	Eventually(t, 10*time.Second, "metadata of "+topic, func() error {
+	testwait.Until(t, 10*time.Second, "metadata of "+topic, func() error {
 		out = nil
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -147,7 +148,7 @@ func (h *Kafka) partitions(t testing.TB, topic string) map[int32]int32 {
 func (h *Kafka) endOffsets(t testing.TB, topic string, parts map[int32]int32) map[int32]int64 {
 	t.Helper()
 	var out map[int32]int64
-	Eventually(t, 10*time.Second, "end offsets of "+topic, func() error {
+	testwait.Until(t, 10*time.Second, "end offsets of "+topic, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		offs, err := h.adm.ListEndOffsets(ctx, topic)
@@ -356,7 +357,7 @@ func (h *Kafka) end(t testing.TB, host int, sig syscall.Signal, timeout time.Dur
 	t.Helper()
 	pid := h.pid(t, host)
 	must(t, syscall.Kill(pid, sig))
-	Eventually(t, timeout, fmt.Sprintf("broker-%d (pid %d) gone after %v", h.nodes[host], pid, sig),
+	testwait.Until(t, timeout, fmt.Sprintf("broker-%d (pid %d) gone after %v", h.nodes[host], pid, sig),
 		func() error { return gone(pid) })
 }
 
@@ -402,7 +403,7 @@ func (h *Kafka) LaunchHost(t testing.TB, host int) {
 			t.Errorf("scripts/kafka.sh start: %v\n%s", err, out.String())
 		}
 	})
-	Eventually(t, 3*time.Minute, fmt.Sprintf("broker-%d answering on %s", h.nodes[host], h.hosts[host]), func() error {
+	testwait.Until(t, 3*time.Minute, fmt.Sprintf("broker-%d answering on %s", h.nodes[host], h.hosts[host]), func() error {
 		select {
 		case <-ended:
 			if err != nil {

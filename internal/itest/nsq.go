@@ -13,6 +13,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/internal/testport"
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nsq"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
@@ -59,7 +60,7 @@ func (p *NSQDProc) Start(t testing.TB) {
 		logf.Close()
 		close(exited)
 	}(p.cmd, p.exited)
-	Eventually(t, 15*time.Second, "nsqd "+p.TCPAddr+" ready", func() error {
+	testwait.Until(t, 15*time.Second, "nsqd "+p.TCPAddr+" ready", func() error {
 		select {
 		case <-p.exited:
 			log, _ := os.ReadFile(p.dir + "/nsqd.log")

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/mqtarget/mqtarget/internal/testwait"
 )
 
 func TestNSQ(t *testing.T) {
@@ -36,7 +38,7 @@ func TestNSQRejects(t *testing.T) {
 		if r := tg.Get(t, "/send1?size=2000&topic="+topic); r.Status != 413 || r.Error == "" {
 			t.Fatalf("round %d: oversized for nsqd: %d %q, want 413", i, r.Status, r.Error)
 		}
-		Eventually(t, 5*time.Second, "a normal message after a rejected one", func() error {
+		testwait.Until(t, 5*time.Second, "a normal message after a rejected one", func() error {
 			if r := tg.Get(t, "/send1?size=1000&topic="+topic); r.Status != 200 {
 				return fmt.Errorf("%d %s", r.Status, r.Error)
 			}

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mqtarget/mqtarget/internal/testwait"
 )
 
 // chromiumBin returns the Chromium scripts/test.sh installs (Debian's chromium); with
@@ -180,7 +182,7 @@ func TestLivePageInChromium(t *testing.T) {
 	// One Chromium run both dumps the DOM and takes the screenshot: a start costs seconds on a busy machine.
 	shot := t.TempDir() + "/live-page.png"
 	start, tries := time.Now(), 0
-	Eventually(t, 25*time.Second, "the page shows /send1's rate and its 400 answers, and /sendRoundTrip's rate", func() error {
+	testwait.Until(t, 25*time.Second, "the page shows /send1's rate and its 400 answers, and /sendRoundTrip's rate", func() error {
 		tries++
 		dom, err := headless(t, bin, tg.Base+"/", "--window-size=1400,760", "--hide-scrollbars", "--screenshot="+shot, "--dump-dom")
 		if err != nil {
@@ -303,7 +305,7 @@ func TestLivePageFitsNarrowWindow(t *testing.T) {
 	base := measuringProxy(t, tg)
 	var scroll, viewport int
 	var wide string
-	Eventually(t, 25*time.Second, "the page at 900 px shows its rows and its measured widths", func() error {
+	testwait.Until(t, 25*time.Second, "the page at 900 px shows its rows and its measured widths", func() error {
 		// No --hide-scrollbars: a real window's vertical scrollbar takes its width from the page.
 		dom, err := headless(t, bin, base+"/", fmt.Sprintf("--window-size=%d,760", narrowWidth), "--dump-dom")
 		if err != nil {

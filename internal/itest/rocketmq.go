@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
 	"github.com/mqtarget/mqtarget/publishers/rocketmq"
@@ -35,7 +36,7 @@ const RocketMQQueues = 4
 func NewRocketMQ(t testing.TB, namesrv string) *RocketMQ {
 	t.Helper()
 	h := &RocketMQ{NameSrv: namesrv}
-	Eventually(t, 30*time.Second, "RocketMQ brokers registered in "+namesrv, func() error {
+	testwait.Until(t, 30*time.Second, "RocketMQ brokers registered in "+namesrv, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		b, err := h.admin.Brokers(ctx, namesrv)
@@ -150,7 +151,7 @@ func (h *RocketMQ) LaunchHost(t testing.TB, host int) {
 	t.Helper()
 	b := h.Brokers[host]
 	rocketmqScript(t, time.Minute, "launch-broker", b.Name)
-	Eventually(t, 4*time.Minute, b.String()+" registered again (its log: $ROCKETMQ_DATA/"+b.Name+"/"+b.Name+".out)", func() error {
+	testwait.Until(t, 4*time.Minute, b.String()+" registered again (its log: $ROCKETMQ_DATA/"+b.Name+"/"+b.Name+".out)", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		brokers, err := h.admin.Brokers(ctx, h.NameSrv)
@@ -188,7 +189,7 @@ func (h *RocketMQ) KillHost(t testing.TB, host int) {
 	t.Helper()
 	pid := h.pid(t, host)
 	must(t, syscall.Kill(pid, syscall.SIGKILL))
-	Eventually(t, 10*time.Second, fmt.Sprintf("%s (pid %d) gone after SIGKILL", h.Brokers[host].Name, pid),
+	testwait.Until(t, 10*time.Second, fmt.Sprintf("%s (pid %d) gone after SIGKILL", h.Brokers[host].Name, pid),
 		func() error { return gone(pid) })
 	// What the name server says right after the crash: mqtarget keeps the broker's address either way.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

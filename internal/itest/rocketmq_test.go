@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/message"
 )
 
@@ -49,7 +50,7 @@ func asyncFrozen(t *testing.T, h *RocketMQ) {
 	topic := uniqueTopic("itfrozen")
 	// The fresh topic's first publish (its creation on both brokers, its route) can take longer than
 	// the 1 s send timeout on a busy CI machine: this is only the precondition, so it may take a few.
-	Eventually(t, 20*time.Second, "/send1 before the fault", func() error {
+	testwait.Until(t, 20*time.Second, "/send1 before the fault", func() error {
 		if r := tg.Get(t, "/send1?topic="+topic); r.Status != http.StatusOK {
 			return fmt.Errorf("%d %s", r.Status, r.Error)
 		}
@@ -68,7 +69,7 @@ func asyncFrozen(t *testing.T, h *RocketMQ) {
 			t.Fatalf("sendAsync: %d %s", r.Status, r.Error)
 		}
 	}
-	Eventually(t, 10*time.Second, "async publishes to the frozen broker fail", func() error {
+	testwait.Until(t, 10*time.Second, "async publishes to the frozen broker fail", func() error {
 		if f := asyncFailed(t, tg); f < n {
 			return fmt.Errorf("%v failed", f)
 		}
@@ -79,7 +80,7 @@ func asyncFrozen(t *testing.T, h *RocketMQ) {
 	}
 	h.ThawHost(t, 0)
 	thawed = true
-	Eventually(t, 20*time.Second, "/send1 succeeds after the thaw", func() error {
+	testwait.Until(t, 20*time.Second, "/send1 succeeds after the thaw", func() error {
 		if r := tg.Get(t, "/send1?topic="+topic); r.Status != http.StatusOK {
 			return fmt.Errorf("%d %s", r.Status, r.Error)
 		}
@@ -171,7 +172,7 @@ func hangUpFrozen(t *testing.T, h *RocketMQ) {
 	}
 	h.ThawHost(t, 0)
 	thawed = true
-	Eventually(t, 20*time.Second, "/send1 succeeds after the thaw", func() error {
+	testwait.Until(t, 20*time.Second, "/send1 succeeds after the thaw", func() error {
 		r := tg.Get(t, "/send1?topic="+topic)
 		if r.Status != http.StatusOK {
 			return fmt.Errorf("%d %s", r.Status, r.Error)

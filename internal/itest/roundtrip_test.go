@@ -10,6 +10,7 @@ import (
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/internal/drive/consume"
 	"github.com/mqtarget/mqtarget/internal/roundtrip"
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/brokers"
 )
@@ -109,7 +110,7 @@ func runSendRoundTrip(t *testing.T, h Harness) {
 		})
 		// The first waits for the service's probes (roundtrip.Client.StartProbes) and may time out while
 		// they run longer than publish_timeout (RocketMQ: until the ack topic exists).
-		Eventually(t, 30*time.Second, "a first round trip", func() error {
+		testwait.Until(t, 30*time.Second, "a first round trip", func() error {
 			if r := tg.Get(t, "/sendRoundTrip"); r.Status != http.StatusOK {
 				return fmt.Errorf("%d %s", r.Status, r.Error)
 			}

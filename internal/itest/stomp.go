@@ -21,6 +21,7 @@ import (
 	"github.com/go-stomp/stomp/v3/frame"
 
 	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
 	"github.com/mqtarget/mqtarget/publishers/stomp"
@@ -337,7 +338,7 @@ func (b ScriptBroker) Kill(t testing.TB) {
 	t.Helper()
 	pid := b.pid(t)
 	must(t, syscall.Kill(pid, syscall.SIGKILL))
-	Eventually(t, 10*time.Second, fmt.Sprintf("process %d gone after SIGKILL", pid), func() error { return gone(pid) })
+	testwait.Until(t, 10*time.Second, fmt.Sprintf("process %d gone after SIGKILL", pid), func() error { return gone(pid) })
 }
 
 // KillHost kills host i's broker with SIGKILL; its control must be a ScriptBroker (or have Kill).

@@ -21,6 +21,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/internal/serve"
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/message"
 )
 
@@ -409,7 +410,7 @@ func RunBrokerDown(t *testing.T, h Harness) {
 		}
 	}
 	recover := func(t *testing.T) {
-		Eventually(t, 20*time.Second, "/send1 succeeds after the broker is back", func() error {
+		testwait.Until(t, 20*time.Second, "/send1 succeeds after the broker is back", func() error {
 			if r := tg.Get(t, "/send1"+q); r.Status != 200 {
 				return fmt.Errorf("%d %s", r.Status, r.Error)
 			}
@@ -426,7 +427,7 @@ func RunBrokerDown(t *testing.T, h Harness) {
 		recover(t)
 		// Eventually: /readyz pings on a connection of its own within readyz.timeout, which a broker
 		// restarted a moment ago (a cold JVM) may miss once although it took the publish above.
-		Eventually(t, 10*time.Second, "/readyz answers 200 after recovery", func() error {
+		testwait.Until(t, 10*time.Second, "/readyz answers 200 after recovery", func() error {
 			if r := tg.Get(t, "/readyz"); r.Status != http.StatusOK {
 				return fmt.Errorf("%d %s", r.Status, strings.TrimSpace(r.Body))
 			}
@@ -537,22 +538,6 @@ func warmUp(t *testing.T, tg *Target, hosts int) {
 	}
 }
 
-// Eventually polls check until it returns nil, failing the test with the last error after timeout.
-func Eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	end := time.Now().Add(timeout)
-	var err error
-	for {
-		if err = check(); err == nil {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within %v: %v", what, timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // SetEnv returns environment variable name, which an integration run must set (hint says who does);
 // it skips the test outside one.
 func SetEnv(t testing.TB, name, hint string) string {
@@ -571,7 +556,7 @@ func SetEnv(t testing.TB, name, hint string) string {
 // asks /readyz first, whose pings connect again.
 func checkVersions(t *testing.T, tg *Target, broker string) {
 	var last []string
-	Eventually(t, 10*time.Second, "every host's version on GET /", func() error {
+	testwait.Until(t, 10*time.Second, "every host's version on GET /", func() error {
 		if resp, err := http.Get(tg.Base + "/readyz"); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()

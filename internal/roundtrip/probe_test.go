@@ -9,6 +9,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/internal/itest"
 	"github.com/mqtarget/mqtarget/internal/roundtrip"
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/message"
 )
 
@@ -93,7 +94,7 @@ func TestProbe(t *testing.T) {
 		}
 		id := b.heldID()
 		b.release() // the held probe's copy, after Probe returned
-		itest.Eventually(t, 10*time.Second, "the probe's second ack", func() error {
+		testwait.Until(t, 10*time.Second, "the probe's second ack", func() error {
 			if got := b.ackedCount(id); got != 2 {
 				return fmt.Errorf("%d acks of %s", got, id)
 			}
@@ -201,7 +202,7 @@ func TestStartProbes(t *testing.T) {
 		if b.sawID(message.FormatID(id)) {
 			t.Error("the round trip was published while the probes ran")
 		}
-		itest.Eventually(t, 10*time.Second, "the probe giving up", func() error {
+		testwait.Until(t, 10*time.Second, "the probe giving up", func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 			defer cancel()
 			if _, err := client.RoundTrip(ctx, 0, topic, src.Build(src.NextID(), 64)); errors.Is(err, roundtrip.ErrNotLive) || !errors.Is(err, roundtrip.ErrLost) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/internal/itest"
 	"github.com/mqtarget/mqtarget/internal/roundtrip"
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nsq"
@@ -193,7 +194,7 @@ func TestEchoAccounting(t *testing.T) {
 					doomed := func(id string) bool { v, _ := victim.Load().(string); return c.want.Lost > 0 && id == v }
 					got, failed := batch(t, b, corr, topic, n, 30*time.Second, doomed)
 					if c.want.Duplicates > 0 { // the second copy may trail its first
-						itest.Eventually(t, 10*time.Second, "the duplicate ack", func() error {
+						testwait.Until(t, 10*time.Second, "the duplicate ack", func() error {
 							if corr.Stats().Duplicates == 0 {
 								return errors.New("none yet")
 							}

@@ -1,6 +1,8 @@
 package testwait
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,13 +17,22 @@ type fatalT struct {
 
 func (f *fatalT) Helper() {}
 func (f *fatalT) Fatalf(format string, args ...any) {
-	f.msg = format
-	for _, a := range args {
-		if s, ok := a.(string); ok {
-			f.msg += " " + s
-		}
-	}
+	f.msg = fmt.Sprintf(format, args...)
 	panic(f) // Fatalf does not return
+}
+
+// fails runs wait with a fatalT and returns its failure message ("" when wait returned).
+func fails(t *testing.T, wait func(testing.TB)) (msg string) {
+	t.Helper()
+	f := &fatalT{TB: t}
+	defer func() {
+		if r := recover(); r != nil && r != f {
+			panic(r)
+		}
+		msg = f.msg
+	}()
+	wait(f)
+	return ""
 }
 
 func TestFor(t *testing.T) {
@@ -48,6 +59,39 @@ func TestFor(t *testing.T) {
 		}
 		if !strings.Contains(f.msg, "the impossible") {
 			t.Errorf("failure %q does not name what it waited for", f.msg)
+		}
+	})
+}
+
+func TestUntil(t *testing.T) {
+	t.Run("returns once f succeeds", func(t *testing.T) {
+		var n atomic.Int32
+		msg := fails(t, func(tb testing.TB) {
+			Until(tb, 5*time.Second, "three tries", func() error {
+				if n.Add(1) < 3 {
+					return errors.New("not yet")
+				}
+				return nil
+			})
+		})
+		if msg != "" || n.Load() != 3 {
+			t.Errorf("failed with %q after %d tries, want success at the third", msg, n.Load())
+		}
+	})
+	t.Run("never succeeds: fails naming it and the last error", func(t *testing.T) {
+		var n atomic.Int32
+		start := time.Now()
+		msg := fails(t, func(tb testing.TB) {
+			Until(tb, 50*time.Millisecond, "the impossible", func() error {
+				return fmt.Errorf("try %d refused", n.Add(1))
+			})
+		})
+		if took := time.Since(start); took < 50*time.Millisecond {
+			t.Errorf("failed after %v, before its deadline", took)
+		}
+		last := fmt.Sprintf("try %d refused", n.Load())
+		if !strings.Contains(msg, "the impossible") || !strings.Contains(msg, last) {
+			t.Errorf("failure %q does not name what it waited for and the last error (%q)", msg, last)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nats"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
@@ -46,7 +47,7 @@ func TestConsumer(t *testing.T) {
 			}()
 			close(subscribed)
 			want := map[string]int{}
-			waitFor(t, 10*time.Second, "a probe consumed from every host", func() bool {
+			testwait.For(t, 10*time.Second, "a probe consumed from every host", func() bool {
 				// core NATS delivers only once subscribed, and the consumer subscribes to each host
 				// on its own: probe every host until the consumer has seen one from each
 				mu.Lock()
@@ -76,7 +77,7 @@ func TestConsumer(t *testing.T) {
 					want[fmt.Sprintf("%d %s", host, body)] = 1
 				}
 			}
-			waitFor(t, 10*time.Second, "every message consumed", func() bool {
+			testwait.For(t, 10*time.Second, "every message consumed", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				n := 0

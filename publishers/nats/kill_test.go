@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/internal/testlane"
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nats"
 )
@@ -77,14 +78,14 @@ func TestIntegrationKill9(t *testing.T) {
 	}
 	start := exec.Command("../../scripts/nats.sh", "start")
 	start.Stderr = os.Stderr
-	waitFor(t, 10*time.Second, "the killed server gone", func() bool { return syscall.Kill(pid, 0) != nil })
+	testwait.For(t, 10*time.Second, "the killed server gone", func() bool { return syscall.Kill(pid, 0) != nil })
 	if err := start.Run(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "publishing again", func() bool {
+	testwait.Until(t, 15*time.Second, "publishing again", func() error {
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		return p.Publish(c, 0, topic, []byte("after")) == nil
+		return p.Publish(c, 0, topic, []byte("after"))
 	})
 	acked.Add(1)
 	wg.Wait()

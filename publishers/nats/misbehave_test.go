@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nats"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
@@ -120,13 +121,14 @@ func TestServerKilled(t *testing.T) {
 	}
 	e.Server(0).Shutdown()
 	e.Server(0).WaitForShutdown()
-	var last error
-	waitFor(t, 5*time.Second, "host 0 unavailable", func() bool {
+	testwait.Until(t, 5*time.Second, "host 0 unavailable", func() error {
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		last = p.Publish(c, 0, topic, []byte("during"))
-		return errors.Is(last, publishers.ErrUnavailable)
-	}, &last)
+		if err := p.Publish(c, 0, topic, []byte("during")); !errors.Is(err, publishers.ErrUnavailable) {
+			return fmt.Errorf("Publish: %v, want unavailable", err)
+		}
+		return nil
+	})
 	done := make(chan error, 1)
 	if err := p.PublishAsync(0, topic, []byte("async during"), func(err error) { done <- err }); err == nil {
 		if err := <-done; !errors.Is(err, publishers.ErrUnavailable) {
@@ -150,11 +152,11 @@ func TestServerKilled(t *testing.T) {
 	if !s.ReadyForConnections(5 * time.Second) {
 		t.Fatal("restarted server not ready")
 	}
-	waitFor(t, 10*time.Second, "host 0 back", func() bool { return p.Publish(ctx(t), 0, topic, []byte("after")) == nil })
+	testwait.Until(t, 10*time.Second, "host 0 back", func() error { return p.Publish(ctx(t), 0, topic, []byte("after")) })
 	if got := countStream(t, addr, nats.StreamName(topic)); got != 1 {
 		t.Errorf("the new server holds %d messages, 1 was acknowledged since it started", got)
 	}
-	waitFor(t, 5*time.Second, "one reconnect counted", func() bool { return p.ConnCounts(0).Reopened == 1 })
+	testwait.For(t, 5*time.Second, "one reconnect counted", func() bool { return p.ConnCounts(0).Reopened == 1 })
 }
 
 // TestServerFrozen: a server that stops answering (behind a stalled proxy) ends sync publishes by their
@@ -189,26 +191,12 @@ func TestServerFrozen(t *testing.T) {
 		t.Fatal("PublishAsync's done did not run within 10s")
 	}
 	px.stall(false)
-	waitFor(t, 15*time.Second, "publishing again after the thaw", func() bool {
+	testwait.Until(t, 15*time.Second, "publishing again after the thaw", func() error {
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		return p.Publish(c, 0, topic, []byte("after")) == nil
+		return p.Publish(c, 0, topic, []byte("after"))
 	})
 	t.Logf("async done after %v", time.Since(start))
-}
-
-// waitFor polls cond until it holds or within passes.
-func waitFor(t testing.TB, within time.Duration, what string, cond func() bool, last ...*error) {
-	t.Helper()
-	for end := time.Now().Add(within); !cond(); {
-		if time.Now().After(end) {
-			if len(last) > 0 {
-				t.Fatalf("%s: not within %v (last: %v)", what, within, *last[0])
-			}
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // guessed is the reply subject a server would guess for the publish k after the one whose reply
@@ -296,7 +284,7 @@ func TestNothingListening(t *testing.T) {
 	if !s.ReadyForConnections(5 * time.Second) {
 		t.Fatal("server not ready")
 	}
-	waitFor(t, 10*time.Second, "connected once the server listens", func() bool { return p.Publish(ctx(t), 0, "down", []byte("up")) == nil })
+	testwait.Until(t, 10*time.Second, "connected once the server listens", func() error { return p.Publish(ctx(t), 0, "down", []byte("up")) })
 	if got := countStream(t, addr, "down"); got != 1 {
 		t.Errorf("the server holds %d, 1 was acknowledged", got)
 	}

@@ -11,6 +11,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers/nats"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
@@ -137,7 +138,7 @@ func TestLedger(t *testing.T) {
 				if v := p.BrokerVersion(host); v != e.Version() {
 					t.Errorf("BrokerVersion(%d) = %q, want %q", host, v, e.Version())
 				}
-				waitFor(t, 5*time.Second, "one connection counted", func() bool { // counted by nats.go's callbacks
+				testwait.For(t, 5*time.Second, "one connection counted", func() bool { // counted by nats.go's callbacks
 					c := p.ConnCounts(host)
 					return c.Opened == 1 && c.Reopened == 0
 				})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nats"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
@@ -55,7 +56,7 @@ func TestTLS(t *testing.T) {
 				t.Errorf("Publish: %v, want unavailable", err)
 			}
 			// the counts come from nats.go's callbacks, which run on its own goroutine
-			waitFor(t, 5*time.Second, "connection counted", func() bool {
+			testwait.For(t, 5*time.Second, "connection counted", func() bool {
 				got := p.ConnCounts(0)
 				return tc.ok == (got.Opened == 1) && (tc.ok || got.DialFailures > 0)
 			})

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/internal/itest"
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nsq"
 )
@@ -94,7 +95,7 @@ func TestNSQOversizeReachingNSQD(t *testing.T) {
 			t.Errorf("oversize publish %d: %v, want rejected or unavailable", i, err)
 		}
 	}
-	itest.Eventually(t, 5*time.Second, "a publish after the oversize ones", func() error {
+	testwait.Until(t, 5*time.Second, "a publish after the oversize ones", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return p.Publish(ctx, 0, topic, []byte("after"))
@@ -210,7 +211,7 @@ func TestNSQCoalesceQueued(t *testing.T) {
 	}()
 	lead := make(chan error, 1)
 	go func() { lead <- publishCtx(p, 10*time.Second, topic, body) }()
-	itest.Eventually(t, 5*time.Second, "the first publish in flight", func() error {
+	testwait.Until(t, 5*time.Second, "the first publish in flight", func() error {
 		if nsq.Commands(p) < 2 {
 			return errors.New("not sent")
 		}
@@ -234,7 +235,7 @@ func TestNSQCoalesceQueued(t *testing.T) {
 	for i := range batch {
 		wg.Go(func() { batch[i] = publishCtx(p, 10*time.Second, topic, body) })
 	}
-	itest.Eventually(t, 5*time.Second, "four publishes queued", func() error {
+	testwait.Until(t, 5*time.Second, "four publishes queued", func() error {
 		if q := nsq.CoalesceQueued(p, 0, topic); q != 4 {
 			return fmt.Errorf("%d queued", q)
 		}
