@@ -296,19 +296,33 @@ func (p *Publisher) send(s *session, topic string, body []byte) error {
 		}
 		return fmt.Errorf("%w: the broker's Receive Maximum stayed full for %v; not sent", publishers.ErrTimeout, maxAckWait)
 	}
-	err := s.link.publish(ctx, p.qos, topic, body)
+	err := sendOutcome(s.link.publish(ctx, p.qos, topic, body), p.isClosed(), s.ctx, ctx)
+	if errors.Is(err, errStalled) {
+		s.close()
+	}
+	return err
+}
+
+// errStalled marks a publish that got no acknowledgement within maxAckWait on a live connection.
+var errStalled = fmt.Errorf("no acknowledgement within %v; connection closed", maxAckWait)
+
+// sendOutcome is what a publish's error means: session is its connection's context and ack the
+// publish's (session's child, ending after maxAckWait). Only ack's own deadline means the broker
+// stalled: ack also ends when the connection does, and a check of session made a moment before may
+// have missed that (a protocol violation closes the connection as its publishes fail), so that is
+// asked of ack's error, not inferred from session's.
+func sendOutcome(err error, closed bool, session, ack context.Context) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, publishers.ErrRejected):
 		return err
-	case p.isClosed():
+	case closed:
 		return fmt.Errorf("%w: %w", publishers.ErrClosed, err)
-	case s.ctx.Err() != nil:
+	case session.Err() != nil || errors.Is(ack.Err(), context.Canceled):
 		return fmt.Errorf("%w: connection lost before the acknowledgement: %w", publishers.ErrUnavailable, err)
-	case ctx.Err() != nil:
-		s.close() // stalled
-		return fmt.Errorf("%w: no acknowledgement within %v; connection closed", publishers.ErrTimeout, maxAckWait)
+	case errors.Is(ack.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("%w: %w", publishers.ErrTimeout, errStalled)
 	}
 	return fmt.Errorf("%w: %w", publishers.ErrUnavailable, err)
 }
