@@ -35,6 +35,11 @@ type Pool[L Link] struct {
 
 	closed    atomic.Bool
 	closeOnce sync.Once
+	// root bounds every dial beside the broker's own dial timeout: Close ends it. A dial is the pool's,
+	// not its caller's, so a caller that leaves neither abandons it nor makes the next caller start over.
+	root   context.Context
+	cancel context.CancelFunc
+	dials  sync.WaitGroup // the dial goroutines; Close waits for them
 }
 
 // NewPool makes a pool of perHost connections to each of hosts, dialled by dial; name is the broker,
@@ -49,6 +54,7 @@ func NewPool[L Link](name string, hosts []string, perHost int, dial func(context
 		conns:   make([]HostConns, len(hosts)),
 		Backoff: DefaultBackoff(),
 	}
+	p.root, p.cancel = context.WithCancel(context.Background())
 	for h, addr := range hosts {
 		for range perHost {
 			p.slots[h] = append(p.slots[h], &slot[L]{addr: addr, counts: &p.conns[h]})
@@ -167,7 +173,8 @@ func (p *Pool[L]) CheckHost(host int) error {
 }
 
 // Get returns a live connection to host, the next slot in turn, dialing if needed; nothing once ctx
-// ended, so no command is sent for a caller that left.
+// ended, so no command is sent for a caller that left. A caller waits for its slot's dial under its
+// own ctx only: the dial is the pool's, and goes on for the callers after it.
 func (p *Pool[L]) Get(ctx context.Context, host int) (L, error) {
 	var zero L
 	if err := p.CheckHost(host); err != nil {
@@ -178,8 +185,20 @@ func (p *Pool[L]) Get(ctx context.Context, host int) (L, error) {
 	}
 	slots := p.slots[host]
 	i := int(p.next[host].Add(1)) % len(slots)
-	c, err := slots[i].get(ctx, p)
+	s := slots[i]
+	c, dialing, err := s.get(p)
+	if dialing != nil {
+		select {
+		case <-dialing:
+			c, err = s.dialed(p)
+		case <-ctx.Done():
+			return zero, CtxErr(ctx)
+		}
+	}
 	if err == nil || len(slots) == 1 || errors.Is(err, ErrClosed) || ctx.Err() != nil {
+		if err == nil && ctx.Err() != nil {
+			return zero, CtxErr(ctx)
+		}
 		return c, err
 	}
 	// This slot has no connection and cannot make one now (its dial failed, or the host's backoff
@@ -206,6 +225,8 @@ func (p *Pool[L]) Close() {
 				s.mu.Unlock()
 			}
 		}
+		p.cancel() // dials in progress stop; one that ends now closes what it made (dial checks closed)
+		p.dials.Wait()
 		wg.Wait()
 	})
 }
@@ -247,29 +268,35 @@ type slot[L Link] struct {
 	// connection per host a mutex here would be contended by every handler.
 	ready atomic.Pointer[liveConn[L]]
 
-	mu     sync.Mutex
-	cur    L
-	live   bool      // cur is set (it may have died since; it is closed when replaced)
-	since  time.Time // when cur was made
-	opened bool      // a connection was made before: the next one is a reconnect
+	mu      sync.Mutex
+	cur     L
+	live    bool          // cur is set (it may have died since; it is closed when replaced)
+	since   time.Time     // when cur was made
+	opened  bool          // a connection was made before: the next one is a reconnect
+	dialing chan struct{} // closed when the dial in progress ends; nil: none
+	failed  error         // the last dial's failure, for the callers that waited for it
 }
 
 // liveConn boxes a slot's live connection for the lock-free path.
 type liveConn[L Link] struct{ c L }
 
-// get returns the slot's connection, dialing if there is none or it died. Dials are serialised per slot.
-func (s *slot[L]) get(ctx context.Context, p *Pool[L]) (L, error) {
-	if r := s.ready.Load(); r != nil && !r.c.Dead() && !p.closed.Load() {
-		return r.c, nil
-	}
+// get returns the slot's live connection, or the dial to wait for (starting one when there is none
+// and the host's backoff allows), or why there is neither.
+func (s *slot[L]) get(p *Pool[L]) (L, <-chan struct{}, error) {
 	var zero L
+	if r := s.ready.Load(); r != nil && !r.c.Dead() && !p.closed.Load() {
+		return r.c, nil, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p.closed.Load() {
-		return zero, ErrClosed
+		return zero, nil, ErrClosed
 	}
 	if s.live && !s.cur.Dead() {
-		return s.cur, nil
+		return s.cur, nil, nil
+	}
+	if s.dialing != nil {
+		return zero, s.dialing, nil
 	}
 	s.ready.Store(nil)
 	if s.live {
@@ -280,23 +307,58 @@ func (s *slot[L]) get(ctx context.Context, p *Pool[L]) (L, error) {
 	}
 	s.cur, s.live = zero, false
 	if err := s.counts.MayDial(); err != nil {
-		return zero, err
+		return zero, nil, err
 	}
-	if ctx.Err() != nil {
-		return zero, CtxErr(ctx)
+	s.dialing = make(chan struct{})
+	p.dials.Add(1)
+	go s.dial(p, s.dialing)
+	return zero, s.dialing, nil
+}
+
+// dial makes the slot's connection, bounded by the broker's dial timeout and the pool's Close, and
+// records the outcome for the callers waiting on done and for the host's backoff.
+func (s *slot[L]) dial(p *Pool[L], done chan struct{}) {
+	defer p.dials.Done()
+	c, err := p.Dial(p.root, s.addr)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer close(done)
+	s.dialing = nil
+	if p.closed.Load() {
+		if err == nil {
+			c.Close() // Close has passed this slot: nobody else will close it
+		}
+		s.failed = ErrClosed
+		return
 	}
-	c, err := p.Dial(ctx, s.addr)
-	if ctx.Err() == nil || err == nil { // a caller that left says nothing about the host
-		s.counts.Dialed(p.Log, p.Backoff, s.addr, err)
-	}
+	s.counts.Dialed(p.Log, p.Backoff, s.addr, err)
 	if err != nil {
-		return zero, err
+		s.failed = err
+		return
 	}
-	s.cur, s.live, s.since = c, true, time.Now()
+	s.cur, s.live, s.since, s.failed = c, true, time.Now(), nil
 	s.counts.Connected(s.opened)
 	s.opened = true
 	s.ready.Store(&liveConn[L]{c})
-	return c, nil
+}
+
+// dialed is the outcome of the dial a caller waited for: the connection it made, or its failure.
+func (s *slot[L]) dialed(p *Pool[L]) (L, error) {
+	var zero L
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case p.closed.Load():
+		return zero, ErrClosed
+	case s.live && !s.cur.Dead():
+		return s.cur, nil
+	case s.failed != nil:
+		return zero, s.failed
+	case s.live: // it connected, and the connection died already
+		return zero, Wrap(ErrUnavailable, LostErr(fmt.Sprintf("%s %s", p.name, s.addr), time.Since(s.since), LinkCause(s.cur)))
+	default: // that connection died, and another caller found it so
+		return zero, Wrap(ErrUnavailable, fmt.Errorf("%s %s: connection lost right after it was made", p.name, s.addr))
+	}
 }
 
 // Await starts a request with a one-shot callback and waits for the callback or the end of ctx.

@@ -92,3 +92,69 @@ func TestPoolFallsBackToLiveSibling(t *testing.T) {
 		t.Errorf("get after close: %v, want ErrClosed", err)
 	}
 }
+
+// A caller's publish ends under its own deadline even while another caller's dial to the same slot is
+// slow (a black-holed host, a cold broker's TLS handshake): it does not queue behind that dial. And the
+// dial is the pool's, bounded by the broker's dial timeout, not by the caller who started it: a
+// handshake slower than every caller's deadline still connects the host for the callers after it.
+func TestPoolSlowDialOutlivesItsCaller(t *testing.T) {
+	const handshake = 300 * time.Millisecond
+	newPool := func(dials *atomic.Int32) *Pool[*fakeLink] {
+		p := NewPool("test", []string{"a:1"}, 1, func(ctx context.Context, _ string) (*fakeLink, error) {
+			dials.Add(1)
+			select {
+			case <-time.After(handshake):
+				return &fakeLink{}, nil
+			case <-ctx.Done():
+				return nil, Wrap(ErrUnavailable, ctx.Err())
+			}
+		})
+		t.Cleanup(p.Close)
+		return p
+	}
+	short := func(p *Pool[*fakeLink]) (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := p.Get(ctx, 0)
+		return time.Since(start), err
+	}
+
+	t.Run("a short caller behind a long caller's dial", func(t *testing.T) {
+		var dials atomic.Int32
+		p := newPool(&dials)
+		long, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		first := make(chan error, 1)
+		go func() { _, err := p.Get(long, 0); first <- err }()
+		for dials.Load() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		if took, err := short(p); !errors.Is(err, ErrTimeout) || took > 200*time.Millisecond {
+			t.Errorf("a 50 ms caller: %v after %v, want a timeout at its own deadline", err, took)
+		}
+		if err := <-first; err != nil {
+			t.Errorf("the caller that waits long enough: %v", err)
+		}
+	})
+	t.Run("every caller shorter than the handshake", func(t *testing.T) {
+		var dials atomic.Int32
+		p := newPool(&dials)
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			took, err := short(p)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, ErrTimeout) || took > 200*time.Millisecond {
+				t.Fatalf("a 50 ms caller while the host dials: %v after %v, want a timeout at its own deadline", err, took)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no 50 ms caller got a connection within 5 s: a %v handshake never finishes for them (%d dials)", handshake, dials.Load())
+			}
+		}
+		if n := dials.Load(); n != 1 {
+			t.Errorf("%d dials, want 1: a caller that leaves neither abandons the dial nor starts another", n)
+		}
+	})
+}

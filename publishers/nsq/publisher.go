@@ -449,7 +449,7 @@ func (p *Publisher) maxMsgSize(ctx context.Context, addr string) (int64, error) 
 	case errors.Is(err, errNSQTLSRequired): // fails the dial: no answer to keep
 	case err == nil:
 		p.sizes.put(addr, limit, time.Now())
-	case ctx.Err() == nil: // a caller that left says nothing about nsqd
+	case ctx.Err() == nil: // a dial stopped by Close says nothing about nsqd
 		p.sizes.put(addr, 0, time.Now())
 	}
 	return limit, err
