@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mqtarget/mqtarget/publishers"
 	"io"
 	"log/slog"
 	"os"
@@ -26,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/rocketmq/admin"
 	"github.com/mqtarget/mqtarget/publishers/wire"
 )
@@ -91,6 +91,9 @@ type rmqNative struct {
 	p     *Publisher
 	conns []rmqNativeSlot // per host
 	done  chan struct{}   // closed by close: publishes waiting for an in-flight slot give up
+	// root bounds the connections' dials beside rmqDialTimeout: close ends it.
+	root     context.Context
+	stopDial context.CancelFunc
 	// fixed is the part of every send header that never changes (group, default topic, flags).
 	fixed []byte
 	uniq  rmqUniqIDs
@@ -106,7 +109,9 @@ type rmqNative struct {
 
 type rmqNativeSlot struct {
 	cur      atomic.Pointer[rmqConn]
-	mu       sync.Mutex             // held while dialling
+	mu       sync.Mutex             // guards since, mark, dialing and failed
+	dialing  chan struct{}          // closed when the dial in progress ends; nil: none
+	failed   error                  // the last dial's failure, for the callers that waited for it
 	inFlight chan struct{}          // one token per outstanding request (rmqMaxInFlight)
 	counts   publishers.HostConns   // connections made, replaced and failed (ConnCounts); the redial backoff
 	since    time.Time              // when cur was made; zero once its loss was recorded
@@ -131,6 +136,7 @@ type rmqRoute struct {
 
 func newRMQNative(p *Publisher) *rmqNative {
 	n := &rmqNative{p: p, conns: make([]rmqNativeSlot, len(p.brokers)), done: make(chan struct{}), backoff: publishers.DefaultBackoff()}
+	n.root, n.stopDial = context.WithCancel(context.Background())
 	for i := range n.conns {
 		n.conns[i].inFlight = make(chan struct{}, rmqMaxInFlight)
 	}
@@ -559,23 +565,52 @@ func (n *rmqNative) fetchRoute(ctx context.Context, topic string) ([]int, bool, 
 
 // ---------------------------------------------------------------- connections
 
-// conn returns host's live connection, dialling a new one when there is none.
+// conn returns host's live connection, dialling a new one when there is none. The dial is the slot's,
+// not the caller's: it runs to rmqDialTimeout (or close) even when the caller leaves sooner, and each
+// caller waits for it until its own ctx or dl only. Otherwise a caller would queue behind another's
+// dial past its own deadline, and a handshake slower than every caller's deadline would never connect.
 func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*rmqConn, error) {
 	s := &n.conns[host]
 	if c := s.cur.Load(); rmqUsable(c) {
 		return c, nil
 	}
+	dialing, err := n.startDial(host)
+	if dialing == nil {
+		return s.cur.Load(), err
+	}
+	t := time.NewTimer(time.Until(dl))
+	defer t.Stop()
+	select {
+	case <-dialing:
+	case <-ctx.Done():
+		return nil, publishers.CtxErr(ctx)
+	case <-t.C:
+		return nil, publishers.Wrap(publishers.ErrTimeout, fmt.Errorf("%w: rocketmq broker %s: still connecting at the send timeout", errRMQNotSent, n.p.brokers[host]))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	switch c := s.cur.Load(); {
+	case rmqUsable(c):
+		return c, nil
+	case s.failed != nil:
+		return nil, s.failed
+	default: // it connected, and the connection is gone already
+		return nil, publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("%w: rocketmq broker %s: connection lost right after it was made", errRMQNotSent, n.p.brokers[host]))
+	}
+}
+
+// startDial returns the dial to wait for on host's slot, starting one unless the slot's connection is
+// usable (nil, nil), the host's backoff runs or the publisher closed (nil and the error).
+func (n *rmqNative) startDial(host int) (<-chan struct{}, error) {
+	s := &n.conns[host]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dialing != nil {
+		return s.dialing, nil
+	}
 	old := s.cur.Load()
 	if rmqUsable(old) {
-		return old, nil
-	}
-	n.mu.Lock()
-	closed := n.closed
-	n.mu.Unlock()
-	if closed {
-		return nil, publishers.ErrClosed
+		return nil, nil
 	}
 	b := n.p.brokers[host].String()
 	if old != nil && old.Dead() && !s.since.IsZero() {
@@ -587,19 +622,42 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*rmqConn,
 	if err := s.counts.MayDial(); err != nil {
 		return nil, err
 	}
+	n.mu.Lock() // close sets closed under mu before it waits for bg
+	if n.closed {
+		n.mu.Unlock()
+		return nil, publishers.ErrClosed
+	}
+	n.bg.Add(1)
+	n.mu.Unlock()
+	s.dialing = make(chan struct{})
+	go n.dialSlot(host, old, s.dialing)
+	return s.dialing, nil
+}
+
+// dialSlot makes host's connection, replacing old (nil: the first), and records the outcome for the
+// callers waiting on done and for the host's backoff.
+func (n *rmqNative) dialSlot(host int, old *rmqConn, done chan struct{}) {
+	defer n.bg.Done()
+	s := &n.conns[host]
+	b := n.p.brokers[host].String()
 	mark := &publishers.AnswerMark{}
-	c, err := n.dial(ctx, dl, host, mark)
-	if ctx.Err() == nil || err == nil { // a caller that left says nothing about the broker
+	c, err := n.dial(n.root, host, mark)
+	if n.root.Err() == nil || err == nil { // a dial stopped by close says nothing about the broker
 		s.counts.Dialed(n.p.log, n.backoff, b, err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer close(done)
+	s.dialing, s.failed = nil, err
 	if err != nil {
-		return nil, err
+		return
 	}
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	if n.closed { // close ran while we dialled: it no longer sees this slot's new connection
-		n.mu.Unlock()
 		c.Close()
-		return nil, publishers.ErrClosed
+		s.failed = publishers.ErrClosed
+		return
 	}
 	s.cur.Store(c)
 	s.since, s.mark = time.Now(), mark
@@ -609,8 +667,6 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*rmqConn,
 		n.bg.Add(1)
 		go func() { defer n.bg.Done(); old.Close() }()
 	}
-	n.mu.Unlock()
-	return c, nil
 }
 
 // rmqConn is one native connection and the opaques of its requests.
@@ -628,12 +684,9 @@ func rmqUsable(c *rmqConn) bool {
 }
 
 // dial connects to host's broker; mark notes the connection's answers.
-func (n *rmqNative) dial(ctx context.Context, dl time.Time, host int, mark *publishers.AnswerMark) (*rmqConn, error) {
+func (n *rmqNative) dial(ctx context.Context, host int, mark *publishers.AnswerMark) (*rmqConn, error) {
 	b := n.p.brokers[host]
-	if limit := time.Now().Add(rmqDialTimeout); limit.Before(dl) {
-		dl = limit
-	}
-	dctx, cancel := context.WithDeadline(ctx, dl)
+	dctx, cancel := context.WithTimeout(ctx, rmqDialTimeout)
 	defer cancel()
 	nc, err := n.p.admin.Dial(dctx, b.Addr) // the admin client's transport (TLS, when configured)
 	if err != nil {
@@ -686,10 +739,11 @@ func (n *rmqNative) close() {
 	n.closed = true
 	n.mu.Unlock()
 	close(n.done)
+	n.stopDial() // a dial in progress ends, sees closed and closes what it made; bg waits for it
 	var wg sync.WaitGroup
 	for i := range n.conns {
 		s := &n.conns[i]
-		s.mu.Lock() // a dial in progress finishes (and sees closed) first
+		s.mu.Lock()
 		c := s.cur.Load()
 		s.mu.Unlock()
 		if c != nil {
