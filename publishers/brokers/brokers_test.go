@@ -1,6 +1,11 @@
 package brokers_test
 
 import (
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/amqp"
 	"github.com/mqtarget/mqtarget/publishers/brokers"
@@ -10,10 +15,6 @@ import (
 	"github.com/mqtarget/mqtarget/publishers/nsq"
 	"github.com/mqtarget/mqtarget/publishers/rocketmq"
 	"github.com/mqtarget/mqtarget/publishers/stomp"
-	"io"
-	"log/slog"
-	"strings"
-	"testing"
 )
 
 func TestRegistry(t *testing.T) {

@@ -3,10 +3,11 @@ package nsq
 import (
 	"context"
 	"errors"
-	"github.com/mqtarget/mqtarget/publishers"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/mqtarget/mqtarget/publishers"
 )
 
 // coalesceMaxBytes bounds one coalesced MPUB's messages, well under nsqd's default --max-body-size (5 MiB).

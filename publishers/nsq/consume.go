@@ -5,12 +5,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/mqtarget/mqtarget/publishers"
 	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/mqtarget/mqtarget/publishers"
 )
 
 // Consumer reads topics from every configured nsqd directly (no nsqlookupd), with go-nsq's consumer:

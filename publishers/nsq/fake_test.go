@@ -3,10 +3,11 @@ package nsq_test
 import (
 	"bufio"
 	"encoding/binary"
-	"github.com/mqtarget/mqtarget/publishers/publishertest"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // startFake starts an nsqd that misbehaves as m: it speaks the producer side of the NSQ TCP protocol

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mqtarget/mqtarget/publishers"
 	"io"
 	"log/slog"
 	"net"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/nsqio/go-nsq"
 
+	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/wire"
 )
 

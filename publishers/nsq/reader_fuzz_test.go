@@ -5,12 +5,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"github.com/mqtarget/mqtarget/publishers"
 	"io"
 	"testing"
 
 	"github.com/nsqio/go-nsq"
 
+	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
 	"github.com/mqtarget/mqtarget/publishers/wire"
 )

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mqtarget/mqtarget/publishers"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/rocketmq/admin"
 )
 

@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mqtarget/mqtarget/publishers/publishertest"
 	"io"
 	"sync/atomic"
 	"testing"
+
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // startFake starts a RocketMQ name server, which behaves, and one broker ("fake-a") that misbehaves

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/mqtarget/mqtarget/publishers"
 	"log/slog"
 	"net"
 	"sync"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-stomp/stomp/v3/frame"
+
+	"github.com/mqtarget/mqtarget/publishers"
 )
 
 // Consumer reads a destination (stomp.prefix + topic) from every configured broker, one connection

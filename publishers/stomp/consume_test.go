@@ -3,7 +3,6 @@ package stomp
 import (
 	"context"
 	"fmt"
-	"github.com/mqtarget/mqtarget/publishers"
 	"net"
 	"strings"
 	"sync"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-stomp/stomp/v3/frame"
+
+	"github.com/mqtarget/mqtarget/publishers"
 )
 
 // stompConsumeFake is a STOMP broker that answers CONNECT, and a SUBSCRIBE of its conn-th connection

@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"context"
 	"fmt"
-	"go.uber.org/goleak"
 	"log/slog"
 	"net"
 	"sync"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/go-stomp/stomp/v3/frame"
 	"github.com/go-stomp/stomp/v3/server"
+
+	"go.uber.org/goleak"
 )
 
 // Server is a set of in-process go-stomp servers listening on 127.0.0.1 ephemeral ports. They keep

@@ -2,12 +2,13 @@ package stomp_test
 
 import (
 	"bytes"
-	"github.com/mqtarget/mqtarget/publishers/publishertest"
 	"strconv"
 	"sync/atomic"
 	"testing"
 
 	"github.com/go-stomp/stomp/v3/frame"
+
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // startFake starts a STOMP 1.2 broker that misbehaves as m: CONNECT, SEND (with or without a

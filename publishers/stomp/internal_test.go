@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mqtarget/mqtarget/publishers"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/go-stomp/stomp/v3/frame"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/mqtarget/mqtarget/publishers"
 )
 
 func TestSTOMPConfigValidate(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/mqtarget/mqtarget/publishers"
 	"hash/maphash"
 	"io"
 	"log/slog"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/go-stomp/stomp/v3/frame"
 
+	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/wire"
 )
 

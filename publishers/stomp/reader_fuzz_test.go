@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"github.com/mqtarget/mqtarget/publishers"
 	"io"
 	"strconv"
 	"testing"
 
 	"github.com/go-stomp/stomp/v3/frame"
 
+	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
 	"github.com/mqtarget/mqtarget/publishers/wire"
 )
