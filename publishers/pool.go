@@ -173,8 +173,9 @@ func (p *Pool[L]) CheckHost(host int) error {
 }
 
 // Get returns a live connection to host, the next slot in turn, dialing if needed; nothing once ctx
-// ended, so no command is sent for a caller that left. A caller waits for its slot's dial under its
-// own ctx only: the dial is the pool's, and goes on for the callers after it.
+// ended, so no command is sent for a caller that left. While the slot dials, a live sibling of the
+// same host takes the request; with none, the caller waits for the dial under its own ctx only: the
+// dial is the pool's, and goes on for the callers after it.
 func (p *Pool[L]) Get(ctx context.Context, host int) (L, error) {
 	var zero L
 	if err := p.CheckHost(host); err != nil {
@@ -188,6 +189,12 @@ func (p *Pool[L]) Get(ctx context.Context, host int) (L, error) {
 	s := slots[i]
 	c, dialing, err := s.get(p)
 	if dialing != nil {
+		if len(slots) > 1 {
+			// One slow or failed dial does not hold back requests another connection serves.
+			if l, ok := p.live(host, i+1); ok {
+				return l, nil
+			}
+		}
 		select {
 		case <-dialing:
 			c, err = s.dialed(p)

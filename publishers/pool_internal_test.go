@@ -78,6 +78,7 @@ func TestPoolFallsBackToLiveSibling(t *testing.T) {
 			t.Fatalf("get %d: %v, %v; want the live connection", i, c, err)
 		}
 	}
+	p.dials.Wait() // the second slot's dial runs on while its sibling serves
 	if n := dials.Load(); n != 2 {
 		t.Errorf("%d dials, want 2 (one per slot; the backoff holds the second slot's next)", n)
 	}
@@ -157,4 +158,51 @@ func TestPoolSlowDialOutlivesItsCaller(t *testing.T) {
 			t.Errorf("%d dials, want 1: a caller that leaves neither abandons the dial nor starts another", n)
 		}
 	})
+}
+
+// While a slot dials, its requests go to a live sibling at once instead of waiting for the dial.
+func TestPoolSiblingServesWhileSlotDials(t *testing.T) {
+	first := &fakeLink{}
+	release := make(chan struct{})
+	var dials atomic.Int32
+	p := NewPool("test", []string{"a:1"}, 2, func(ctx context.Context, _ string) (*fakeLink, error) {
+		if dials.Add(1) == 1 {
+			return first, nil
+		}
+		select { // the second slot's dial hangs until released
+		case <-release:
+			return &fakeLink{}, nil
+		case <-ctx.Done():
+			return nil, Wrap(ErrUnavailable, ctx.Err())
+		}
+	})
+	defer p.Close()
+	ctx := context.Background()
+	if c, err := p.Get(ctx, 0); err != nil || c != first {
+		t.Fatalf("first get: %v, %v", c, err)
+	}
+	for i := range 4 { // half of them are the dialling slot's turn
+		start := time.Now()
+		c, err := func() (*fakeLink, error) {
+			ctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			return p.Get(ctx, 0)
+		}()
+		if err != nil || c != first || time.Since(start) > time.Second {
+			t.Fatalf("get %d while the other slot dials: %v, %v after %v; want the live sibling at once", i, c, err, time.Since(start))
+		}
+	}
+	close(release)
+	p.dials.Wait()
+	if n := dials.Load(); n != 2 {
+		t.Errorf("%d dials, want 2: one per slot, the hanging one not started again", n)
+	}
+	seen := map[*fakeLink]bool{}
+	for range 2 {
+		c, _ := p.Get(ctx, 0)
+		seen[c] = true
+	}
+	if len(seen) != 2 {
+		t.Errorf("after the dial: requests use %d connections, want both slots'", len(seen))
+	}
 }
