@@ -40,10 +40,13 @@
 // or after its confirm, or frames the library cannot parse are protocol violations: the connection is closed,
 // what was pending on it fails as unavailable, and ProtocolErrors counts them.
 //
-// A connection is redialled on the next publish after it broke, with the shared policy
+// The connections are a publishers.Pool, the host pool the connection-oriented publishers share: a
+// connection is redialled on the next publish after it broke, with the shared policy
 // (publishers.Backoff: exponential to 2 s, equal jitter; a connection counts as healthy once it lived
-// 2 s or had an answer). A broker silent for 1.5 amqp.heartbeat intervals is taken for dead (the
-// library's read deadline), a write that cannot proceed for 15 s ends the connection, and a publish
+// 2 s or had an answer); the dial runs to amqp.dial_timeout whatever the publish that started it does,
+// and while it runs a live sibling takes the requests. A broker silent for 1.5 amqp.heartbeat
+// intervals is taken for dead (the library's read deadline), a write that cannot proceed for 15 s ends
+// the connection, and a publish
 // unconfirmed for 30 s does too: that bounds PublishAsync, whose done runs within about 31 s. While
 // RabbitMQ blocks a connection (connection.blocked: a memory or disk alarm) publishes to it fail at
 // once as unavailable.

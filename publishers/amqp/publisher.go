@@ -47,16 +47,15 @@ type Publisher struct {
 	tls     *tls.Config // nil: plain TCP
 	hosts   []*host
 	names   []string
+	pool    *publishers.Pool[*link] // amqp.connections_per_host connections per host, each dialled on demand
 	log     *slog.Logger
 	backoff publishers.Backoff
 	maxWait time.Duration // defaultMaxWait; tests shorten it
 	stall   time.Duration // writeStall; tests shorten it
 
-	root      context.Context // ends at Close: dials in progress stop
-	cancel    context.CancelFunc
 	closed    atomic.Bool
 	closeOnce sync.Once
-	wg        sync.WaitGroup // every goroutine of ours: dials and each connection's writer and listener
+	wg        sync.WaitGroup // every connection's writer and listener, and the pings (the pool owns the dials)
 }
 
 // New creates the publisher. It does not connect: each host's connection is made on first use and
@@ -76,19 +75,24 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Publisher{cfg: c, tls: tc, log: log.With("broker", "amqp"), backoff: publishers.DefaultBackoff(), maxWait: defaultMaxWait, stall: writeStall}
-	p.root, p.cancel = context.WithCancel(context.Background())
+	byName := map[string]*host{} // Validate refuses two URLs naming the same server and vhost
 	for _, s := range c.URLs {
 		srv, err := parse(s)
 		if err != nil { // Validate passed: not reached
 			return nil, err
 		}
 		h := &host{srv: srv}
-		for range c.ConnectionsPerHost {
-			h.slots = append(h.slots, &slot{})
-		}
 		p.hosts = append(p.hosts, h)
 		p.names = append(p.names, srv.name)
+		byName[srv.name] = h
 	}
+	p.pool = publishers.NewPool("amqp", p.names, c.ConnectionsPerHost, func(ctx context.Context, name string) (*link, error) {
+		ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
+		defer cancel()
+		return p.connect(ctx, byName[name])
+	})
+	p.pool.Log = p.log
+	p.pool.Backoff = p.backoff
 	return p, nil
 }
 
@@ -129,7 +133,7 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 	if err := p.checkHost(host); err != nil {
 		return err
 	}
-	l, err := p.get(ctx, host)
+	l, err := p.pool.Get(ctx, host)
 	if err != nil {
 		return err
 	}
@@ -188,8 +192,7 @@ func (p *Publisher) ConnCounts(host int) publishers.ConnCounts {
 	if p.checkHost(host) != nil {
 		return publishers.ConnCounts{}
 	}
-	h := p.hosts[host]
-	return publishers.ConnCounts{Opened: h.opened.Load(), Reopened: h.reopened.Load(), DialFailures: h.failed.Load()}
+	return p.pool.ConnCounts(host)
 }
 
 // ProtocolErrors is how many of host's connections were closed for a protocol violation: a confirm
@@ -208,18 +211,11 @@ func (p *Publisher) ProtocolErrors(host int) uint64 {
 func (p *Publisher) Close() error {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
-		p.cancel()
-		var wg sync.WaitGroup
 		for _, h := range p.hosts {
-			h.mu.Lock() // after this no dial starts: get checks closed under mu
-			for _, s := range h.slots {
-				if l := s.cur; l != nil {
-					wg.Go(l.shutdown) // in parallel: each may wait closeWait
-				}
-			}
+			h.mu.Lock() // after this no ping starts: Ping checks closed under mu
 			h.mu.Unlock()
 		}
-		wg.Wait()
+		p.pool.Close() // every connection shut down in parallel (each may wait closeWait), the dials ended
 		p.wg.Wait()
 	})
 	p.wg.Wait()
@@ -249,7 +245,7 @@ func (p *Publisher) send(ctx context.Context, host int, topic string, bodies [][
 	if ctx.Err() != nil {
 		return ctxErr(ctx)
 	}
-	l, err := p.get(ctx, host)
+	l, err := p.pool.Get(ctx, host)
 	if err != nil {
 		return err
 	}
@@ -291,136 +287,18 @@ func protocolError(format string, args ...any) error {
 
 // --- hosts and redial --------------------------------------------------------
 
-// host is one configured server: its connection, made on demand, and its redial state.
+// host is one configured server: what its connections learned, and its health check.
 type host struct {
-	srv                      server
-	opened, reopened, failed atomic.Uint64
-	protocol                 atomic.Uint64
-	version                  atomic.Value // string
+	srv      server
+	protocol atomic.Uint64
+	version  atomic.Value // string
+	mu       sync.Mutex   // Close takes it after setting closed: a ping goroutine started under it is one Close waits for
 
 	pingMu   sync.Mutex
 	pinging  chan struct{} // closed when the check in progress ends; nil: none
 	pingAt   time.Time
 	pingErr  error
 	pingLink *link // the connection pingErr is about
-
-	next  atomic.Uint32 // the slot the next request takes
-	mu    sync.Mutex
-	slots []*slot // amqp.connections_per_host of them, fixed at New; their fields are guarded by mu
-	// redial is the host's, shared by its slots: while its backoff runs no slot dials.
-	redial publishers.Redial
-	down   bool // the last dial failed (for one log line per change)
-}
-
-// slot is one of a host's connections, guarded by the host's mu.
-type slot struct {
-	cur     *link         // nil: none yet, or the last one was found dead
-	dialing chan struct{} // closed when the dial in progress ends; nil: none
-	opened  bool          // a connection was made before: the next one is a reconnect
-}
-
-// liveSibling is a live connection of h other than s's, or nil; h.mu is held.
-func (h *host) liveSibling(s *slot) *link {
-	for _, o := range h.slots {
-		if o != s && o.cur != nil && !o.cur.isDead() {
-			return o.cur
-		}
-	}
-	return nil
-}
-
-// get returns a live connection of host, the next slot in turn, dialling when it has none; a caller
-// waits for a dial under its own ctx, and the dial goes on (bounded by dial_timeout) for whoever comes
-// next. While the slot dials (or cannot, the host's backoff running), a live sibling takes the request:
-// one slow or failed dial does not hold back requests another connection serves.
-func (p *Publisher) get(ctx context.Context, i int) (*link, error) {
-	h := p.hosts[i]
-	s := h.slots[int(h.next.Add(1))%len(h.slots)]
-	for {
-		h.mu.Lock()
-		if p.closed.Load() {
-			h.mu.Unlock()
-			return nil, publishers.ErrClosed
-		}
-		if l := s.cur; l != nil {
-			if !l.isDead() {
-				h.mu.Unlock()
-				return l, nil
-			}
-			s.cur = nil
-			lived := time.Since(l.born)
-			if wait := h.redial.Lost(p.backoff, time.Now(), lived, l.answered.Load(), lostError(lived, l.err())); wait > 0 {
-				p.log.Warn("AMQP connection lost soon after it was made: redialling with backoff",
-					"host", h.srv.name, "lived", lived.Round(time.Millisecond), "next_dial_in", wait.Round(time.Millisecond))
-			}
-		}
-		if err := h.redial.Check(time.Now()); err != nil {
-			l := h.liveSibling(s)
-			h.mu.Unlock()
-			if l != nil {
-				return l, nil
-			}
-			return nil, err
-		}
-		if s.dialing == nil {
-			s.dialing = make(chan struct{})
-			p.wg.Add(1)
-			go p.dial(h, s)
-		}
-		if l := h.liveSibling(s); l != nil {
-			h.mu.Unlock()
-			return l, nil
-		}
-		dialing := s.dialing
-		h.mu.Unlock()
-		select {
-		case <-dialing: // a connection, or the failure the redial state now holds
-		case <-ctx.Done():
-			return nil, ctxErr(ctx)
-		}
-	}
-}
-
-// dial makes the connection of host h's slot s and records the outcome.
-func (p *Publisher) dial(h *host, s *slot) {
-	defer p.wg.Done()
-	ctx, cancel := context.WithTimeout(p.root, p.cfg.DialTimeout)
-	l, err := p.connect(ctx, h)
-	cancel()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	defer func() { close(s.dialing); s.dialing = nil }()
-	if err == nil && p.closed.Load() { // Close ran meanwhile and saw no connection
-		err = publishers.ErrClosed
-		l.kill(err)
-	}
-	if err != nil {
-		h.failed.Add(1)
-		h.redial.Failed(p.backoff, time.Now(), err)
-		if !h.down {
-			p.log.Warn("AMQP server unreachable: cannot connect", "host", h.srv.name, "err", err)
-		}
-		h.down = true
-		return
-	}
-	h.opened.Add(1)
-	if s.opened {
-		h.reopened.Add(1)
-	}
-	s.opened = true
-	if h.down {
-		p.log.Info("AMQP server reachable again: connected", "host", h.srv.name)
-	}
-	h.down = false
-	s.cur = l
-}
-
-// lostError is the error a lost connection leaves for the callers until the redial.
-func lostError(lived time.Duration, err error) error {
-	if err == nil {
-		err = errors.New("connection lost")
-	}
-	return wrap(publishers.ErrUnavailable, fmt.Errorf("connection lost %v after it was made (%w); redialling with backoff", lived.Round(time.Millisecond), err))
 }
 
 // handshake dials h, runs TLS and the AMQP handshake within ctx.
@@ -588,11 +466,12 @@ type link struct {
 	closing   bool
 	deadErr   error
 
-	stop     chan struct{} // closed by shutdown: the writer takes nothing more
-	idle     chan struct{} // closed when closing and nothing is in flight
-	idleOnce sync.Once
-	dead     chan struct{}
-	deadOnce sync.Once
+	stop      chan struct{} // closed by shutdown: the writer takes nothing more
+	idle      chan struct{} // closed when closing and nothing is in flight
+	idleOnce  sync.Once
+	dead      chan struct{}
+	deadOnce  sync.Once
+	closeOnce sync.Once
 }
 
 // open opens the channels and registers the listeners, before anything is published.
@@ -619,7 +498,8 @@ func (l *link) open() error {
 	return nil
 }
 
-func (l *link) isDead() bool {
+// Dead reports whether the connection failed or was closed (publishers.Link).
+func (l *link) Dead() bool {
 	select {
 	case <-l.dead:
 		return true
@@ -628,8 +508,12 @@ func (l *link) isDead() bool {
 	}
 }
 
-// err is why the link died (nil while it lives).
-func (l *link) err() error {
+// Answered reports whether the broker answered a publish on this connection (the pool's redial policy
+// tells a broker that accepts and drops connections from one that served them).
+func (l *link) Answered() bool { return l.answered.Load() }
+
+// Err is why the link died (nil while it lives).
+func (l *link) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.deadErr
@@ -640,7 +524,7 @@ func (l *link) err() error {
 func (l *link) roundTrip() error {
 	ch, err := l.conn.Channel()
 	if err != nil {
-		if e := l.err(); e != nil {
+		if e := l.Err(); e != nil {
 			return e
 		}
 		return wrap(publishers.ErrUnavailable, fmt.Errorf("%s: opening a channel: %w", l.h.srv.name, err))
@@ -654,7 +538,7 @@ func (l *link) roundTrip() error {
 func (l *link) enqueue(ctx context.Context, r *request, wait bool) error {
 	l.sendMu.RLock()
 	defer l.sendMu.RUnlock()
-	if l.isDead() || l.stopped() {
+	if l.Dead() || l.stopped() {
 		return l.refused()
 	}
 	if reason := l.blocked.Load(); reason != nil {
@@ -695,7 +579,7 @@ func (l *link) refused() error {
 	if l.p.closed.Load() {
 		return publishers.ErrClosed
 	}
-	if err := l.err(); err != nil {
+	if err := l.Err(); err != nil {
 		return err
 	}
 	return wrap(publishers.ErrUnavailable, errors.New("connection lost"))
@@ -753,9 +637,8 @@ func (l *link) publish(r *request) {
 		for _, body := range r.bodies {
 			msg.Body = body
 			if err := l.pub.Publish(exchange, r.topic, false, false, msg); err != nil {
-				err = wrap(publishers.ErrUnavailable, fmt.Errorf("publishing to %s: %w", l.h.srv.name, err))
-				l.kill(err)
-				r.done(err)
+				l.kill(wrap(publishers.ErrUnavailable, fmt.Errorf("publishing to %s: %w", l.h.srv.name, err)))
+				r.done(l.Err()) // ErrClosed when Close was ending the link
 				return
 			}
 		}
@@ -783,7 +666,7 @@ func (l *link) publish(r *request) {
 	l.next += uint64(len(r.bodies))
 	l.mu.Unlock()
 	for i, body := range r.bodies {
-		if l.isDead() { // kill failed the rest already
+		if l.Dead() { // kill failed the rest already
 			return
 		}
 		tag := first + uint64(i)
@@ -821,9 +704,8 @@ func (l *link) declare(topic string) error {
 	if l.decl == nil || l.decl.IsClosed() {
 		ch, err := l.conn.Channel()
 		if err != nil {
-			err = wrap(publishers.ErrUnavailable, fmt.Errorf("opening a channel on %s: %w", l.h.srv.name, err))
-			l.kill(err)
-			return err
+			l.kill(wrap(publishers.ErrUnavailable, fmt.Errorf("opening a channel on %s: %w", l.h.srv.name, err)))
+			return l.Err() // ErrClosed when Close was ending the link
 		}
 		l.decl = ch
 	}
@@ -839,9 +721,10 @@ func (l *link) declare(topic string) error {
 			l.answered.Store(true)
 			return wrap(publishers.ErrRejected, fmt.Errorf("%s %q on %s: %d %s", what, topic, l.h.srv.name, ae.Code, ae.Reason))
 		}
-		err = wrap(publishers.ErrUnavailable, fmt.Errorf("%s %q on %s: %w", what, topic, l.h.srv.name, err))
-		l.kill(err)
-		return err
+		// Close's connection.close deadline with a frozen broker fails a declaration under way: kill
+		// then records ErrClosed, which is what the publish failed of.
+		l.kill(wrap(publishers.ErrUnavailable, fmt.Errorf("%s %q on %s: %w", what, topic, l.h.srv.name, err)))
+		return l.Err()
 	}
 	l.answered.Store(true)
 	if len(l.declared) >= maxDeclared {
@@ -919,7 +802,7 @@ func (l *link) amqpErr(what string, e *amqp091.Error) error {
 	}
 	err := fmt.Errorf("%s: %s: %d %s", l.h.srv.name, what, e.Code, e.Reason)
 	if !e.Server && isMalformed(e.Reason) {
-		if !l.isDead() {
+		if !l.Dead() {
 			l.h.protocol.Add(1)
 			l.p.log.Warn("AMQP protocol violation: the client library refused the broker's frames", "host", l.h.srv.name, "err", err)
 		}
@@ -1097,9 +980,11 @@ func (l *link) kill(err error) {
 	})
 }
 
-// shutdown is Close's part for one link: the writer stops (failing what is queued), what was
-// published gets closeWait for its confirms, then the connection closes and the rest fails with
-// ErrClosed.
+// Close ends the link (publishers.Link): the writer stops (failing what is queued), what was published
+// gets closeWait for its confirms, then the connection closes and the rest fails with ErrClosed. The
+// pool calls it at its Close and for a connection found dead; it is idempotent.
+func (l *link) Close() { l.closeOnce.Do(l.shutdown) }
+
 func (l *link) shutdown() {
 	l.mu.Lock()
 	l.closing = true

@@ -57,6 +57,7 @@ func newTestPublisher(t *testing.T, urls []string, edit func(*Config)) (*Publish
 		t.Fatal(err)
 	}
 	p.backoff = publishers.Backoff{Base: 10 * time.Millisecond, Max: 20 * time.Millisecond, Healthy: time.Hour, Churn: 0}
+	p.pool.Backoff = p.backoff
 	t.Cleanup(func() { _ = p.Close() })
 	return p, lb
 }
@@ -489,7 +490,7 @@ func TestBlocked(t *testing.T) {
 	if err := p.Publish(ctxT(t, 2*time.Second), 0, "t", []byte("1")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return p.hosts[0].slots[0].cur.blocked.Load() != nil })
+	waitFor(t, func() bool { l := p.pool.Live(0); return l != nil && l.blocked.Load() != nil })
 	start := time.Now()
 	err := p.Publish(ctxT(t, 2*time.Second), 0, "t", []byte("2"))
 	if !errors.Is(err, publishers.ErrUnavailable) || !strings.Contains(err.Error(), "low on memory") || time.Since(start) > 100*time.Millisecond {
@@ -498,7 +499,7 @@ func TestBlocked(t *testing.T) {
 	mu.Lock()
 	conn.method(0, 10, 61, nil)
 	mu.Unlock()
-	waitFor(t, func() bool { return p.hosts[0].slots[0].cur.blocked.Load() == nil })
+	waitFor(t, func() bool { l := p.pool.Live(0); return l != nil && l.blocked.Load() == nil })
 	if err := p.Publish(ctxT(t, 2*time.Second), 0, "t", []byte("3")); err != nil {
 		t.Fatalf("after unblocked: %v", err)
 	}
