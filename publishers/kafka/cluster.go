@@ -55,6 +55,12 @@ type cluster struct {
 
 	mu     sync.Mutex
 	topics map[string]*topicState
+	ended  bool // under mu: endLookups ran, no lookup starts
+
+	// root bounds the topic lookups beside lookupTimeout; endLookups ends it and waits on lookups.
+	root    context.Context
+	stop    context.CancelFunc
+	lookups sync.WaitGroup
 }
 
 type topicState struct {
@@ -107,6 +113,7 @@ func newCluster(c Config, log *slog.Logger, extra ...kgo.Opt) (*cluster, error) 
 	}
 	log = lograte.Logger(log, lograte.New(lograte.Interval)) // a failing cluster must not flood the log
 	k := &cluster{cfg: c, log: log, topics: map[string]*topicState{}}
+	k.root, k.stop = context.WithCancel(context.Background())
 	opts, err := k.clientOpts()
 	if err != nil {
 		return nil, err
@@ -170,35 +177,63 @@ func (k *cluster) checkHost(host int) error {
 }
 
 // topic returns topic's partition map, creating the topic when the cluster does not have it. Concurrent
-// callers for one topic share one lookup; a failed lookup is forgotten, so the next caller tries again.
+// callers for one topic share one lookup, and each waits for it until its own ctx ends. The lookup is
+// the cluster's, not the first caller's: bounded by lookupTimeout and endLookups, it goes on when that
+// caller leaves, so a caller with a later deadline is not failed by an earlier one's, and a lookup
+// slower than every caller's deadline (a topic being created on a busy cluster) still completes for
+// the callers after them. A failed lookup is forgotten, so the next caller tries again.
 func (k *cluster) topic(ctx context.Context, topic string) (*topicState, error) {
 	k.mu.Lock()
 	st := k.topics[topic]
 	if st == nil {
+		if k.ended {
+			k.mu.Unlock()
+			return nil, kind(publishers.ErrClosed, errors.New("kafka client closed"))
+		}
 		if len(k.topics) >= maxTopics {
 			k.topics = map[string]*topicState{}
 		}
 		st = &topicState{ready: make(chan struct{})}
 		k.topics[topic] = st
-		k.mu.Unlock()
-		st.err = k.lookup(ctx, topic, st)
-		if st.err != nil {
-			k.mu.Lock()
-			if k.topics[topic] == st {
-				delete(k.topics, topic)
-			}
-			k.mu.Unlock()
-		}
-		close(st.ready)
-	} else {
-		k.mu.Unlock()
+		k.lookups.Add(1)
+		go k.lookupFor(topic, st)
 	}
+	k.mu.Unlock()
 	select {
 	case <-st.ready:
 		return st, st.err
 	case <-ctx.Done():
 		return nil, ctxErr(ctx)
 	}
+}
+
+// lookupTimeout bounds one shared topic lookup (creation and leader election included).
+const lookupTimeout = discoverTimeout
+
+// lookupFor runs topic's shared lookup into st.
+func (k *cluster) lookupFor(topic string, st *topicState) {
+	defer k.lookups.Done()
+	ctx, cancel := context.WithTimeout(k.root, lookupTimeout)
+	defer cancel()
+	st.err = k.lookup(ctx, topic, st)
+	if st.err != nil {
+		k.mu.Lock()
+		if k.topics[topic] == st {
+			delete(k.topics, topic)
+		}
+		k.mu.Unlock()
+	}
+	close(st.ready)
+}
+
+// endLookups stops the lookups in progress and waits for them; no lookup starts after it. The
+// publisher's and consumer's Close call it before closing the client the lookups use.
+func (k *cluster) endLookups() {
+	k.mu.Lock()
+	k.ended = true
+	k.mu.Unlock()
+	k.stop()
+	k.lookups.Wait()
 }
 
 // lookup reads topic's partitions, creating the topic first when it does not exist: max(partitions,

@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,5 +73,45 @@ func TestTopicLookupAcrossBrokers(t *testing.T) {
 				t.Errorf("broker 1 stored m1 %d times, want %d", fs[1].Stored()["m1"], want)
 			}
 		})
+	}
+}
+
+// TestTopicLookupOutlivesItsCaller: a topic's lookup is shared and is the cluster's, not the first
+// caller's. A caller whose deadline ends during the lookup leaves at that deadline, and the lookup goes
+// on: a caller with a later deadline who joined it is not failed with the first one's timeout, and
+// callers shorter than the lookup still find the topic once it completed.
+func TestTopicLookupOutlivesItsCaller(t *testing.T) {
+	fs := startFakeCluster(t, 2)
+	p := clusterPublisher(t, fs, 5*time.Second)
+	fs[1].lagging.Store(6) // the lookup polls until broker 1 knows the topic: 6 polls of 50 ms at least
+	publish := func(d time.Duration, body string) (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		start := time.Now()
+		err := p.Publish(ctx, 0, "slow-lookup", []byte(body))
+		return time.Since(start), err
+	}
+	first := make(chan error, 1)
+	go func() {
+		took, err := publish(50*time.Millisecond, "first")
+		if err == nil || took > 500*time.Millisecond {
+			err = fmt.Errorf("%v after %v, want a timeout at its 50 ms deadline", err, took)
+		} else {
+			err = nil
+		}
+		first <- err
+	}()
+	time.Sleep(10 * time.Millisecond) // joins the lookup the first publish started
+	if _, err := publish(5*time.Second, "second"); err != nil {
+		t.Errorf("a 5 s publish that joined a 50 ms one's lookup: %v", err)
+	}
+	if err := <-first; err != nil {
+		t.Errorf("the 50 ms publish: %v", err)
+	}
+	if took, err := publish(50*time.Millisecond, "third"); err != nil {
+		t.Errorf("a 50 ms publish after the lookup: %v after %v", err, took)
+	}
+	if got := fs[0].Stored(); got["second"] != 1 || got["third"] != 1 {
+		t.Errorf("broker 0 stored %v, want second and third once each", got)
 	}
 }

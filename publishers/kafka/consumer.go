@@ -137,6 +137,7 @@ func (c *Consumer) Close() error {
 	c.cancel()
 	c.wg.Wait()
 	if first {
+		c.k.endLookups()
 		c.k.cl.Close()
 	}
 	return nil

@@ -339,6 +339,7 @@ func (p *Publisher) Close() error {
 			q.finish(kind(publishers.ErrClosed, errors.New("kafka publisher closed")))
 		}
 		p.running.Wait()
+		p.endLookups()
 		p.cl.Close()
 	})
 	return nil
