@@ -15,6 +15,7 @@ import (
 
 	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // TestMain checks that no goroutine outlives the tests. The publishers package links rocketmq-client-go
@@ -535,4 +536,14 @@ func TestPing(t *testing.T) {
 	if err := fp.Ping(ctxT(t, 300*time.Millisecond), 0); !errors.Is(err, publishers.ErrTimeout) || time.Since(start) > time.Second {
 		t.Fatalf("Ping of a frozen broker: %v after %v", err, time.Since(start))
 	}
+}
+
+// TestSlowDial: the shared check of a broker slow to set connections up, on one connection per host.
+func TestSlowDial(t *testing.T) {
+	f := newFake(t, acker)
+	publishertest.RunSlowDial(t, publishertest.SlowDialCase{Backend: f.ln.Addr().String(), MaxConns: 1,
+		New: func(t *testing.T, addr string) publishers.Publisher {
+			p, _ := newTestPublisher(t, []string{"amqp://u:secretpw@" + addr + "/"}, nil)
+			return p
+		}})
 }

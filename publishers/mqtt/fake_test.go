@@ -14,6 +14,7 @@ import (
 	"github.com/eclipse/paho.golang/packets"
 
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // misbehaviour is what a fake MQTT broker does wrong.
@@ -494,4 +495,21 @@ func noResend(t *testing.T, version string) {
 	if c := p.ConnCounts(0); c.Reopened < 1 {
 		t.Errorf("ConnCounts %+v: want a reopened connection", c)
 	}
+}
+
+// TestSlowDial: the shared check of a broker slow to set connections up (one connection per server).
+func TestSlowDial(t *testing.T) {
+	f := newFake(t, behave)
+	publishertest.RunSlowDial(t, publishertest.SlowDialCase{Backend: f.addr(), MaxConns: 1,
+		New: func(t *testing.T, addr string) publishers.Publisher {
+			c := DefaultConfig()
+			c.Servers = []string{addr}
+			c.QoS = 1
+			c.DialTimeout = 2 * time.Second
+			p, err := New(c, discard())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}})
 }

@@ -304,3 +304,19 @@ func TestFakes(t *testing.T) {
 		return p
 	})
 }
+
+// TestSlowDial: the shared check of a server slow to set connections up (one connection per server).
+func TestSlowDial(t *testing.T) {
+	f := newFakeNATS(t, publishertest.Honest)
+	publishertest.RunSlowDial(t, publishertest.SlowDialCase{Backend: f.Addrs()[0], MaxConns: 1,
+		New: func(t *testing.T, addr string) publishers.Publisher {
+			c := nats.DefaultConfig()
+			c.Servers = []string{addr}
+			c.DialTimeout = 2 * time.Second
+			p, err := nats.New(c, publishertest.Logger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}})
+}

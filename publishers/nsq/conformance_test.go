@@ -38,3 +38,7 @@ func TestFakes(t *testing.T) { publishertest.RunFakeTarget(t, fakeTarget()) }
 func TestProtocolErrorsCountedAndLoggedOnce(t *testing.T) {
 	publishertest.RunProtocolErrors(t, fakeTarget())
 }
+
+// TestSlowDial: one connection (nsq.producers_per_host), its size probe needed none (the fake announces
+// max_msg_size).
+func TestSlowDial(t *testing.T) { publishertest.RunSlowDialTarget(t, fakeTarget(), 1) }

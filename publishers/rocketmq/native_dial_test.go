@@ -2,13 +2,7 @@ package rocketmq
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"io"
-	"net"
-	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,70 +10,6 @@ import (
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
-
-// slowTLSFront is a TLS listener in front of the broker at to that waits delay after each accept
-// before its handshake: a broker whose connections take that long to make (a cold JVM's first TLS
-// handshake). It returns its address, a client TLS config that trusts it, and its accept count.
-func slowTLSFront(t *testing.T, to string, delay time.Duration) (string, *tls.Config, *atomic.Int32) {
-	t.Helper()
-	cert, caFile := publishertest.SelfSigned(t)
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(pem)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		accepted atomic.Int32
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		open     []net.Conn
-	)
-	track := func(c net.Conn) {
-		mu.Lock()
-		open = append(open, c)
-		mu.Unlock()
-	}
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			track(c)
-			wg.Go(func() {
-				time.Sleep(delay)
-				tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}})
-				if tc.Handshake() != nil {
-					return
-				}
-				b, err := net.Dial("tcp", to)
-				if err != nil {
-					return
-				}
-				track(b)
-				wg.Go(func() { _, _ = io.Copy(b, tc); b.Close() })
-				_, _ = io.Copy(tc, b)
-				c.Close()
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range open {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String(), &tls.Config{RootCAs: roots}, &accepted
-}
 
 // TestRMQNativeSlowDialOutlivesItsCaller: a publish ends at its own deadline even while another
 // publish's dial to the same broker is slow, and that dial is the slot's, bounded by rmqDialTimeout,
@@ -89,7 +19,7 @@ func TestRMQNativeSlowDialOutlivesItsCaller(t *testing.T) {
 	const handshake = 300 * time.Millisecond
 	setup := func(t *testing.T) (*Native, *atomic.Int32) {
 		f := newFakeRMQBroker(t, func(q rmqTestRequest) []byte { return rmqTestResponse(0, q.opaque, "", false) })
-		front, tc, accepted := slowTLSFront(t, f.ln.Addr().String(), handshake)
+		front, tc, accepted := publishertest.SlowTLSFront(t, f.ln.Addr().String(), handshake)
 		p := newTestRMQNative(t, f, 5*time.Second, "t")
 		p.admin.TLS = tc
 		p.brokers[0].Addr = front

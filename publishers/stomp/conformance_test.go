@@ -57,3 +57,6 @@ func TestFakes(t *testing.T) { publishertest.RunFakeTarget(t, fakeTarget()) }
 func TestProtocolErrorsCountedAndLoggedOnce(t *testing.T) {
 	publishertest.RunProtocolErrors(t, fakeTarget())
 }
+
+// TestSlowDial: stomp.connections_per_host (2) connections at most.
+func TestSlowDial(t *testing.T) { publishertest.RunSlowDialTarget(t, fakeTarget(), 2) }
