@@ -352,7 +352,7 @@ func (p *Publisher) connect(ctx context.Context, h *host) (*link, error) {
 	}
 	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	defer stop()
-	l := &link{p: p, h: h, conn: ac, raw: raw, born: time.Now(), queue: make(chan *request, queueLen),
+	l := &link{p: p, h: h, conn: ac, raw: raw, queue: make(chan *request, queueLen),
 		dead: make(chan struct{}), stop: make(chan struct{}), idle: make(chan struct{}),
 		inflight: map[uint64]*pending{}, declared: map[string]struct{}{}}
 	if err := l.open(); err != nil {
@@ -444,7 +444,6 @@ type link struct {
 	h    *host
 	conn *amqp091.Connection
 	raw  net.Conn // closing it aborts everything at once
-	born time.Time
 
 	pub                 *amqp091.Channel
 	decl                *amqp091.Channel

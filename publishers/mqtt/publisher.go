@@ -296,7 +296,11 @@ func (p *Publisher) send(s *session, topic string, body []byte) error {
 		}
 		return fmt.Errorf("%w: the broker's Receive Maximum stayed full for %v; not sent", publishers.ErrTimeout, maxAckWait)
 	}
-	err := sendOutcome(s.link.publish(ctx, p.qos, topic, body), p.isClosed(), s.ctx, ctx)
+	err := s.link.publish(ctx, p.qos, topic, body)
+	if err == nil {
+		return nil
+	}
+	err = sendOutcome(err, p.isClosed(), s.ctx, ctx)
 	if errors.Is(err, errStalled) {
 		s.close()
 	}

@@ -574,9 +574,9 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*rmqConn,
 	if c := s.cur.Load(); rmqUsable(c) {
 		return c, nil
 	}
-	dialing, err := n.startDial(host)
+	c, dialing, err := n.startDial(host)
 	if dialing == nil {
-		return s.cur.Load(), err
+		return c, err
 	}
 	t := time.NewTimer(time.Until(dl))
 	defer t.Stop()
@@ -599,18 +599,18 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*rmqConn,
 	}
 }
 
-// startDial returns the dial to wait for on host's slot, starting one unless the slot's connection is
-// usable (nil, nil), the host's backoff runs or the publisher closed (nil and the error).
-func (n *rmqNative) startDial(host int) (<-chan struct{}, error) {
+// startDial returns host's usable connection, or the dial to wait for (starting one when there is
+// none), or why there is neither (the host's backoff runs, the publisher closed).
+func (n *rmqNative) startDial(host int) (*rmqConn, <-chan struct{}, error) {
 	s := &n.conns[host]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.dialing != nil {
-		return s.dialing, nil
+		return nil, s.dialing, nil
 	}
 	old := s.cur.Load()
 	if rmqUsable(old) {
-		return nil, nil
+		return old, nil, nil
 	}
 	b := n.p.brokers[host].String()
 	if old != nil && old.Dead() && !s.since.IsZero() {
@@ -620,18 +620,18 @@ func (n *rmqNative) startDial(host int) (<-chan struct{}, error) {
 			fmt.Errorf("%w: %w", errRMQNotSent, publishers.LostErr("rocketmq broker "+b, lived, old.Err()))))
 	}
 	if err := s.counts.MayDial(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	n.mu.Lock() // close sets closed under mu before it waits for bg
 	if n.closed {
 		n.mu.Unlock()
-		return nil, publishers.ErrClosed
+		return nil, nil, publishers.ErrClosed
 	}
 	n.bg.Add(1)
 	n.mu.Unlock()
 	s.dialing = make(chan struct{})
 	go n.dialSlot(host, old, s.dialing)
-	return s.dialing, nil
+	return nil, s.dialing, nil
 }
 
 // dialSlot makes host's connection, replacing old (nil: the first), and records the outcome for the
