@@ -45,7 +45,7 @@ func TestPoolConnCounts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p.dials.Wait() // the second slot's dial may run on while the first slot serves
+	settle(p) // the second slot's dial may run on while the first slot serves
 	want("first connections", ConnCounts{Opened: 2})
 
 	for _, l := range links {

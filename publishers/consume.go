@@ -69,8 +69,9 @@ func (b *Broker) OpenConsumer(s SectionSet, addrs []string, o ConsumerOptions, l
 	return b.Hooks.Consume(b.section(s), addrs, o, log)
 }
 
-// ConsumeScope tracks a consumer's running Consume calls so Close can end them and wait for them.
-type ConsumeScope struct {
+// Scope tracks calls that its Close must end and wait for: a consumer's running Consume calls, a
+// pool's dials, a cluster's topic lookups.
+type Scope struct {
 	mu     sync.Mutex
 	closed bool
 	root   context.Context // ends at close
@@ -78,15 +79,15 @@ type ConsumeScope struct {
 	wg     sync.WaitGroup
 }
 
-func NewConsumeScope() *ConsumeScope {
-	s := &ConsumeScope{}
+func NewScope() *Scope {
+	s := &Scope{}
 	s.root, s.cancel = context.WithCancel(context.Background())
 	return s
 }
 
-// Enter registers a Consume call: the context it returns ends with ctx or with close; done must be called
-// when the call returns. It fails with ErrClosed after close.
-func (s *ConsumeScope) Enter(ctx context.Context) (context.Context, func(), error) {
+// Enter registers a call: the context it returns ends with ctx or with close; done must be called when
+// the call returns. It fails with ErrClosed after close.
+func (s *Scope) Enter(ctx context.Context) (context.Context, func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -99,7 +100,7 @@ func (s *ConsumeScope) Enter(ctx context.Context) (context.Context, func(), erro
 }
 
 // Close ends every registered call and waits for them; later calls only wait.
-func (s *ConsumeScope) Close() {
+func (s *Scope) Close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()

@@ -35,11 +35,9 @@ type Pool[L Link] struct {
 
 	closed    atomic.Bool
 	closeOnce sync.Once
-	// root bounds every dial beside the broker's own dial timeout: Close ends it. A dial is the pool's,
-	// not its caller's, so a caller that leaves neither abandons it nor makes the next caller start over.
-	root   context.Context
-	cancel context.CancelFunc
-	dials  sync.WaitGroup // the dial goroutines; Close waits for them
+	// dials are the pool's, not their callers': a caller that leaves neither abandons a dial nor makes
+	// the next caller start over. Beside the broker's own dial timeout, Close ends them.
+	dials *Scope
 }
 
 // NewPool makes a pool of perHost connections to each of hosts, dialled by dial; name is the broker,
@@ -54,7 +52,7 @@ func NewPool[L Link](name string, hosts []string, perHost int, dial func(context
 		conns:   make([]HostConns, len(hosts)),
 		Backoff: DefaultBackoff(),
 	}
-	p.root, p.cancel = context.WithCancel(context.Background())
+	p.dials = NewScope()
 	for h, addr := range hosts {
 		for range perHost {
 			p.slots[h] = append(p.slots[h], &slot[L]{addr: addr, counts: &p.conns[h]})
@@ -197,15 +195,15 @@ func (p *Pool[L]) Get(ctx context.Context, host int) (L, error) {
 		}
 		select {
 		case <-dialing:
+			if ctx.Err() != nil { // the dial and the caller's deadline ended together
+				return zero, CtxErr(ctx)
+			}
 			c, err = s.dialed(p)
 		case <-ctx.Done():
 			return zero, CtxErr(ctx)
 		}
 	}
 	if err == nil || len(slots) == 1 || errors.Is(err, ErrClosed) || ctx.Err() != nil {
-		if err == nil && ctx.Err() != nil {
-			return zero, CtxErr(ctx)
-		}
 		return c, err
 	}
 	// This slot has no connection and cannot make one now (its dial failed, or the host's backoff
@@ -232,8 +230,7 @@ func (p *Pool[L]) Close() {
 				s.mu.Unlock()
 			}
 		}
-		p.cancel() // dials in progress stop; one that ends now closes what it made (dial checks closed)
-		p.dials.Wait()
+		p.dials.Close() // dials in progress stop; one that ends now closes what it made (dial checks closed)
 		wg.Wait()
 	})
 }
@@ -316,17 +313,20 @@ func (s *slot[L]) get(p *Pool[L]) (L, <-chan struct{}, error) {
 	if err := s.counts.MayDial(); err != nil {
 		return zero, nil, err
 	}
+	ctx, finished, err := p.dials.Enter(context.Background())
+	if err != nil {
+		return zero, nil, err
+	}
 	s.dialing = make(chan struct{})
-	p.dials.Add(1)
-	go s.dial(p, s.dialing)
+	go s.dial(ctx, finished, p, s.dialing)
 	return zero, s.dialing, nil
 }
 
-// dial makes the slot's connection, bounded by the broker's dial timeout and the pool's Close, and
-// records the outcome for the callers waiting on done and for the host's backoff.
-func (s *slot[L]) dial(p *Pool[L], done chan struct{}) {
-	defer p.dials.Done()
-	c, err := p.Dial(p.root, s.addr)
+// dial makes the slot's connection within ctx (the pool's dial scope; the broker's dial timeout bounds
+// it too), and records the outcome for the callers waiting on done and for the host's backoff.
+func (s *slot[L]) dial(ctx context.Context, finished func(), p *Pool[L], done chan struct{}) {
+	defer finished()
+	c, err := p.Dial(ctx, s.addr)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer close(done)

@@ -78,7 +78,7 @@ func TestPoolFallsBackToLiveSibling(t *testing.T) {
 			t.Fatalf("get %d: %v, %v; want the live connection", i, c, err)
 		}
 	}
-	p.dials.Wait() // the second slot's dial runs on while its sibling serves
+	settle(p) // the second slot's dial runs on while its sibling serves
 	if n := dials.Load(); n != 2 {
 		t.Errorf("%d dials, want 2 (one per slot; the backoff holds the second slot's next)", n)
 	}
@@ -193,7 +193,7 @@ func TestPoolSiblingServesWhileSlotDials(t *testing.T) {
 		}
 	}
 	close(release)
-	p.dials.Wait()
+	settle(p)
 	if n := dials.Load(); n != 2 {
 		t.Errorf("%d dials, want 2: one per slot, the hanging one not started again", n)
 	}
@@ -204,5 +204,19 @@ func TestPoolSiblingServesWhileSlotDials(t *testing.T) {
 	}
 	if len(seen) != 2 {
 		t.Errorf("after the dial: requests use %d connections, want both slots'", len(seen))
+	}
+}
+
+// settle waits for the dials in progress to end (and to have recorded their outcome).
+func settle[L Link](p *Pool[L]) {
+	for _, slots := range p.slots {
+		for _, s := range slots {
+			s.mu.Lock()
+			d := s.dialing
+			s.mu.Unlock()
+			if d != nil {
+				<-d
+			}
+		}
 	}
 }

@@ -25,7 +25,7 @@ type Consumer struct {
 	p       *Publisher // its dial path (TLS, handshake, deadlines), never its publishing
 	log     *slog.Logger
 
-	scope *publishers.ConsumeScope // running Consume calls
+	scope *publishers.Scope // running Consume calls
 }
 
 // NewConsumer creates the consumer; it connects when Consume is called. o.Group is not used: the
@@ -35,7 +35,7 @@ func NewConsumer(c Config, _ publishers.ConsumerOptions, log *slog.Logger) (*Con
 	if err != nil {
 		return nil, err
 	}
-	cs := &Consumer{cfg: c, p: p, names: p.names, log: p.log, scope: publishers.NewConsumeScope()}
+	cs := &Consumer{cfg: c, p: p, names: p.names, log: p.log, scope: publishers.NewScope()}
 	for _, h := range p.hosts {
 		cs.servers = append(cs.servers, h.srv)
 	}

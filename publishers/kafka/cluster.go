@@ -53,14 +53,9 @@ type cluster struct {
 	lost  atomic.Pointer[func(host int, err error)] // the publisher's: a produce connection to host failed
 	proto protocolErrors
 
-	mu     sync.Mutex
-	topics map[string]*topicState
-	ended  bool // under mu: endLookups ran, no lookup starts
-
-	// root bounds the topic lookups beside lookupTimeout; endLookups ends it and waits on lookups.
-	root    context.Context
-	stop    context.CancelFunc
-	lookups sync.WaitGroup
+	mu      sync.Mutex
+	topics  map[string]*topicState
+	lookups *publishers.Scope // the topic lookups in progress; endLookups ends them
 }
 
 type topicState struct {
@@ -112,8 +107,7 @@ func newCluster(c Config, log *slog.Logger, extra ...kgo.Opt) (*cluster, error) 
 		return nil, errors.New("kafka.brokers: at least one broker is required")
 	}
 	log = lograte.Logger(log, lograte.New(lograte.Interval)) // a failing cluster must not flood the log
-	k := &cluster{cfg: c, log: log, topics: map[string]*topicState{}}
-	k.root, k.stop = context.WithCancel(context.Background())
+	k := &cluster{cfg: c, log: log, topics: map[string]*topicState{}, lookups: publishers.NewScope()}
 	opts, err := k.clientOpts()
 	if err != nil {
 		return nil, err
@@ -186,7 +180,8 @@ func (k *cluster) topic(ctx context.Context, topic string) (*topicState, error) 
 	k.mu.Lock()
 	st := k.topics[topic]
 	if st == nil {
-		if k.ended {
+		lctx, finished, err := k.lookups.Enter(context.Background())
+		if err != nil {
 			k.mu.Unlock()
 			return nil, kind(publishers.ErrClosed, errors.New("kafka client closed"))
 		}
@@ -195,8 +190,7 @@ func (k *cluster) topic(ctx context.Context, topic string) (*topicState, error) 
 		}
 		st = &topicState{ready: make(chan struct{})}
 		k.topics[topic] = st
-		k.lookups.Add(1)
-		go k.lookupFor(topic, st)
+		go k.lookupFor(lctx, finished, topic, st)
 	}
 	k.mu.Unlock()
 	select {
@@ -210,10 +204,10 @@ func (k *cluster) topic(ctx context.Context, topic string) (*topicState, error) 
 // lookupTimeout bounds one shared topic lookup (creation and leader election included).
 const lookupTimeout = discoverTimeout
 
-// lookupFor runs topic's shared lookup into st.
-func (k *cluster) lookupFor(topic string, st *topicState) {
-	defer k.lookups.Done()
-	ctx, cancel := context.WithTimeout(k.root, lookupTimeout)
+// lookupFor runs topic's shared lookup into st, within ctx (the lookups' scope) and lookupTimeout.
+func (k *cluster) lookupFor(ctx context.Context, finished func(), topic string, st *topicState) {
+	defer finished()
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	st.err = k.lookup(ctx, topic, st)
 	if st.err != nil {
@@ -228,13 +222,7 @@ func (k *cluster) lookupFor(topic string, st *topicState) {
 
 // endLookups stops the lookups in progress and waits for them; no lookup starts after it. The
 // publisher's and consumer's Close call it before closing the client the lookups use.
-func (k *cluster) endLookups() {
-	k.mu.Lock()
-	k.ended = true
-	k.mu.Unlock()
-	k.stop()
-	k.lookups.Wait()
-}
+func (k *cluster) endLookups() { k.lookups.Close() }
 
 // lookup reads topic's partitions, creating the topic first when it does not exist: max(partitions,
 // brokers) partitions, partition i with replicas brokers i, i+1, ... (replication_factor of them), so

@@ -23,8 +23,8 @@ type Consumer struct {
 	addrs []string
 	log   *slog.Logger
 
-	scope *publishers.ConsumeScope // running Consume calls
-	seq   atomic.Uint64            // Consume calls: each has client ids of its own, which two would take from each other
+	scope *publishers.Scope // running Consume calls
+	seq   atomic.Uint64     // Consume calls: each has client ids of its own, which two would take from each other
 }
 
 // NewConsumer creates the consumer; it connects when Consume is called.
@@ -38,7 +38,7 @@ func NewConsumer(c Config, _ publishers.ConsumerOptions, log *slog.Logger) (*Con
 		return nil, err
 	}
 	cs := &Consumer{d: d, addrs: c.Servers, log: log}
-	cs.scope = publishers.NewConsumeScope()
+	cs.scope = publishers.NewScope()
 	return cs, nil
 }
 

@@ -26,7 +26,7 @@ type Consumer struct {
 	group     string
 	log       *slog.Logger
 
-	scope *publishers.ConsumeScope // running Consume calls
+	scope *publishers.Scope // running Consume calls
 }
 
 // NewConsumer creates the consumer; Consume connects.
@@ -52,7 +52,7 @@ func NewConsumer(c Config, o publishers.ConsumerOptions, log *slog.Logger) (*Con
 	}
 	log = publishers.LimitLog(log)
 	k := &Consumer{hosts: c.Servers, opts: opts, jetstream: c.JetStream, stream: c.Stream, group: o.Group, log: log}
-	k.scope = publishers.NewConsumeScope()
+	k.scope = publishers.NewScope()
 	return k, nil
 }
 

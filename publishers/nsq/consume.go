@@ -22,7 +22,7 @@ type Consumer struct {
 	tls   *tls.Config // nil: plain TCP
 	opts  publishers.ConsumerOptions
 	log   *slog.Logger
-	scope *publishers.ConsumeScope
+	scope *publishers.Scope
 }
 
 // nsqMaxInFlight is how many unacknowledged messages one nsqd may push to one Consume call.
@@ -55,7 +55,7 @@ func NewConsumer(c Config, o publishers.ConsumerOptions, log *slog.Logger) (*Con
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: c, tls: tc, opts: o, log: log, scope: publishers.NewConsumeScope()}, nil
+	return &Consumer{cfg: c, tls: tc, opts: o, log: log, scope: publishers.NewScope()}, nil
 }
 
 // Hosts implements Consumer.

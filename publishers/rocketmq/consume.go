@@ -28,7 +28,7 @@ type Consumer struct {
 	admin   *admin.Client
 	brokers []admin.Broker
 	hosts   []string
-	scope   *publishers.ConsumeScope
+	scope   *publishers.Scope
 	backoff publishers.Backoff // the pause after a round that failed (the redial policy)
 }
 
@@ -70,7 +70,7 @@ func NewConsumer(c Config, o publishers.ConsumerOptions, log *slog.Logger) (*Con
 	if err != nil {
 		return nil, publishers.Wrap(publishers.ErrUnavailable, err)
 	}
-	r := &Consumer{cfg: c, opts: o, log: log, admin: adm, brokers: brokers, scope: publishers.NewConsumeScope(), backoff: publishers.DefaultBackoff()}
+	r := &Consumer{cfg: c, opts: o, log: log, admin: adm, brokers: brokers, scope: publishers.NewScope(), backoff: publishers.DefaultBackoff()}
 	for _, b := range brokers {
 		r.hosts = append(r.hosts, b.String())
 	}

@@ -109,7 +109,7 @@ func TestRMQConsumerRedial(t *testing.T) {
 	broker := publishertest.StartFlapServer(t, func(net.Conn) {}, nil)
 	c := DefaultConfig()
 	c.NameServers = []string{ns.Addr()}
-	r := &Consumer{cfg: c, log: slog.New(slog.DiscardHandler), admin: &admin.Client{}, scope: publishers.NewConsumeScope(),
+	r := &Consumer{cfg: c, log: slog.New(slog.DiscardHandler), admin: &admin.Client{}, scope: publishers.NewScope(),
 		brokers: []admin.Broker{{Name: "broker-a", Addr: broker.Addr()}}}
 	r.backoff = publishers.DefaultBackoff()
 	start := time.Now()

@@ -29,7 +29,7 @@ type Consumer struct {
 	cfg   Config
 	tls   *tls.Config // nil: plain TCP
 	log   *slog.Logger
-	scope *publishers.ConsumeScope
+	scope *publishers.Scope
 	// backoff is the redial policy of the sessions (DefaultBackoff; tests shorten it).
 	backoff publishers.Backoff
 }
@@ -53,7 +53,7 @@ func NewConsumer(c Config, log *slog.Logger) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: c, tls: tc, log: log, scope: publishers.NewConsumeScope(), backoff: publishers.DefaultBackoff()}, nil
+	return &Consumer{cfg: c, tls: tc, log: log, scope: publishers.NewScope(), backoff: publishers.DefaultBackoff()}, nil
 }
 
 // Hosts implements Consumer.
