@@ -3,6 +3,7 @@ package amqp
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -542,7 +543,7 @@ func TestPing(t *testing.T) {
 func TestSlowDial(t *testing.T) {
 	f := newFake(t, acker)
 	publishertest.RunSlowDial(t, publishertest.SlowDialCase{Backend: f.ln.Addr().String(), MaxConns: 1,
-		New: func(t *testing.T, addr string) publishers.Publisher {
+		New: func(t *testing.T, addr string, _ *tls.Config) publishers.Publisher {
 			p, _ := newTestPublisher(t, []string{"amqp://u:secretpw@" + addr + "/"}, nil)
 			return p
 		}})

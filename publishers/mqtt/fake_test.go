@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -501,7 +502,7 @@ func noResend(t *testing.T, version string) {
 func TestSlowDial(t *testing.T) {
 	f := newFake(t, behave)
 	publishertest.RunSlowDial(t, publishertest.SlowDialCase{Backend: f.addr(), MaxConns: 1,
-		New: func(t *testing.T, addr string) publishers.Publisher {
+		New: func(t *testing.T, addr string, _ *tls.Config) publishers.Publisher {
 			c := DefaultConfig()
 			c.Servers = []string{addr}
 			c.QoS = 1

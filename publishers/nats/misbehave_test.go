@@ -2,6 +2,7 @@ package nats_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -309,7 +310,7 @@ func TestFakes(t *testing.T) {
 func TestSlowDial(t *testing.T) {
 	f := newFakeNATS(t, publishertest.Honest)
 	publishertest.RunSlowDial(t, publishertest.SlowDialCase{Backend: f.Addrs()[0], MaxConns: 1,
-		New: func(t *testing.T, addr string) publishers.Publisher {
+		New: func(t *testing.T, addr string, _ *tls.Config) publishers.Publisher {
 			c := nats.DefaultConfig()
 			c.Servers = []string{addr}
 			c.DialTimeout = 2 * time.Second

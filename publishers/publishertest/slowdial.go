@@ -1,6 +1,7 @@
 package publishertest
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -115,9 +116,15 @@ func slowFront(t testing.TB, to string, delay time.Duration, wrap func(net.Conn)
 type SlowDialCase struct {
 	// Backend is the (honest) broker the SlowFront relays to.
 	Backend string
-	// New makes a publisher of one host, addr (a SlowFront before Backend), whose dial timeout is
-	// well above the handshake's delay; the check closes it.
-	New func(t *testing.T, addr string) publishers.Publisher
+	// TLS: the front speaks TLS (SlowTLSFront), for a protocol whose set-up is the TCP and TLS
+	// handshakes alone.
+	TLS bool
+	// New makes a publisher of one host, addr (a SlowFront before Backend; tc trusts it when TLS is
+	// set, nil otherwise), whose dial timeout is well above the handshake's delay; the check closes it.
+	New func(t *testing.T, addr string, tc *tls.Config) publishers.Publisher
+	// Topic, when set, is what every publish goes to (a fake that knows that topic only); otherwise
+	// each part of the check uses a fresh one.
+	Topic string
 	// MaxConns bounds the connections the publisher may make to the host during the check (its
 	// connections per host, and a probe of its own).
 	MaxConns int
@@ -146,8 +153,17 @@ func RunSlowDial(t *testing.T, c SlowDialCase) {
 		return time.Since(start), err
 	}
 	open := func(t *testing.T) (publishers.Publisher, *atomic.Int32) {
-		addr, accepted := SlowFront(t, c.Backend, delay)
-		p := c.New(t, addr)
+		var (
+			addr     string
+			tc       *tls.Config
+			accepted *atomic.Int32
+		)
+		if c.TLS {
+			addr, tc, accepted = SlowTLSFront(t, c.Backend, delay)
+		} else {
+			addr, accepted = SlowFront(t, c.Backend, delay)
+		}
+		p := c.New(t, addr, tc)
 		t.Cleanup(func() {
 			if err := closeWithin(p, 30*time.Second); err != nil {
 				t.Errorf("Close: %v", err)
@@ -167,7 +183,7 @@ func RunSlowDial(t *testing.T, c SlowDialCase) {
 
 	t.Run("a short publish behind a long one's dial", func(t *testing.T) {
 		p, accepted := open(t)
-		topic := freshTopic("slow")
+		topic := cmp.Or(c.Topic, freshTopic("slow"))
 		first := make(chan error, 1)
 		go func() { _, err := publish(p, topic, 10*time.Second); first <- err }()
 		for end := time.Now().Add(5 * time.Second); accepted.Load() == 0; time.Sleep(time.Millisecond) {
@@ -184,7 +200,7 @@ func RunSlowDial(t *testing.T, c SlowDialCase) {
 	})
 	t.Run("every publish shorter than the handshake", func(t *testing.T) {
 		p, accepted := open(t)
-		topic := freshTopic("slow")
+		topic := cmp.Or(c.Topic, freshTopic("slow"))
 		for i, end := 0, time.Now().Add(5*time.Second); ; i++ {
 			took, err := publish(p, topic, short)
 			if err == nil {
@@ -206,7 +222,7 @@ func RunSlowDial(t *testing.T, c SlowDialCase) {
 func RunSlowDialTarget(t *testing.T, tc FakeTarget, maxConns int) {
 	fake := tc.Fake(t, Honest)
 	t.Cleanup(fake.Close)
-	RunSlowDial(t, SlowDialCase{Backend: fake.Addrs()[0], MaxConns: maxConns, New: func(t *testing.T, addr string) publishers.Publisher {
+	RunSlowDial(t, SlowDialCase{Backend: fake.Addrs()[0], MaxConns: maxConns, New: func(t *testing.T, addr string, _ *tls.Config) publishers.Publisher {
 		p, err := tc.Open([]string{addr}, Logger(t))
 		if err != nil {
 			t.Fatal(err)
