@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -133,11 +134,17 @@ type loadRun struct {
 	stopc       chan struct{}
 	halted      sync.Once
 	wg          sync.WaitGroup
+
+	// The watchdog (see watch): requests in flight by sequence number, and what it saw.
+	seq      int
+	inFlight map[int]time.Time
+	late     string        // the target's goroutines when a request first outlived answerBound
+	maxGap   time.Duration // the longest the watchdog's 10 ms ticker took between ticks
 }
 
 func newLoadRun(base, topic string) *loadRun {
 	// A client of its own with a timeout past the bound: a hung request shows up as an error, not a hung test.
-	return &loadRun{base: base, topic: topic, stopc: make(chan struct{}),
+	return &loadRun{base: base, topic: topic, stopc: make(chan struct{}), inFlight: map[int]time.Time{},
 		client: &http.Client{Timeout: answerBound + 10*time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: faultWorkers}}}
 }
 
@@ -148,6 +155,11 @@ func (l *loadRun) one(ep loadEndpoint) answer {
 		sep = "&"
 	}
 	a := answer{ep: ep, start: time.Now()}
+	l.mu.Lock()
+	l.seq++
+	id := l.seq
+	l.inFlight[id] = a.start
+	l.mu.Unlock()
 	ctx, cancel := context.Background(), context.CancelFunc(func() {})
 	if ep.hangUp > 0 {
 		ctx, cancel = context.WithTimeout(ctx, ep.hangUp)
@@ -190,9 +202,37 @@ func (l *loadRun) one(ep loadEndpoint) answer {
 		a.status, a.ids, a.err, a.hungUp = 0, nil, nil, true
 	}
 	l.mu.Lock()
+	delete(l.inFlight, id)
 	l.answers = append(l.answers, a)
 	l.mu.Unlock()
 	return a
+}
+
+// watch runs until stop: when a request first outlives answerBound it keeps the target's goroutines
+// (goroutines: their stacks), so a late answer shows where the target held it; and it measures how
+// late its own ticker ran, so a late answer also shows whether this process was running at all.
+func (l *loadRun) watch(goroutines func() string) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-l.stopc:
+			return
+		case now := <-tick.C:
+			l.mu.Lock()
+			l.maxGap = max(l.maxGap, now.Sub(last))
+			last = now
+			overdue := l.late == "" && slices.ContainsFunc(slices.Collect(maps.Values(l.inFlight)), func(s time.Time) bool { return now.Sub(s) > answerBound })
+			l.mu.Unlock()
+			if overdue {
+				g := goroutines()
+				l.mu.Lock()
+				l.late = fmt.Sprintf("at %s, a request in flight for over %v; the target's goroutines:\n%s", now.Format("15:04:05.000"), answerBound, g)
+				l.mu.Unlock()
+			}
+		}
+	}
 }
 
 // start runs the workers; worker w starts at endpoint w of the mix and goes round it.
@@ -311,6 +351,7 @@ func RunFault(t *testing.T, h FaultHarness, f Fault) FaultTimes {
 
 	load.start()
 	defer load.stop()
+	load.wg.Go(func() { load.watch(func() string { _, g := tg.goroutines(); return g }) })
 	began := time.Now()
 	waitFor(t, 10*time.Second, "2xx answers under load before the fault", func() bool {
 		n := 0
@@ -396,7 +437,14 @@ func RunFault(t *testing.T, h FaultHarness, f Fault) FaultTimes {
 
 	answers := load.snapshot()
 	times.Requests = len(answers)
-	checkAnswers(t, answers)
+	if !checkAnswers(t, answers) {
+		load.mu.Lock()
+		t.Logf("the load's ticker ran up to %v late (10 ms ticks: the test process itself was not running for that long)", load.maxGap-10*time.Millisecond)
+		if load.late != "" {
+			t.Logf("watchdog: %s", load.late)
+		}
+		load.mu.Unlock()
+	}
 	// Nothing can have been acknowledged by a broker that was dead or frozen all along (a 202 is only
 	// "accepted").
 	for _, a := range answers {
@@ -433,9 +481,10 @@ func (e loadEndpoint) equal(o loadEndpoint) bool {
 }
 
 // checkAnswers: every request got an HTTP answer within answerBound, of an allowed status (2xx, 503,
-// 504, 429 on the async endpoints), and no answer is a transport error.
-func checkAnswers(t *testing.T, answers []answer) {
+// 504, 429 on the async endpoints), and no answer is a transport error. It reports whether all held.
+func checkAnswers(t *testing.T, answers []answer) bool {
 	t.Helper()
+	ok := true
 	count := map[string]int{}
 	for _, a := range answers {
 		if a.hungUp {
@@ -444,10 +493,12 @@ func checkAnswers(t *testing.T, answers []answer) {
 		}
 		took := a.end.Sub(a.start)
 		if took > answerBound {
-			t.Errorf("%s: answered %d after %v, want within %v", a.ep.path, a.status, took, answerBound)
+			t.Errorf("%s: sent at %s, answered %d after %v, want within %v", a.ep.path, a.start.Format("15:04:05.000"), a.status, took, answerBound)
+			ok = false
 		}
 		if a.err != nil {
 			t.Errorf("%s: %v (after %v)", a.ep.path, a.err, took)
+			ok = false
 			continue
 		}
 		switch {
@@ -455,10 +506,12 @@ func checkAnswers(t *testing.T, answers []answer) {
 			slices.Contains(a.ep.other, a.status):
 		default:
 			t.Errorf("%s: status %d, want %d, 503 or 504", a.ep.path, a.status, a.ep.ok)
+			ok = false
 		}
 		count[strconv.Itoa(a.status)]++
 	}
 	t.Logf("answers by status: %v", count)
+	return ok
 }
 
 // waitAsyncSettled waits until every accepted async publish has completed: mqtarget_async_in_flight 0 and
