@@ -51,6 +51,8 @@ type fakeBroker struct {
 	// lagging is how many more metadata answers say a named topic does not exist: a broker that has
 	// not caught up with a topic just created elsewhere
 	lagging atomic.Int32
+	// advertised, when set, is the address its metadata names for it (a front that relays to it)
+	advertised atomic.Pointer[string]
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -92,7 +94,16 @@ func startFakeCluster(t testing.TB, n int) []*fakeBroker {
 	return fs
 }
 
-func (f *fakeBroker) addr() string     { return f.ln.Addr().String() }
+func (f *fakeBroker) addr() string { return f.ln.Addr().String() }
+
+// advertisedAddr is the address metadata names for f.
+func (f *fakeBroker) advertisedAddr() string {
+	if a := f.advertised.Load(); a != nil {
+		return *a
+	}
+	return f.addr()
+}
+
 func (f *fakeBroker) Addrs() []string  { return []string{f.addr()} }
 func (f *fakeBroker) arm()             { f.armed.Store(true) }
 func (f *fakeBroker) misbehaves() bool { return f.m != pt.Honest && f.armed.Load() }
@@ -288,7 +299,7 @@ func (fc *fakeConn) answer(req kmsg.Request) (kmsg.Response, bool) {
 			peers = []*fakeBroker{f}
 		}
 		for _, pf := range peers {
-			host, portS, _ := net.SplitHostPort(pf.addr())
+			host, portS, _ := net.SplitHostPort(pf.advertisedAddr())
 			port, _ := strconv.Atoi(portS)
 			b := kmsg.NewMetadataResponseBroker()
 			b.NodeID, b.Host, b.Port = pf.node, host, int32(port)

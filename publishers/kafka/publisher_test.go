@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -150,6 +151,23 @@ func TestBrokerAnswers(t *testing.T) {
 			goleak.VerifyNone(t, ignore)
 		})
 	}
+}
+
+// TestSlowDial: the shared slow-dial check, the fake's metadata naming the slow front as its address
+// (a Kafka client connects to the addresses metadata names, not to the bootstrap address it was given).
+// Connections per broker: the bootstrap's, the metadata one's and the produce one's, and a probe.
+func TestSlowDial(t *testing.T) {
+	f := startFake(t, pt.Honest)
+	pt.RunSlowDial(t, pt.SlowDialCase{Backend: f.addr(), MaxConns: 4, New: func(t *testing.T, addr string, _ *tls.Config) publishers.Publisher {
+		f.advertised.Store(&addr)
+		c := kafka.DefaultConfig()
+		c.Brokers = []string{addr}
+		p, err := kafka.New(c, pt.Logger(t))
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return p
+	}})
 }
 
 // TestPendingAtClose: publishes waiting for a broker that never answers end with ErrClosed at Close,

@@ -137,7 +137,8 @@ type SlowDialCase struct {
 //     deadline (not queued behind the other's dial), and the 10 s one succeeds;
 //   - 50 ms publishes one after the other, each leaving at its deadline, get a connection within 5 s,
 //     with at most MaxConns connections made: the dial goes on when the publish that started it
-//     leaves, rather than being abandoned and started again by each.
+//     leaves, rather than being abandoned and started again by each; and so do 50 ms batches, which
+//     a client may send on a path of their own.
 func RunSlowDial(t *testing.T, c SlowDialCase) {
 	const (
 		delay = 500 * time.Millisecond
@@ -150,6 +151,13 @@ func RunSlowDial(t *testing.T, c SlowDialCase) {
 		defer cancel()
 		start := time.Now()
 		err := p.Publish(ctx, 0, topic, []byte("slow dial"))
+		return time.Since(start), err
+	}
+	batch := func(p publishers.Publisher, topic string, d time.Duration) (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		start := time.Now()
+		err := p.PublishBatch(ctx, 0, topic, [][]byte{[]byte("slow dial 1"), []byte("slow dial 2")})
 		return time.Since(start), err
 	}
 	open := func(t *testing.T) (publishers.Publisher, *atomic.Int32) {
@@ -198,23 +206,31 @@ func RunSlowDial(t *testing.T, c SlowDialCase) {
 			t.Errorf("the 10 s publish: %v", err)
 		}
 	})
-	t.Run("every publish shorter than the handshake", func(t *testing.T) {
-		p, accepted := open(t)
-		topic := cmp.Or(c.Topic, freshTopic("slow"))
-		for i, end := 0, time.Now().Add(5*time.Second); ; i++ {
-			took, err := publish(p, topic, short)
-			if err == nil {
-				break
+	for _, v := range []struct {
+		name    string
+		publish func(p publishers.Publisher, topic string, d time.Duration) (time.Duration, error)
+	}{
+		{"publish", publish},
+		{"batch", batch},
+	} {
+		t.Run("every "+v.name+" shorter than the handshake", func(t *testing.T) {
+			p, accepted := open(t)
+			topic := cmp.Or(c.Topic, freshTopic("slow"))
+			for i, end := 0, time.Now().Add(5*time.Second); ; i++ {
+				took, err := v.publish(p, topic, short)
+				if err == nil {
+					break
+				}
+				failedFast(t, i, took, err)
+				if time.Now().After(end) {
+					t.Fatalf("no %v %s succeeded within 5 s (%d connections made): the %v handshake never completes for them", short, v.name, accepted.Load(), delay)
+				}
 			}
-			failedFast(t, i, took, err)
-			if time.Now().After(end) {
-				t.Fatalf("no %v publish succeeded within 5 s (%d connections made): the %v handshake never completes for them", short, accepted.Load(), delay)
+			if n := int(accepted.Load()); n > c.MaxConns {
+				t.Errorf("%d connections made, want at most %d: a %s that leaves abandons the dial and the next starts another", n, c.MaxConns, v.name)
 			}
-		}
-		if n := int(accepted.Load()); n > c.MaxConns {
-			t.Errorf("%d connections made, want at most %d: a publish that leaves abandons the dial and the next starts another", n, c.MaxConns)
-		}
-	})
+		})
+	}
 }
 
 // RunSlowDialTarget runs RunSlowDial for tc's publisher in front of its honest fake, with at most
