@@ -38,7 +38,9 @@
 // topic goes to that one stream; a topic none of its subjects matches is added to its subjects
 // (nats-server refuses a stream capturing every subject, ">", unless it acknowledges nothing). At most
 // 1024 topics per server; a stream that disappears (the server lost it) is looked up again after the
-// first publish that finds no stream.
+// first publish that finds no stream. A look-up is the publisher's, bounded by 10 s and Close: the
+// publishes that wait for it each wait under their own deadline, and the first of them leaving neither
+// fails the others nor abandons it.
 //
 // # Batches
 //
@@ -50,7 +52,8 @@
 //
 // # Async
 //
-// PublishAsync writes the message at once and returns; done runs exactly once, with the PubAck's
+// PublishAsync hands the message to the server's writer at once and returns (a full writer queue
+// refuses it with ErrUnavailable); done runs exactly once, with the PubAck's
 // outcome, ErrUnavailable when the connection is lost before the PubAck, ErrTimeout after AsyncMaxWait
 // without one, or ErrClosed at Close (which waits until every done has run). At most 16384 are in
 // flight per publisher; beyond, PublishAsync refuses with ErrUnavailable.
@@ -58,8 +61,15 @@
 // # Deadlines, reconnects and resends
 //
 // A publish ends by its own deadline (ctx) whatever the server does; a server that stops answering is
-// also dropped after about three missed PINGs (2 s apart). nats.go redials a lost connection forever
-// with the shared redial policy (publishers.Backoff: 100 ms doubling to 2 s, equal jitter). mqtarget
+// also dropped after about three missed PINGs (2 s apart). nats.go writes under its connection's lock
+// and holds that lock across network I/O (its flusher's write to a frozen server's full socket, up to
+// 5 s; a redial's dial and handshake), so each server's messages are written by a goroutine of the
+// publisher (writer.go), not on the publishing caller's: a caller waits for that writer (a queue of
+// 1024 writes per server) under its own deadline, and a write whose caller already left is not made.
+// Pings and core NATS round trips run on owned goroutines too. nats.go redials a lost connection
+// forever with the shared redial policy (publishers.Backoff: 100 ms doubling to 2 s, equal jitter; a
+// connection lost within 2 s of its handshake counts as a failed dial, so a server that drops every
+// connection is redialled ever more slowly, not every 100 ms). mqtarget
 // never resends: a publish that timed out or whose connection broke is reported and forgotten (its
 // late PubAck, should it come, is ignored). The library does not resend either: nats.go keeps no copy
 // of what it wrote, and its reconnect buffer, which would hold publishes made while disconnected and

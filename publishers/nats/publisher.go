@@ -49,12 +49,16 @@ type Publisher struct {
 	stream    string // "": one stream per topic
 	log       *slog.Logger
 
-	mu     sync.Mutex // orders closed against async.Add
-	closed bool
-	root   context.Context // ends at Close: what is pending fails with ErrClosed
-	cancel context.CancelFunc
-	async  sync.WaitGroup // async publishes whose done has not run yet
-	slots  chan struct{}  // maxAsync
+	mu        sync.Mutex // orders closed against async.Add, sending.Add and bg.Add
+	closed    bool
+	closeDone chan struct{}   // closed when the first Close has finished
+	root      context.Context // ends at Close: what is pending fails with ErrClosed
+	cancel    context.CancelFunc
+	async     sync.WaitGroup // async publishes whose done has not run yet
+	sending   sync.WaitGroup // enqueues in progress (writer.go)
+	writers   sync.WaitGroup // the hosts' writers
+	bg        sync.WaitGroup // flushes and stream look-ups (goOwned)
+	slots     chan struct{}  // maxAsync
 }
 
 // hostConn is the connection to one configured server and what mqtarget keeps about it.
@@ -64,6 +68,15 @@ type hostConn struct {
 	nc    *nats.Conn
 	sub   *nats.Subscription // the PubAcks, on prefix+"*"
 	reply string             // reply subject prefix, ending in '.'
+	out   chan outJob        // the writer's queue (writer.go)
+	quit  chan struct{}      // closed by Close once nothing is enqueued any more: the writer drains and ends
+
+	maxPayload atomic.Int64 // the server's max_payload, learned at each connection (0: not yet)
+	// connectedAt (unix ns) and flaps: the current connection's start, and how many connections in a
+	// row were lost before they proved themselves (publishers.Backoff's Healthy), which the reconnect
+	// delay counts as failures
+	connectedAt atomic.Int64
+	flaps       atomic.Int32
 
 	mu       sync.Mutex
 	pending  map[uint64]*waiting // by reply token
@@ -106,7 +119,7 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = publishers.LimitLog(log) // a failing server must not flood the log
-	p := &Publisher{hosts: c.Servers, jetstream: c.JetStream, stream: c.Stream, log: log, slots: make(chan struct{}, maxAsync)}
+	p := &Publisher{hosts: c.Servers, jetstream: c.JetStream, stream: c.Stream, log: log, slots: make(chan struct{}, maxAsync), closeDone: make(chan struct{})}
 	p.root, p.cancel = context.WithCancel(context.Background())
 	p.conns = make([]*hostConn, len(c.Servers))
 	errs := make([]error, len(c.Servers))
@@ -132,7 +145,6 @@ func (c Config) options() ([]nats.Option, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := publishers.DefaultBackoff()
 	opts := []nats.Option{
 		nats.Name("mqtarget"),
 		// One server per connection, never a seed list: no shuffling, no servers learned from INFO, no
@@ -141,8 +153,7 @@ func (c Config) options() ([]nats.Option, error) {
 		// Nothing is kept while reconnecting: a publish during an outage fails at once (ErrUnavailable)
 		// instead of being written, perhaps long after its caller gave up, once the server is back.
 		nats.ReconnectBufSize(-1),
-		nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
-		nats.CustomReconnectDelay(func(attempts int) time.Duration { return b.Wait(attempts + 1) }), // Wait counts failures from 1
+		nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), // the reconnect delay: hostConn.handlers
 		nats.Timeout(c.DialTimeout),
 		nats.PingInterval(pingInterval), nats.MaxPingsOutstanding(maxPingsOut),
 		nats.FlusherTimeout(flusherTimeout),
@@ -170,8 +181,9 @@ func serverURL(addr string, tls bool) string {
 }
 
 func (p *Publisher) connect(host int, addr string, opts []nats.Option) (*hostConn, error) {
-	h := &hostConn{host: host, addr: addr, pending: map[uint64]*waiting{}, log: p.log}
+	h := &hostConn{host: host, addr: addr, pending: map[uint64]*waiting{}, log: p.log, out: make(chan outJob, outQueue), quit: make(chan struct{})}
 	h.streams.m = map[string]*streamState{}
+	h.streams.update = make(chan struct{}, 1)
 	opts = append(opts[:len(opts):len(opts)], h.handlers(p.log, "publisher")...)
 	nc, err := nats.Connect(serverURL(addr, hasSecure(opts)), opts...)
 	if err != nil {
@@ -179,9 +191,12 @@ func (p *Publisher) connect(host int, addr string, opts []nats.Option) (*hostCon
 	}
 	if nc.IsReconnecting() { // the first dial failed; nats.go redials in the background
 		h.dialFailures.Add(1)
-	} else if v := nc.ConnectedServerVersion(); v != "" { // known now, not only once the callback ran
-		s := "nats-server " + v
-		h.version.Store(&s)
+	} else {
+		if v := nc.ConnectedServerVersion(); v != "" { // known now, not only once the callback ran
+			s := "nats-server " + v
+			h.version.Store(&s)
+		}
+		h.maxPayload.Store(nc.MaxPayload())
 	}
 	h.nc = nc
 	h.reply = nc.NewInbox() + "."
@@ -193,6 +208,11 @@ func (p *Publisher) connect(host int, addr string, opts []nats.Option) (*hostCon
 		nc.Close()
 		return nil, publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nats.servers[%d] %s: reply subscription: %w", host, addr, err))
 	}
+	p.writers.Add(1)
+	go func() {
+		defer p.writers.Done()
+		p.writeLoop(h)
+	}()
 	return h, nil
 }
 
@@ -208,12 +228,19 @@ func hasSecure(opts []nats.Option) bool {
 // handlers are the callbacks that count connections and learn the server's version.
 func (h *hostConn) handlers(log *slog.Logger, role string) []nats.Option {
 	learn := func(nc *nats.Conn) {
+		h.connectedAt.Store(time.Now().UnixNano())
 		if v := nc.ConnectedServerVersion(); v != "" {
 			s := "nats-server " + v
 			h.version.Store(&s)
 		}
+		h.maxPayload.Store(nc.MaxPayload())
 	}
+	b := publishers.DefaultBackoff()
 	return []nats.Option{
+		// nats.go counts attempts afresh after every connection it made: a server that accepts and
+		// then drops each connection would be redialled every Base. A connection lost before it proved
+		// itself counts as a failure here, as in the shared policy (publishers.Backoff).
+		nats.CustomReconnectDelay(func(attempts int) time.Duration { return b.Wait(attempts + 1 + int(h.flaps.Load())) }),
 		nats.ConnectHandler(func(nc *nats.Conn) { h.opened.Add(1); learn(nc) }),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			h.opened.Add(1)
@@ -226,6 +253,13 @@ func (h *hostConn) handlers(log *slog.Logger, role string) []nats.Option {
 			log.Debug("nats "+role+" redial failed", "addr", h.addr, "err", err)
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if at := h.connectedAt.Swap(0); at != 0 {
+				if time.Since(time.Unix(0, at)) >= b.Healthy {
+					h.flaps.Store(0)
+				} else if h.flaps.Load() < 30 {
+					h.flaps.Add(1)
+				}
+			}
 			if err != nil {
 				log.Warn("nats "+role+" connection lost; redialling with backoff", "addr", h.addr, "err", err)
 			}
@@ -330,26 +364,32 @@ func (p *Publisher) publishSync(ctx context.Context, host int, topic string, bod
 	if err := ctx.Err(); err != nil { // sends nothing for a caller that left
 		return publishers.CtxErr(ctx)
 	}
+	if err := h.checkSize(bodies); err != nil {
+		return err
+	}
 	if !p.jetstream {
-		if err := p.write(h, topic, bodies); err != nil {
+		written := make(chan error, 1)
+		if err := p.enqueue(ctx, h, outJob{msgs: coreMsgs(topic, bodies), written: func(err error) { written <- err }}); err != nil {
 			return err
 		}
-		ctx, cancel := p.scope(ctx)
-		defer cancel()
-		if err := flush(ctx, h.nc); err != nil {
-			if ctx.Err() != nil {
-				return p.ended(ctx)
+		select {
+		case err := <-written:
+			if err != nil {
+				return err
 			}
-			return h.unavailable(err)
+		case <-ctx.Done():
+			return p.ended(ctx)
+		case <-p.root.Done():
+			return publishers.ErrClosed
 		}
-		return nil
+		return p.flushOwned(ctx, h)
 	}
 	st, err := p.streamFor(ctx, h, topic)
 	if err != nil {
 		return err
 	}
 	res := make(chan error, 1)
-	tokens, err := p.send(h, st, topic, bodies, func(err error) { res <- err }, false)
+	tokens, err := p.send(ctx, h, st, topic, bodies, func(err error) { res <- err }, false)
 	if err != nil {
 		return err
 	}
@@ -375,6 +415,9 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 	if err != nil {
 		return err
 	}
+	if err := h.checkSize([][]byte{body}); err != nil {
+		return err
+	}
 	select {
 	case p.slots <- struct{}{}:
 	default:
@@ -393,22 +436,29 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 	ctx, cancel := context.WithTimeout(p.root, asyncMaxWait)
 	refuse := func(err error) error { cancel(); free(); p.async.Done(); return err }
 	if !p.jetstream {
-		if err := p.write(h, topic, [][]byte{body}); err != nil {
+		written := func(err error) {
+			if err != nil {
+				cancel()
+				finish(err)
+				return
+			}
+			go func() { // owned: Close waits for p.async
+				err := flush(ctx, h.nc)
+				switch {
+				case err != nil && p.root.Err() != nil:
+					err = publishers.ErrClosed
+				case err != nil && ctx.Err() != nil:
+					err = publishers.CtxErr(ctx)
+				case err != nil:
+					err = h.unavailable(err)
+				}
+				cancel()
+				finish(err)
+			}()
+		}
+		if err := p.enqueue(nil, h, outJob{msgs: coreMsgs(topic, [][]byte{body}), written: written}); err != nil {
 			return refuse(err)
 		}
-		go func() { // owned: Close waits for p.async
-			err := flush(ctx, h.nc)
-			switch {
-			case err != nil && p.root.Err() != nil:
-				err = publishers.ErrClosed
-			case err != nil && ctx.Err() != nil:
-				err = publishers.CtxErr(ctx)
-			case err != nil:
-				err = h.unavailable(err)
-			}
-			cancel()
-			finish(err)
-		}()
 		return nil
 	}
 	st, err := p.streamFor(ctx, h, topic)
@@ -419,7 +469,7 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 		return refuse(err)
 	}
 	cancel()
-	if _, err := p.send(h, st, topic, [][]byte{body}, finish, true); err != nil {
+	if _, err := p.send(nil, h, st, topic, [][]byte{body}, finish, true); err != nil {
 		free()
 		p.async.Done()
 		return err
@@ -427,20 +477,33 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 	return nil
 }
 
-// write publishes bodies on core NATS.
-func (p *Publisher) write(h *hostConn, topic string, bodies [][]byte) error {
-	for _, b := range bodies {
-		if err := h.nc.Publish(topic, b); err != nil {
-			return h.publishErr(err)
+// coreMsgs are bodies as core NATS messages to topic.
+func coreMsgs(topic string, bodies [][]byte) []*nats.Msg {
+	msgs := make([]*nats.Msg, len(bodies))
+	for i, b := range bodies {
+		msgs[i] = &nats.Msg{Subject: topic, Data: b}
+	}
+	return msgs
+}
+
+// checkSize refuses a message over the server's max_payload before it is queued (nats.go would refuse
+// it at the write, after PublishAsync's caller was told it was accepted).
+func (h *hostConn) checkSize(bodies [][]byte) error {
+	if maxp := h.maxPayload.Load(); maxp > 0 {
+		for _, b := range bodies {
+			if int64(len(b)) > maxp {
+				return publishers.Wrap(publishers.ErrTooLarge, fmt.Errorf("nats.servers[%d] %s: %w: a %d-byte message (max_payload %d)", h.host, h.addr, nats.ErrMaxPayload, len(b), maxp))
+			}
 		}
 	}
 	return nil
 }
 
 // send publishes bodies into stream st with replies, registering what answers them: one token for an
-// atomic batch (its commit is answered), else one per message, done running once all answered. It
-// returns the tokens; on an error nothing is registered and done is not called.
-func (p *Publisher) send(h *hostConn, st *streamState, topic string, bodies [][]byte, done func(error), async bool) ([]uint64, error) {
+// atomic batch (its commit is answered), else one per message, done running once all answered. The
+// messages go to h's writer, waited for under ctx (nil: refused when its queue is full). It returns
+// the tokens; on an error nothing is registered and done is not called.
+func (p *Publisher) send(ctx context.Context, h *hostConn, st *streamState, topic string, bodies [][]byte, done func(error), async bool) ([]uint64, error) {
 	msgs := make([]*nats.Msg, len(bodies))
 	for i, b := range bodies {
 		msgs[i] = &nats.Msg{Subject: topic, Data: b}
@@ -470,22 +533,11 @@ func (p *Publisher) send(h *hostConn, st *streamState, topic string, bodies [][]
 	for i, t := range tokens {
 		msgs[replyAt[i]].Reply = replySubject(h.reply, t, nonces[i])
 	}
-	for i, m := range msgs {
-		if err := h.nc.PublishMsg(m); err != nil {
-			if i == 0 {
-				if h.forget(tokens) == 0 {
-					return tokens, nil // Close failed it already: done has run
-				}
-				return nil, h.publishErr(err)
-			}
-			// Part of it was written: what was written is answered (or times out) as registered;
-			// the rest fails now.
-			err = h.publishErr(err)
-			for range h.forget(tokens[min(i, len(tokens)-1):]) { // those Close did not fail already
-				done(err)
-			}
-			return tokens, nil
+	if err := p.enqueue(ctx, h, outJob{msgs: msgs, tokens: tokens}); err != nil {
+		if h.forget(tokens) == 0 {
+			return tokens, nil // Close failed it already: done has run
 		}
+		return nil, err
 	}
 	return tokens, nil
 }
@@ -728,15 +780,7 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := p.scope(ctx)
-	defer cancel()
-	if err := flush(ctx, h.nc); err != nil {
-		if ctx.Err() != nil {
-			return p.ended(ctx)
-		}
-		return h.unavailable(err)
-	}
-	return nil
+	return p.flushOwned(ctx, h)
 }
 
 // Close fails what is pending with ErrClosed, closes the connections and waits until every accepted
@@ -745,12 +789,13 @@ func (p *Publisher) Close() error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		p.async.Wait()
+		<-p.closeDone
 		return nil
 	}
 	p.closed = true
 	p.mu.Unlock()
 	p.cancel()
+	p.sending.Wait() // nothing is enqueued from here on
 	for _, h := range p.conns {
 		if h == nil {
 			continue
@@ -758,10 +803,14 @@ func (p *Publisher) Close() error {
 		if h.sub != nil {
 			_ = h.sub.Unsubscribe()
 		}
-		h.nc.Close()
+		h.nc.Close() // a write under way ends with it
 		h.failAll(publishers.ErrClosed)
+		close(h.quit)
 	}
+	p.writers.Wait()
+	p.bg.Wait()
 	p.async.Wait()
+	close(p.closeDone)
 	return nil
 }
 

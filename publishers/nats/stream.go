@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -21,7 +22,7 @@ const maxStreams = 1024
 type streams struct {
 	mu     sync.Mutex
 	m      map[string]*streamState
-	update sync.Mutex // serialises changes of the named stream's subjects
+	update chan struct{} // one slot: serialises changes of the named stream's subjects
 }
 
 // streamState is one topic's stream, once looked up (ready closed; err nil).
@@ -47,8 +48,15 @@ func (s *streams) drop(topic string) {
 	}
 }
 
+// lookUpTimeout bounds a stream's look-up (and creation). The look-up is the publisher's, not its first
+// caller's: a caller that leaves at its deadline neither fails the callers that joined it with its own
+// timeout nor abandons a look-up slower than every caller's deadline (a stream created on a busy
+// server), which the next caller would start again.
+const lookUpTimeout = 10 * time.Second
+
 // streamFor returns topic's stream on h, looking it up (and creating it when missing) on first use;
-// concurrent first publishes wait for the one look-up. A failed look-up is not kept.
+// concurrent first publishes wait, each under its own ctx, for the one look-up. A failed look-up is
+// not kept.
 func (p *Publisher) streamFor(ctx context.Context, h *hostConn, topic string) (*streamState, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return nil, publishers.Wrap(publishers.ErrRejected, err)
@@ -63,15 +71,12 @@ func (p *Publisher) streamFor(ctx context.Context, h *hostConn, topic string) (*
 		st = &streamState{topic: topic, ready: make(chan struct{})}
 		h.streams.m[topic] = st
 		h.streams.mu.Unlock()
-		lctx, cancel := p.scope(ctx) // a look-up Close ends too (the publishes waiting on it do not wait for Close)
-		st.err = p.lookUp(lctx, h, st)
-		cancel()
-		if st.err != nil {
+		if !p.goOwned(func() { p.runLookUp(h, st) }) {
 			h.streams.mu.Lock()
 			delete(h.streams.m, topic)
 			h.streams.mu.Unlock()
+			return nil, publishers.ErrClosed
 		}
-		close(st.ready)
 	} else {
 		h.streams.mu.Unlock()
 	}
@@ -88,6 +93,19 @@ func (p *Publisher) streamFor(ctx context.Context, h *hostConn, topic string) (*
 	return st, nil
 }
 
+// runLookUp looks st up within lookUpTimeout and Close, and publishes the outcome to its waiters.
+func (p *Publisher) runLookUp(h *hostConn, st *streamState) {
+	ctx, cancel := context.WithTimeout(p.root, lookUpTimeout)
+	defer cancel()
+	st.err = p.lookUp(ctx, h, st)
+	if st.err != nil {
+		h.streams.mu.Lock()
+		delete(h.streams.m, st.topic)
+		h.streams.mu.Unlock()
+	}
+	close(st.ready)
+}
+
 // lookUp finds the stream for st.topic, creating it when it does not exist: with nats.stream empty,
 // named after the topic with subjects [topic]; otherwise nats.stream, to whose subjects the topic is
 // added when none of them matches it (nats-server refuses a stream capturing every subject, ">",
@@ -98,8 +116,12 @@ func (p *Publisher) lookUp(ctx context.Context, h *hostConn, st *streamState) er
 		cfg.Name = StreamName(st.topic)
 	} else {
 		// one read-modify-write of the named stream's subjects at a time on this host
-		h.streams.update.Lock()
-		defer h.streams.update.Unlock()
+		select {
+		case h.streams.update <- struct{}{}:
+			defer func() { <-h.streams.update }()
+		case <-ctx.Done():
+			return p.lookUpErr(ctx, h, cfg.Name, ctx.Err())
+		}
 	}
 	st.name = cfg.Name
 	js, err := jetstream.New(h.nc)
@@ -136,8 +158,10 @@ func (p *Publisher) lookUp(ctx context.Context, h *hostConn, st *streamState) er
 func (p *Publisher) lookUpErr(ctx context.Context, h *hostConn, stream string, err error) error {
 	var apiErr *jetstream.APIError
 	switch {
+	case p.root.Err() != nil:
+		return publishers.ErrClosed
 	case ctx.Err() != nil:
-		return p.ended(ctx)
+		return publishers.Wrap(publishers.ErrTimeout, fmt.Errorf("nats.servers[%d] %s: stream %q: no answer within %v", h.host, h.addr, stream, lookUpTimeout))
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
 		return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("nats.servers[%d] %s: %w (start nats-server with -js, or set nats.jetstream: false)", h.host, h.addr, err))
 	case errors.As(err, &apiErr):
