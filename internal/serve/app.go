@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,13 +42,16 @@ type App struct {
 	ln       net.Listener
 	drainLn  *drainListener // the TCP listener under ln's limit and TLS layers
 	limit    *limitListener // with http.max_connections 0 it only tracks the connections
-	served   chan error     // receives Serve's result once
+	served   outcome        // Serve's: Run, the lame-duck phase and Shutdown wait for it
 	admin    *sideServer    // nil unless http.admin_addr is set
 	pprof    *sideServer    // nil unless pprof.addr is set
 	// greet pings every broker host once at start, so what each runs is known (GET /, mqtarget load)
 	// before the first request; closeBrokers cancels and waits for it.
 	greet       sync.WaitGroup
 	greetCancel context.CancelFunc
+	// The first Shutdown call sets shutdownBegun and does the work; every call returns shutdownEnd's.
+	shutdownBegun atomic.Bool
+	shutdownEnd   outcome
 }
 
 // Start starts the brokers' publishers in registry order (with embedded brokers where the configuration
@@ -65,7 +69,7 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, log: log, served: make(chan error, 1), addrs: map[*publishers.Broker][]string{}}
+	a := &App{cfg: cfg, log: log, served: newOutcome(), shutdownEnd: newOutcome(), addrs: map[*publishers.Broker][]string{}}
 	defer func() {
 		if err != nil {
 			if a.ln != nil {
@@ -190,7 +194,7 @@ func Start(cfg config.Config, log *slog.Logger) (_ *App, err error) {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	a.http.ConnState = a.limit.connState
-	go func() { a.served <- a.http.Serve(a.ln) }()
+	go func() { a.served.set(a.http.Serve(a.ln)) }()
 	log.Info("mqtarget listening", "addr", a.ln.Addr().String(), "default_broker", cfg.Broker, "brokers", setup)
 	return a, nil
 }
@@ -246,8 +250,8 @@ func (a *App) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		a.lameDuck()
-	case serveErr = <-a.served:
-		a.served <- serveErr // Shutdown reads it again
+	case <-a.served.done:
+		serveErr = a.served.err
 	}
 	grace, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownGrace)
 	defer cancel()
@@ -270,8 +274,7 @@ func (a *App) lameDuck() {
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case err := <-a.served: // the server failed meanwhile; nothing left to wait for
-		a.served <- err
+	case <-a.served.done: // the server failed meanwhile; nothing left to wait for
 	}
 }
 
@@ -279,7 +282,30 @@ func (a *App) lameDuck() {
 // then closes the publishers, the embedded brokers, the admin server and the pprof server; all within ctx.
 // The admin server stops after the brokers, so /readyz (503 since the lame-duck phase) and /metrics
 // can be read until the end.
+//
+// Shutdown may be called again, and concurrently (Run calls it too): the first call shuts down within
+// its ctx; the others wait for it within theirs and return its result, or their ctx's error if it ends
+// first (which does not cut the first call's shutdown short).
 func (a *App) Shutdown(ctx context.Context) error {
+	if a.shutdownBegun.CompareAndSwap(false, true) {
+		a.shutdownEnd.set(a.shutdown(ctx))
+		return a.shutdownEnd.err
+	}
+	select {
+	case <-a.shutdownEnd.done:
+		return a.shutdownEnd.err
+	case <-ctx.Done():
+	}
+	select { // both ended: the result is worth more than the ctx's error
+	case <-a.shutdownEnd.done:
+		return a.shutdownEnd.err
+	default:
+		return ctx.Err()
+	}
+}
+
+// shutdown is Shutdown's work, done once.
+func (a *App) shutdown(ctx context.Context) error {
 	start := time.Now()
 	a.drain(ctx)
 	a.log.Info("shutting down: no new connections, finishing in-flight requests")
@@ -288,7 +314,8 @@ func (a *App) Shutdown(ctx context.Context) error {
 		// Grace is over: cut the remaining connections so nothing outlives the shutdown.
 		_ = a.http.Close()
 	}
-	if err := <-a.served; !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, errDrained) {
+	<-a.served.done // at once: Shutdown or Close has closed the listener
+	if err := a.served.err; !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, errDrained) {
 		httpErr = errors.Join(httpErr, err)
 	}
 	st := a.handlers.DrainAsync(ctx)

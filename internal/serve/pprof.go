@@ -17,7 +17,7 @@ type sideServer struct {
 	key    string // its configuration key, for errors
 	srv    *http.Server
 	ln     net.Listener
-	served chan error // receives Serve's result once
+	served outcome // Serve's
 }
 
 // listenSide binds addr; serve starts serving. They are apart so Start can bind every listener before
@@ -35,7 +35,7 @@ func listenSide(key, addr string, h http.Handler, log *slog.Logger) (*sideServer
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
 		ln:     ln,
-		served: make(chan error, 1),
+		served: newOutcome(),
 	}, nil
 }
 
@@ -51,16 +51,33 @@ func listenPprof(addr string, log *slog.Logger) (*sideServer, error) {
 	return listenSide("pprof.addr", addr, mux, log)
 }
 
-func (p *sideServer) serve() { go func() { p.served <- p.srv.Serve(p.ln) }() }
+func (p *sideServer) serve() { go func() { p.served.set(p.srv.Serve(p.ln)) }() }
 
 // shutdown stops the server within ctx, cutting requests still running (a profile being taken) when ctx
-// ends, and waits for the serving goroutine.
+// ends, and waits for the serving goroutine. It may be called again, and concurrently, as http.Server's
+// Shutdown and Close may: Serve's result is kept for every call.
 func (p *sideServer) shutdown(ctx context.Context) error {
 	if err := p.srv.Shutdown(ctx); err != nil {
 		_ = p.srv.Close()
 	}
-	if err := <-p.served; !errors.Is(err, http.ErrServerClosed) {
+	// Not bounded by ctx: once Shutdown or Close has closed the listener, Serve returns at once.
+	<-p.served.done
+	if err := p.served.err; !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("%s server: %w", p.key, err)
 	}
 	return nil
+}
+
+// outcome is the result of something that ends once (a Serve, a shutdown), for any number of waiters:
+// set once, it closes done, after which err may be read.
+type outcome struct {
+	done chan struct{}
+	err  error
+}
+
+func newOutcome() outcome { return outcome{done: make(chan struct{})} }
+
+func (o *outcome) set(err error) {
+	o.err = err
+	close(o.done)
 }
