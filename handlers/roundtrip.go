@@ -28,6 +28,10 @@ func (s *Server) sendRoundTrip(w http.ResponseWriter, r *http.Request) error {
 	if req.topics > 1 {
 		return badField("topics", "/sendRoundTrip sends to one topic")
 	}
+	if req.size < message.HeaderLen { // also message.size's default: the client can still pass ?size=
+		return badField("size", "/sendRoundTrip needs at least %d bytes (the id and send time its ack is matched by), got %d",
+			message.HeaderLen, req.size)
+	}
 	if s.roundTripTopic != "" && !r.URL.Query().Has("topic") {
 		req.topic = s.roundTripTopic
 	}

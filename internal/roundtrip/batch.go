@@ -93,11 +93,24 @@ func (s *span) add(received, sent time.Time) {
 	s.maxLatency = max(s.maxLatency, received.Sub(sent))
 }
 
+// spanTimes is what a span recorded, read at one instant.
+type spanTimes struct {
+	first, last             time.Time
+	lastLatency, maxLatency time.Duration
+}
+
+// times reads the span under its lock: the echo may still add to it (a late redelivery).
+func (s *span) times() spanTimes {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return spanTimes{first: s.first, last: s.last, lastLatency: s.lastLatency, maxLatency: s.maxLatency}
+}
+
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // Batch runs one batch. It returns an error only when the experiment could not run (the echo did not
-// start, a probe did not come back from a host within o.ProbeWait: ErrNotLive, a publish failed); lost
-// and duplicated acks are in the Result, which never counts a probe.
+// start, a probe did not come back from a host within o.ProbeWait: ErrNotLive, a publish failed, ctx
+// ended: its error); lost and duplicated acks are in the Result, which never counts a probe.
 func Batch(ctx context.Context, o BatchOptions) (Result, error) {
 	if o.Count < 1 || o.Size < message.HeaderLen || o.Producers < 1 {
 		return Result{}, fmt.Errorf("batch: count %d, size %d (at least %d), producers %d", o.Count, o.Size, message.HeaderLen, o.Producers)
@@ -108,6 +121,7 @@ func Batch(ctx context.Context, o BatchOptions) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	corr := NewCorrelator(o.Broker, time.Hour, nil)
+	corr.maxFinished = max(corr.maxFinished, o.Count) // a duplicate of any of the batch is one
 	var atEcho span
 	if o.Echo != nil {
 		eo := *o.Echo
@@ -169,6 +183,11 @@ func Batch(ctx context.Context, o BatchOptions) (Result, error) {
 	if err := errors.Join(errs...); err != nil {
 		return Result{}, err
 	}
+	// ctx ended (a failed publish, which also cancels it, is in errs): a producer may have claimed an
+	// index and left without its Pending, and a batch cut short measures nothing.
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
 
 	r := Result{Broker: o.Broker, Count: o.Count, Size: o.Size, SendMs: ms(sendTime)}
 	wait, cancelWait := context.WithTimeout(ctx, o.Wait)
@@ -191,6 +210,9 @@ func Batch(ctx context.Context, o BatchOptions) (Result, error) {
 			t.Stop()
 		}
 	}
+	if err := ctx.Err(); err != nil { // ended while waiting: what had not come back was not lost
+		return Result{}, err
+	}
 	st := corr.Stats()
 	r.Lost, r.Duplicates = int(st.Lost), int(st.Duplicates)
 	if len(rtts) > 0 {
@@ -199,8 +221,8 @@ func Batch(ctx context.Context, o BatchOptions) (Result, error) {
 		r.RTTP50Ms, r.RTTP99Ms, r.RTTMaxMs = pct(0.5), pct(0.99), ms(rtts[len(rtts)-1])
 		r.ReturnReceiveMs, r.ReturnLastLatencyMs = ms(back.last.Sub(back.first)), ms(back.lastLatency)
 	}
-	if !atEcho.first.IsZero() {
-		r.EchoReceiveMs, r.EchoLastLatencyMs, r.EchoMaxLatencyMs = ms(atEcho.last.Sub(atEcho.first)), ms(atEcho.lastLatency), ms(atEcho.maxLatency)
+	if e := atEcho.times(); !e.first.IsZero() {
+		r.EchoReceiveMs, r.EchoLastLatencyMs, r.EchoMaxLatencyMs = ms(e.last.Sub(e.first)), ms(e.lastLatency), ms(e.maxLatency)
 	}
 	return r, nil
 }

@@ -33,6 +33,10 @@ type Client struct {
 // ErrTopic is returned by RoundTrip for a topic whose ack topic the Client does not consume.
 var ErrTopic = errors.New("topic has no round trip")
 
+// ErrNoHeader is returned by RoundTrip for a payload without message's header (shorter than
+// message.HeaderLen, or not built by message.Source): its ack could not be matched, so nothing is sent.
+var ErrNoHeader = fmt.Errorf("round trip needs a payload of at least %d bytes with a message header", message.HeaderLen)
+
 // NewClient starts consuming topic+ackSuffix for every topic with acks (whose Close stays the
 // caller's). Acks go to corr.
 func NewClient(pub publishers.Publisher, acks publishers.Consumer, topics []string, ackSuffix string, corr *Correlator, log *slog.Logger) *Client {
@@ -64,7 +68,7 @@ func (c *Client) RoundTrip(ctx context.Context, host int, topic string, body []b
 	}
 	id, _, err := message.Parse(body)
 	if err != nil {
-		return Ack{}, fmt.Errorf("round trip needs a payload with a header: %w", err)
+		return Ack{}, fmt.Errorf("%w: %w", ErrNoHeader, err)
 	}
 	if live := c.live[topic]; live != nil {
 		select {

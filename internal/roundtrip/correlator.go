@@ -30,16 +30,22 @@ type Stats struct {
 
 // Correlator matches acks to the ids waiting for them. Ids stay remembered for retain after their ack
 // (or their loss), so a duplicate within that window is counted; memory is bounded by the ids in that
-// window, not by the run's length.
+// window and by maxFinished, not by the run's length nor by whether acks still arrive.
 type Correlator struct {
 	retain time.Duration
+	// maxFinished caps finished whatever retain says: past it the oldest are forgotten (a duplicate of
+	// one then counts as unknown). now is time.Now but for tests.
+	maxFinished int
+	now         func() time.Time
 
 	mu       sync.Mutex
 	waiting  map[string]*Pending
 	finished map[string]time.Time // id → when it was acked or lost
-	pruned   time.Time
-	maxSeq   map[uint32]uint64 // highest acked sequence number per producer run
-	stats    Stats
+	// order holds finished's ids in the order they finished, so forgetting the expired (or, at
+	// maxFinished, the oldest) pops its front instead of scanning the map.
+	order  []finishedID
+	maxSeq map[uint32]uint64 // highest acked sequence number per producer run
+	stats  Stats
 	// probes are the ids of Client.Probe's messages, each with what to call when it comes back. They
 	// are kept for the correlator's life, never pruned, so a probe that trails the run (a retry's, or
 	// one the broker delivers twice) is still recognised and counted nowhere; Probe bounds how many
@@ -50,10 +56,20 @@ type Correlator struct {
 	lost, duplicates, outOfOrder prometheus.Counter
 }
 
+type finishedID struct {
+	id string
+	at time.Time
+}
+
+// DefaultMaxFinished bounds the finished ids a Correlator remembers for duplicates: about 30 MB, a
+// minute of retain at 4000 round trips a second.
+const DefaultMaxFinished = 1 << 18
+
 // NewCorrelator returns a correlator that remembers finished ids for retain (at least the timeout its
-// callers wait, so a late duplicate is still recognised). m may be nil.
+// callers wait, so a late duplicate is still recognised), at most DefaultMaxFinished of them. m may be nil.
 func NewCorrelator(broker string, retain time.Duration, m *Metrics) *Correlator {
-	c := &Correlator{retain: retain, waiting: map[string]*Pending{}, finished: map[string]time.Time{}, maxSeq: map[uint32]uint64{},
+	c := &Correlator{retain: retain, maxFinished: DefaultMaxFinished, now: time.Now,
+		waiting: map[string]*Pending{}, finished: map[string]time.Time{}, maxSeq: map[uint32]uint64{},
 		probes: map[string]func(){}}
 	if m != nil {
 		c.rtt = m.roundTrip.WithLabelValues(broker)
@@ -95,7 +111,7 @@ func (p *Pending) Wait(ctx context.Context) (Ack, error) {
 		return <-p.ch, nil
 	}
 	delete(c.waiting, p.id)
-	c.finished[p.id] = time.Now()
+	c.finish(p.id, c.now()) // forgets the expired too: with no acks arriving, Handle never does
 	c.stats.Lost++
 	c.mu.Unlock()
 	if c.lost != nil {
@@ -143,7 +159,6 @@ func (c *Correlator) Handle(d publishers.Delivery) {
 	id, sent, err := message.Parse(d.Body)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.prune(d.Received)
 	if err != nil {
 		c.stats.Unknown++
 		return
@@ -165,7 +180,7 @@ func (c *Correlator) Handle(d publishers.Delivery) {
 		return
 	}
 	delete(c.waiting, id)
-	c.finished[id] = d.Received
+	c.finish(id, d.Received)
 	c.stats.Acked++
 	if n, err := message.ParseID(id); err == nil {
 		run, seq := message.Run(n), message.Seq(n)
@@ -185,15 +200,17 @@ func (c *Correlator) Handle(d publishers.Delivery) {
 	p.ch <- a
 }
 
-// prune forgets finished ids older than retain, at most twice per retain period. Called with mu held.
-func (c *Correlator) prune(now time.Time) {
-	if now.Sub(c.pruned) < c.retain/2 {
-		return
-	}
-	c.pruned = now
-	for id, t := range c.finished {
-		if now.Sub(t) > c.retain {
-			delete(c.finished, id)
+// finish remembers id as finished at, and forgets the ids finished more than retain before it, then the
+// oldest while more than maxFinished remain. Called with mu held.
+func (c *Correlator) finish(id string, at time.Time) {
+	c.finished[id] = at
+	c.order = append(c.order, finishedID{id, at})
+	for len(c.order) > 0 && (at.Sub(c.order[0].at) > c.retain || len(c.order) > c.maxFinished) {
+		f := c.order[0]
+		c.order[0] = finishedID{} // the backing array outlives the pop until append copies it
+		c.order = c.order[1:]
+		if t, ok := c.finished[f.id]; ok && t.Equal(f.at) { // else finished again since, and kept
+			delete(c.finished, f.id)
 		}
 	}
 }

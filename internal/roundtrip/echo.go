@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mqtarget/mqtarget/config"
 	"github.com/mqtarget/mqtarget/internal/lograte"
 	"github.com/mqtarget/mqtarget/message"
 	"github.com/mqtarget/mqtarget/publishers"
@@ -21,7 +22,8 @@ import (
 type Handoff string
 
 const (
-	// Queue: an unbounded queue in front of the workers; the consumer never waits ("async receive").
+	// Queue: a queue in front of the workers ("async receive"); the consumer waits only while it is full
+	// (EchoOptions.QueueMaxMessages, QueueMaxBytes).
 	Queue Handoff = "queue"
 	// Direct: a message goes to an idle worker, or the consumer publishes it itself when all are busy
 	// ("async consume", caller-runs), so a slow ack topic slows the consumer down.
@@ -52,6 +54,13 @@ type EchoOptions struct {
 	Timeout   time.Duration // bounds each ack publish
 	Metrics   *Metrics      // nil: none
 	Log       *slog.Logger
+
+	// QueueMaxMessages and QueueMaxBytes bound the Queue handoff's queue (0: echo.queue_max_messages'
+	// and echo.queue_max_bytes' defaults). A message that does not fit waits in the consumer's
+	// callback, unconfirmed, so the broker's flow control holds the rest; one larger than QueueMaxBytes
+	// is queued alone.
+	QueueMaxMessages int
+	QueueMaxBytes    int64
 
 	// observe, when set, sees every message the echo receives, before its handoff (Batch's timing).
 	observe func(publishers.Delivery)
@@ -85,6 +94,19 @@ func StartEcho(o EchoOptions) (*Echo, error) {
 	if _, err := ParseHandoff(string(o.Handoff)); err != nil {
 		return nil, fmt.Errorf("echo.handoff: %w", err)
 	}
+	defaults := config.Default().Echo // the one place defaults are set
+	if o.QueueMaxMessages == 0 {
+		o.QueueMaxMessages = defaults.QueueMaxMessages
+	}
+	if o.QueueMaxBytes == 0 {
+		o.QueueMaxBytes = defaults.QueueMaxBytes
+	}
+	if o.QueueMaxMessages < 0 {
+		return nil, fmt.Errorf("echo.queue_max_messages: must be at least 1, got %d", o.QueueMaxMessages)
+	}
+	if o.QueueMaxBytes < 0 {
+		return nil, fmt.Errorf("echo.queue_max_bytes: must be at least 1, got %d", o.QueueMaxBytes)
+	}
 	if o.AckSuffix == "" {
 		o.AckSuffix = DefaultAckSuffix
 	}
@@ -109,7 +131,7 @@ func StartEcho(o EchoOptions) (*Echo, error) {
 		e.failed = o.Metrics.echoFailed.WithLabelValues(o.Broker)
 	}
 	if o.Handoff == Queue {
-		e.queue = newQueue()
+		e.queue = newQueue(o.QueueMaxMessages, o.QueueMaxBytes)
 	} else {
 		e.direct = make(chan publishers.Delivery) // unbuffered: a send succeeds only to an idle worker
 	}
@@ -138,7 +160,7 @@ func (e *Echo) receive(d publishers.Delivery) {
 		}
 	}
 	if e.queue != nil {
-		e.queue.push(d)
+		e.queue.push(e.ctx, d) // returns without queuing d once Close began
 		return
 	}
 	select {
@@ -194,29 +216,61 @@ func (e *Echo) publish(d publishers.Delivery) {
 	}
 }
 
-// Close stops consuming, drops what is still queued and waits for the consumers and workers.
+// Close stops consuming, drops what is still queued (and a delivery waiting for room) and waits for the
+// consumers and workers.
 func (e *Echo) Close() error {
 	e.cancel()
 	e.wg.Wait()
 	return nil
 }
 
-// queue is an unbounded FIFO of deliveries for the Queue handoff.
+// queue is a FIFO of deliveries for the Queue handoff, bounded by count and by bytes of bodies.
 type queue struct {
+	maxItems int
+	maxBytes int64
+
 	mu    sync.Mutex
 	items []publishers.Delivery
+	bytes int64
 	ready chan struct{} // holds a token while items is non-empty
+	room  chan struct{} // given a token by every pop: a waiting push looks again
 }
 
-func newQueue() *queue { return &queue{ready: make(chan struct{}, 1)} }
+func newQueue(maxItems int, maxBytes int64) *queue {
+	return &queue{maxItems: maxItems, maxBytes: maxBytes, ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+}
 
-func (q *queue) push(d publishers.Delivery) {
-	q.mu.Lock()
-	q.items = append(q.items, d)
-	q.mu.Unlock()
+// signal leaves a token in ch unless one is there already.
+func signal(ch chan struct{}) {
 	select {
-	case q.ready <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
+	}
+}
+
+// push appends d once it fits, waiting for room until ctx ends (then it returns false, d not queued). An
+// empty queue takes any d, so a body larger than maxBytes waits for the queue to drain, not forever.
+func (q *queue) push(ctx context.Context, d publishers.Delivery) bool {
+	n := int64(len(d.Body))
+	for {
+		q.mu.Lock()
+		if len(q.items) == 0 || (len(q.items) < q.maxItems && q.bytes+n <= q.maxBytes) {
+			q.items = append(q.items, d)
+			q.bytes += n
+			more := len(q.items) < q.maxItems && q.bytes < q.maxBytes
+			q.mu.Unlock()
+			signal(q.ready)
+			if more { // pass the token on, so another waiting push looks again
+				signal(q.room)
+			}
+			return true
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.room:
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 
@@ -228,13 +282,12 @@ func (q *queue) pop(ctx context.Context) (publishers.Delivery, bool) {
 			d := q.items[0]
 			q.items[0] = publishers.Delivery{}
 			q.items = q.items[1:]
+			q.bytes -= int64(len(d.Body))
 			more := len(q.items) > 0
 			q.mu.Unlock()
+			signal(q.room)
 			if more { // pass the token on, so another idle worker wakes up
-				select {
-				case q.ready <- struct{}{}:
-				default:
-				}
+				signal(q.ready)
 			}
 			return d, true
 		}

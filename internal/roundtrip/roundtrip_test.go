@@ -299,6 +299,8 @@ func TestStartEchoErrors(t *testing.T) {
 		{"no workers", roundtrip.EchoOptions{Workers: 0, Handoff: roundtrip.Queue}, "echo.workers"},
 		{"bad handoff", roundtrip.EchoOptions{Workers: 1, Handoff: "pool"}, "echo.handoff"},
 		{"bad ack topic", roundtrip.EchoOptions{Workers: 1, Handoff: roundtrip.Queue, Topics: []string{"t"}, AckSuffix: "/bad"}, "echo.ack_suffix"},
+		{"negative queue bound", roundtrip.EchoOptions{Workers: 1, Handoff: roundtrip.Queue, QueueMaxMessages: -1}, "echo.queue_max_messages"},
+		{"negative queue bytes", roundtrip.EchoOptions{Workers: 1, Handoff: roundtrip.Queue, QueueMaxBytes: -1}, "echo.queue_max_bytes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -57,7 +57,8 @@ func Run(ctx context.Context, cfg config.Config, addrs []string, o RunOptions, l
 			return Result{}, err
 		}
 		defer in.Close()
-		bo.Echo = &EchoOptions{Consumer: in, Handoff: o.Handoff, Workers: o.Workers, Timeout: cfg.PublishTimeout, Log: log}
+		bo.Echo = &EchoOptions{Consumer: in, Handoff: o.Handoff, Workers: o.Workers, Timeout: cfg.PublishTimeout, Log: log,
+			QueueMaxMessages: cfg.Echo.QueueMaxMessages, QueueMaxBytes: cfg.Echo.QueueMaxBytes}
 	}
 	return Batch(ctx, bo)
 }

@@ -67,6 +67,7 @@ func (a *App) startRoundTrips(cfg config.Config, pubs map[string]publishers.Publ
 			}
 			echo, err := roundtrip.StartEcho(roundtrip.EchoOptions{Broker: b.Name, Consumer: in, Publisher: pub,
 				Topics: e.Topics, AckSuffix: e.AckSuffix, Handoff: roundtrip.Handoff(e.Handoff), Workers: e.Workers,
+				QueueMaxMessages: e.QueueMaxMessages, QueueMaxBytes: e.QueueMaxBytes,
 				Timeout: cfg.PublishTimeout, Metrics: metrics, Log: blog})
 			if err != nil {
 				return nil, err
