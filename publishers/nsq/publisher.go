@@ -256,6 +256,7 @@ func (p *Publisher) connect(ctx context.Context, addr string) (*nsqConn, error) 
 		CloseWait:     nsqCloseWait,
 		Unavailable:   publishers.ErrUnavailable,
 		Closed:        publishers.ErrClosed,
+		Timeout:       publishers.ErrTimeout,
 		ProtocolError: p.proto.Hook(addr),
 		Log:           p.log,
 	})

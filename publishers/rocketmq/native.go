@@ -704,6 +704,7 @@ func (n *rmqNative) dial(ctx context.Context, host int, mark *publishers.AnswerM
 		CloseWait:      rmqNativeCloseWait,
 		Unavailable:    publishers.ErrUnavailable,
 		Closed:         publishers.ErrClosed,
+		Timeout:        publishers.ErrTimeout,
 		ProtocolError:  n.proto.Hook(b.Addr),
 		Log:            n.p.log,
 	})}, nil

@@ -130,13 +130,12 @@ func (s *stompSession) subscribe(ctx context.Context) error {
 	}
 	dl, _ := ctx.Deadline()
 	_ = conn.SetDeadline(dl)
+	stop := interruptible(ctx, conn)
+	defer stop()
 	r, w := bufio.NewReaderSize(conn, stompConsumeBuffer), frame.NewWriter(conn)
 	fail := func(err error) error {
 		conn.Close()
-		if isTimeout(err) {
-			err = fmt.Errorf("no CONNECTED in time: %w", err)
-		}
-		return publishers.Wrap(publishers.ErrUnavailable, err)
+		return publishers.Wrap(publishers.ErrUnavailable, noAnswer(ctx, err))
 	}
 	if err := w.Write(s.connectFrame()); err != nil {
 		return fail(err)
@@ -159,6 +158,9 @@ func (s *stompSession) subscribe(ctx context.Context) error {
 	}
 	if err := w.Write(frame.New(frame.SUBSCRIBE, frame.Id, stompSubscription, frame.Destination, s.dest, frame.Ack, frame.AckAuto)); err != nil {
 		return fail(err)
+	}
+	if !stop() {
+		return fail(errors.New("subscribed as the dial ended")) // the interruption may have reached the socket
 	}
 	_ = conn.SetDeadline(time.Time{})
 	s.conn, s.r, s.w, s.hbOut, s.since = conn, r, w, hb.send, time.Now()

@@ -401,7 +401,11 @@ func (p *Publisher) handshake(ctx context.Context, addr string) (net.Conn, heart
 	}
 	dl, _ := ctx.Deadline()
 	_ = conn.SetDeadline(dl)
+	stop := interruptible(ctx, conn)
 	hb, err := p.connect(conn, addr)
+	if !stop() && err == nil {
+		err = errors.New("connected as the dial ended") // the interruption may have reached the socket
+	}
 	if err != nil {
 		conn.Close()
 		if publishers.IsProtocolError(err) {
@@ -410,13 +414,30 @@ func (p *Publisher) handshake(ctx context.Context, addr string) (net.Conn, heart
 		if errors.Is(err, publishers.ErrRejected) {
 			return nil, hb, err
 		}
-		if isTimeout(err) {
-			err = fmt.Errorf("no CONNECTED in time: %w", err)
-		}
-		return nil, hb, publishers.Wrap(publishers.ErrUnavailable, err)
+		return nil, hb, publishers.Wrap(publishers.ErrUnavailable, noAnswer(ctx, err))
 	}
 	_ = conn.SetDeadline(time.Time{})
 	return conn, hb, nil
+}
+
+// interruptible makes ctx's end interrupt what waits on conn: its deadline alone ignores cancellation,
+// and the pool's Close (or a consumer's) cancels the dials in progress and waits for them, which would
+// otherwise take up to dial_timeout. stop undoes it, reporting false when ctx ended first.
+func interruptible(ctx context.Context, conn net.Conn) (stop func() bool) {
+	return context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+}
+
+// noAnswer names why a handshake on a connection got no answer: ctx's end (a Close's cancellation, or
+// the dial timeout), else the socket's own error.
+func noAnswer(ctx context.Context, err error) error {
+	if !publishers.Ended(ctx) {
+		return err
+	}
+	cause := ctx.Err()
+	if cause == nil { // the socket deadline fired a moment before ctx's timer
+		cause = context.DeadlineExceeded
+	}
+	return fmt.Errorf("no CONNECTED in time: %w (%v)", cause, err)
 }
 
 // dialSTOMP connects to addr within ctx, over TLS with tc when it is not nil.
@@ -435,11 +456,6 @@ func dialSTOMP(ctx context.Context, addr string, tc *tls.Config) (net.Conn, erro
 		return nil, err
 	}
 	return tlsConn, nil
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // connect writes CONNECT and reads the answer.
@@ -550,6 +566,7 @@ func newSTOMPConn(conn net.Conn, addr string, hb heartBeats, p *Publisher) *stom
 		Goodbye:        stompDisconnect,
 		Unavailable:    publishers.ErrUnavailable,
 		Closed:         publishers.ErrClosed,
+		Timeout:        publishers.ErrTimeout,
 		ProtocolError:  p.proto.Hook(addr),
 		Log:            p.log,
 	})

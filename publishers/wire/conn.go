@@ -1,7 +1,9 @@
 // Package wire is the connection core the pipelining publishers share: commands queue in
 // order, one writer goroutine per connection sends everything queued in one write, a read loop matches
 // the broker's answers to the waiting callbacks (in order, or by id), and any failure fails every
-// outstanding command at once. The protocols supply framing and answer classification only.
+// outstanding command at once. A command whose deadline passes before it is written is dropped, never
+// written, and what waits unwritten is bounded (MaxQueuedBytes). The protocols supply framing and
+// answer classification only.
 //
 // Why a writer goroutine: one write per command under a mutex made write syscalls a third of mqtarget's
 // CPU. Here a handler only appends its frames to the connection's buffer; the writer yields once
@@ -44,8 +46,12 @@ type Config struct {
 	CloseWait time.Duration
 	// Goodbye is written by Close, best effort within a second (a protocol's DISCONNECT); nil writes nothing.
 	Goodbye []byte
-	// Unavailable and Closed are the error kinds callbacks get when the connection breaks or is closed.
+	// Unavailable and Closed are the error kinds callbacks get when the connection breaks or is closed,
+	// and Send's when it refuses a command (Unavailable also when too much is queued: MaxQueuedBytes).
 	Unavailable, Closed error
+	// Timeout is the error kind of a command dropped unwritten because its deadline passed while it was
+	// queued (its caller has gone: it timed out, and it is certainly not stored); nil uses Unavailable.
+	Timeout error
 	// ProtocolError, when set, is called once when the connection fails for a protocol violation (an
 	// error wrapping ErrProtocol), before any outstanding command's callback runs: the protocol counts it
 	// and logs it (the core then logs the failure at debug level only). It must be quick.
@@ -84,6 +90,27 @@ type Answer struct {
 // fails as unavailable, never as acknowledged. Protocols wrap it in the errors of their Read.
 var ErrProtocol = errors.New("broker protocol violation")
 
+// ErrExpired is the callback's error for a command whose deadline passed before the writer got to it: it
+// is dropped, never written, so its outcome is certain (not stored), and the connection is not failed.
+var ErrExpired = errors.New("deadline passed while queued: dropped, never written to the broker")
+
+// ErrBacklog is Send's error, with the Unavailable kind, when the connection already holds
+// MaxQueuedBytes or MaxQueuedCommands not yet written (the broker is not taking them): nothing is queued.
+var ErrBacklog = errors.New("too much queued for the broker on this connection: refused, not sent")
+
+// Bounds on what one connection holds queued but not yet written. Without them a broker that stops
+// reading lets every caller pile its frames up behind the blocked write for up to MaxWait (30 s), GiBs
+// with 1 MiB bodies. A command is refused only when this much is waiting already, so one of any size
+// passes alone (message.max_size is at most 64 MiB). At full speed the queue holds what arrives during
+// one write: 32 MiB is 27 ms at 10 Gbit/s, and 6 times the largest of the brokers' default limits on a
+// request (5 MiB; their message limits are 1-4 MiB); queued commands whose callers left are dropped
+// before a command is refused. The count bounds the callbacks held for small messages (64 Ki commands
+// is ~100 ms of a fast broker's rate on one connection).
+const (
+	MaxQueuedBytes    = 32 << 20
+	MaxQueuedCommands = 64 << 10
+)
+
 // ErrStalled fails a connection whose oldest command stayed unanswered past its caller's deadline and the
 // grace: without it a frozen broker would pile up callbacks until a long read timeout.
 var ErrStalled = errors.New("broker left a command unanswered past its deadline")
@@ -96,6 +123,7 @@ type Conn struct {
 
 	mu      sync.Mutex
 	queued  []byte    // frames waiting for the writer
+	spans   []span    // the commands in queued, in order (raw bytes lie between them)
 	batchBy time.Time // earliest deadline among the commands in queued
 	pending []entry   // outstanding commands, oldest first, from pending[off]; it has sequence number head
 	off     int
@@ -109,6 +137,8 @@ type Conn struct {
 	broken  error // the write that failed; the read loop still takes the answers already sent
 	failed  bool  // fail ran
 	cause   error // what fail ran with
+	// maxQueued and maxSpans bound queued and spans: MaxQueuedBytes, MaxQueuedCommands (tests lower them).
+	maxQueued, maxSpans int
 
 	shutdown bool          // under mu: Close came to a live connection, our own shutdown
 	dead     atomic.Bool   // no new commands: the connection failed, or its write side broke
@@ -128,17 +158,25 @@ type entry struct {
 	by   time.Time
 }
 
+// span is one command's bytes in queued, queued[from:to].
+type span struct {
+	seq      uint64
+	from, to int
+}
+
 // New starts the writer and read loop on nc, which has finished its handshake.
 func New(nc net.Conn, cfg Config) *Conn {
 	c := &Conn{
-		nc:       nc,
-		cfg:      cfg,
-		next:     1,
-		head:     1,
-		quit:     make(chan struct{}),
-		readDone: make(chan struct{}),
-		wake:     make(chan struct{}, 1),
-		wsem:     make(chan struct{}, 1),
+		nc:        nc,
+		cfg:       cfg,
+		next:      1,
+		head:      1,
+		maxQueued: MaxQueuedBytes,
+		maxSpans:  MaxQueuedCommands,
+		quit:      make(chan struct{}),
+		readDone:  make(chan struct{}),
+		wake:      make(chan struct{}, 1),
+		wsem:      make(chan struct{}, 1),
 	}
 	c.arm()
 	c.wg.Add(2)
@@ -166,9 +204,11 @@ func (c *Conn) Stats() (writes, commands uint64) { return c.writes.Load(), c.com
 
 // Send queues one command: enc appends its frames to b; id is the command's sequence number, which a
 // protocol matching answers by id puts into the frames. by is when the caller stops waiting (zero:
-// MaxWait from now). done is called exactly once with the answer or the connection's failure, unless
-// Send returns an error; it runs on the read loop (or on whoever fails the connection), so it must be
-// quick. enc runs under the connection's lock.
+// MaxWait from now): a command still queued then is dropped unwritten, its done getting ErrExpired
+// with the Timeout kind. done is called exactly once with the answer or the connection's failure, unless
+// Send returns an error; it runs on the read loop (or on whoever fails the connection or drops expired
+// commands, Send's caller included), so it must be quick. enc runs under the connection's lock. Send
+// refuses (ErrBacklog, Unavailable) when MaxQueuedBytes or MaxQueuedCommands are waiting already.
 func (c *Conn) Send(by time.Time, enc func(b []byte, id uint64) []byte, done func(error)) error {
 	now := time.Now()
 	if limit := now.Add(c.cfg.MaxWait); by.IsZero() || by.After(limit) {
@@ -185,10 +225,23 @@ func (c *Conn) Send(by time.Time, enc func(b []byte, id uint64) []byte, done fun
 		c.mu.Unlock()
 		return kind(c.cfg.Unavailable, errors.New("connection closed"))
 	}
+	if len(c.queued) >= c.maxQueued || len(c.spans) >= c.maxSpans {
+		// Commands whose callers left make room first; only live ones refuse a caller.
+		expired := c.expire(now)
+		if len(c.queued) >= c.maxQueued || len(c.spans) >= c.maxSpans {
+			queued, n := len(c.queued), len(c.spans)
+			c.mu.Unlock()
+			c.expired(expired)
+			return kind(c.cfg.Unavailable, fmt.Errorf("%w (%d bytes in %d commands waiting)", ErrBacklog, queued, n))
+		}
+		defer c.expired(expired) // after the unlock below
+	}
 	id := c.next
 	c.next++
 	wasIdle := len(c.queued) == 0
+	from := len(c.queued)
 	c.queued = enc(c.queued, id)
+	c.spans = append(c.spans, span{seq: id, from: from, to: len(c.queued)})
 	if c.batchBy.IsZero() || by.Before(c.batchBy) {
 		c.batchBy = by
 	}
@@ -263,12 +316,17 @@ func (c *Conn) writeLoop() {
 		// syscalls, and no timer delaying a lone command.
 		runtime.Gosched()
 		c.mu.Lock()
+		// Commands whose callers have left are dropped, not written: their outcome stays certain (not
+		// stored), and their deadlines, past already, do not become the write's.
+		expired := c.expire(time.Now())
 		out, c.queued = c.queued, out[:0]
+		c.spans = c.spans[:0]
 		c.written = c.next - 1
 		taken := c.written
-		by := c.batchBy
+		by := c.batchBy // the earliest deadline of the commands written, all still ahead
 		c.batchBy = time.Time{}
 		c.mu.Unlock()
+		c.expired(expired)
 		if len(out) == 0 {
 			continue
 		}
@@ -301,6 +359,79 @@ func (c *Conn) writeLoop() {
 		if cap(out) > 1<<20 {
 			out = nil // don't pin a buffer sized for a few huge messages
 		}
+	}
+}
+
+// expire drops the queued commands whose deadline is not after now: their entries leave pending, their
+// bytes leave queued, and their callbacks are returned for c.expired to run once mu is released. It
+// runs under mu.
+func (c *Conn) expire(now time.Time) []func(error) {
+	if c.batchBy.IsZero() || c.batchBy.After(now) {
+		return nil // batchBy is the earliest deadline queued: none has passed
+	}
+	var (
+		dones []func(error)
+		w     = -1 // where the kept bytes go, from the first dropped command on
+		last  int  // end of the last command handled: the raw bytes after it are kept
+		kept  = c.spans[:0]
+	)
+	c.batchBy = time.Time{}
+	for _, s := range c.spans {
+		e := &c.pending[c.off+int(s.seq-c.head)]
+		if w >= 0 {
+			w += copy(c.queued[w:], c.queued[last:s.from]) // raw bytes between commands
+		}
+		if !e.by.After(now) {
+			dones = append(dones, e.done)
+			*e = entry{}
+			c.live--
+			if w < 0 {
+				w = s.from
+			}
+			last = s.to
+			continue
+		}
+		if w >= 0 {
+			n := copy(c.queued[w:], c.queued[s.from:s.to])
+			s.from, s.to, w = w, w+n, w+n
+		}
+		last = s.to
+		kept = append(kept, s)
+		if c.batchBy.IsZero() || e.by.Before(c.batchBy) {
+			c.batchBy = e.by
+		}
+	}
+	if w >= 0 {
+		w += copy(c.queued[w:], c.queued[last:])
+		clear(c.queued[w:]) // no stale frames left in the buffer's spare capacity
+		c.queued = c.queued[:w]
+	}
+	c.spans = kept
+	c.trim()
+	if len(dones) > 0 {
+		if c.live == 0 && c.idle != nil {
+			close(c.idle)
+			c.idle = nil
+		}
+		// The read deadline may be a dropped command's; a dropped command is no reason to wait for the
+		// broker, nor to find it silent.
+		c.armLocked()
+	}
+	return dones
+}
+
+// expired runs the callbacks of the commands expire dropped, with mu released.
+func (c *Conn) expired(dones []func(error)) {
+	if len(dones) == 0 {
+		return
+	}
+	k := c.cfg.Timeout
+	if k == nil {
+		k = c.cfg.Unavailable
+	}
+	err := kind(k, ErrExpired)
+	for _, done := range dones {
+		done(err)
 	}
 }
 
@@ -367,6 +498,10 @@ func (c *Conn) readLoop() {
 func (c *Conn) arm() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.armLocked()
+}
+
+func (c *Conn) armLocked() {
 	switch {
 	case c.broken != nil: // breakWrites set the deadline
 	case c.live > 0:
@@ -460,7 +595,7 @@ func (c *Conn) fail(err error) {
 	c.dead.Store(true)
 	close(c.quit)
 	pending := c.pending
-	c.pending, c.off, c.live, c.queued = nil, 0, 0, nil
+	c.pending, c.off, c.live, c.queued, c.spans, c.batchBy = nil, 0, 0, nil, nil, time.Time{}
 	c.mu.Unlock()
 	_ = c.nc.Close()
 	n := 0
@@ -505,14 +640,16 @@ func (c *Conn) Close() {
 		// A connection that failed first is retired (the pool does that before redialling): a Send
 		// reaching it meets the broker's failure, not a shutdown.
 		c.shutdown = !c.failed
-		c.queued = nil
+		expired := c.expire(time.Now()) // their callers left: a timeout, as had the writer got to them
 		unsent := c.takeUnsent()
+		c.queued, c.spans, c.batchBy = nil, nil, time.Time{}
 		var idle chan struct{}
 		if c.live > 0 && !c.failed && c.cfg.CloseWait > 0 {
 			idle = make(chan struct{})
 			c.idle = idle
 		}
 		c.mu.Unlock()
+		c.expired(expired)
 		for _, done := range unsent {
 			done(closed)
 		}

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -688,5 +689,214 @@ func TestCloseAfterBrokenWrite(t *testing.T) {
 	c.Close()
 	if err := r.wait(t); !errors.Is(err, errUnavailable) || errors.Is(err, errClosed) {
 		t.Errorf("command on a connection closed after its write broke: %v, want unavailable, not closed", err)
+	}
+}
+
+var errTimeout = errors.New("timeout")
+
+// frozenUntil is a broker that stops reading at the first big command ("B 1", see encBig) until thaw is
+// closed, as one that stops reading its socket does; it answers "C <id>" and the end of a big command,
+// "E <id>", once it has read them.
+func frozenUntil(thaw <-chan struct{}) func(io.Writer, string, net.Conn) {
+	return func(w io.Writer, line string, _ net.Conn) {
+		switch {
+		case line == "B 1":
+			<-thaw
+		case strings.HasPrefix(line, "C "), strings.HasPrefix(line, "E "):
+			fmt.Fprintf(w, "A %s ok\n", line[2:])
+		}
+	}
+}
+
+// encBig encodes a command of about size bytes, "B <id>", padding lines, "E <id>": far more than the
+// socket buffers (about 4 MiB on loopback), so its write blocks while the broker does not read.
+func encBig(size int) func(b []byte, id uint64) []byte {
+	pad := bytes.Repeat(append(bytes.Repeat([]byte{'x'}, 64<<10-1), '\n'), size>>16)
+	return func(b []byte, id uint64) []byte {
+		b = fmt.Appendf(b, "B %d\n", id)
+		b = append(b, pad...)
+		return fmt.Appendf(b, "E %d\n", id)
+	}
+}
+
+// encBody encodes a command of size bytes of padding and "C <id>".
+func encBody(size int) func(b []byte, id uint64) []byte {
+	pad := append(bytes.Repeat([]byte{'x'}, size-1), '\n')
+	return func(b []byte, id uint64) []byte { return encLine(append(b, pad...), id) }
+}
+
+// frozenConn is a connection to a broker that stopped reading while a 32 MiB command without deadline
+// (an async publish, 30 s to be answered) is being written; thaw makes it read and answer again.
+func frozenConn(t *testing.T) (c *Conn, b *broker, head *result, thaw func()) {
+	t.Helper()
+	frozen := make(chan struct{})
+	thaw = sync.OnceFunc(func() { close(frozen) })
+	b, nc := startBroker(t, frozenUntil(frozen))
+	t.Cleanup(thaw) // before startBroker's cleanup, which waits for the broker
+	cfg := testConfig(ByID)
+	cfg.MaxWait, cfg.StallGrace, cfg.Timeout = 30*time.Second, 100*time.Millisecond, errTimeout
+	c = New(nc, cfg)
+	t.Cleanup(c.Close)
+	head = newResult()
+	if err := c.Send(time.Time{}, encBig(32<<20), head.done); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 5*time.Second, "the writer to start writing the big command", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.writing == 1
+	})
+	return c, b, head, thaw
+}
+
+// commandsReceived lists the ids of the "C <id>" commands the broker read.
+func (b *broker) commandsReceived() []string {
+	var ids []string
+	for _, l := range b.received() {
+		if id, ok := strings.CutPrefix(l, "C "); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// A command whose caller left while it was queued behind a blocked write is dropped, not written: when
+// the broker reads again, the write ahead of it completes and is answered (the dropped command's deadline,
+// past already, is not the next write's, which would fail the connection as stalled), the dropped
+// command's done gets a timeout (certainly not stored), and the broker never sees it.
+func TestExpiredCommandNotWritten(t *testing.T) {
+	c, b, head, thaw := frozenConn(t)
+	late := newResult()
+	by := time.Now().Add(20 * time.Millisecond)
+	if err := c.Send(by, encLine, late.done); err != nil {
+		t.Fatal(err)
+	}
+	// Its caller leaves at by (answered 504); the broker thaws once by and the stall grace have passed.
+	time.Sleep(time.Until(by.Add(200 * time.Millisecond))) // a point in time to pass, not a condition
+	if writes, _ := c.Stats(); writes != 0 {
+		t.Fatal("test setup: the big command was written while the broker did not read")
+	}
+	thaw()
+	if err := head.wait(t); err != nil {
+		t.Errorf("command written while the broker was frozen, answered once it thawed: %v, want nil", err)
+	}
+	if err := late.wait(t); !errors.Is(err, ErrExpired) || !errors.Is(err, errTimeout) {
+		t.Errorf("command whose caller left: %v, want timeout (expired, not written)", err)
+	}
+	if c.Dead() {
+		t.Errorf("connection failed: %v", c.Err())
+	}
+	c.Close()
+	<-b.done // the broker has read everything written
+	if ids := b.commandsReceived(); len(ids) != 0 {
+		t.Errorf("broker received commands %v, want none (the late one dropped)", ids)
+	}
+	if head.calls.Load() != 1 || late.calls.Load() != 1 {
+		t.Errorf("done called %d and %d times, want once each", head.calls.Load(), late.calls.Load())
+	}
+}
+
+// What a connection holds queued and not written is bounded while the broker does not read: queued
+// commands whose callers left make room (dropped unwritten, their done a timeout); beyond the bound
+// Send refuses at once (unavailable, done never called); a command of any size passes when nothing waits.
+func TestQueueBounded(t *testing.T) {
+	cases := []struct {
+		name       string
+		maxQueued  int
+		maxSpans   int
+		size       int  // bytes of each command
+		n          int  // commands sent
+		abandoned  bool // each caller leaves at a deadline 1 ms away, before the next comes
+		wantQueued int  // how many are accepted (0: all)
+	}{
+		{"callers that left make room", 256 << 10, 1000, 64 << 10, 100, true, 0},
+		{"live commands beyond the byte bound are refused", 256 << 10, 1000, 64 << 10, 20, false, 4},
+		{"live commands beyond the count bound are refused", 1 << 20, 8, 16, 20, false, 8},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, b, head, thaw := frozenConn(t)
+			c.maxQueued, c.maxSpans = tc.maxQueued, tc.maxSpans // no Send is running
+			var (
+				accepted []*result
+				refused  int
+				most     int
+			)
+			for range tc.n {
+				var by time.Time // live: no deadline, 30 s to be answered
+				if tc.abandoned {
+					by = time.Now().Add(time.Millisecond)
+				}
+				r := newResult()
+				err := c.Send(by, encBody(tc.size), r.done)
+				c.mu.Lock()
+				most = max(most, len(c.queued))
+				c.mu.Unlock()
+				switch {
+				case err == nil:
+					accepted = append(accepted, r)
+				case errors.Is(err, ErrBacklog) && errors.Is(err, errUnavailable):
+					refused++
+				default:
+					t.Fatalf("Send: %v, want nil or unavailable (backlog)", err)
+				}
+				if tc.abandoned {
+					time.Sleep(time.Until(by)) // the caller's deadline: it has left (504)
+				}
+			}
+			if bound := tc.maxQueued + tc.size + 16; most > bound {
+				t.Errorf("%d bytes queued at most, want at most %d (the bound and one command)", most, bound)
+			}
+			want := tc.wantQueued
+			if want == 0 {
+				want = tc.n
+			}
+			if len(accepted) != want || refused != tc.n-want {
+				t.Errorf("%d accepted, %d refused, want %d and %d", len(accepted), refused, want, tc.n-want)
+			}
+			thaw()
+			if err := head.wait(t); err != nil {
+				t.Errorf("the big command: %v, want nil", err)
+			}
+			for i, r := range accepted {
+				err := r.wait(t)
+				if tc.abandoned && (!errors.Is(err, ErrExpired) || !errors.Is(err, errTimeout)) {
+					t.Errorf("command %d, abandoned: %v, want timeout (expired, not written)", i, err)
+				}
+				if !tc.abandoned && err != nil {
+					t.Errorf("command %d: %v, want nil", i, err)
+				}
+			}
+			c.Close()
+			<-b.done
+			wantSeen := len(accepted)
+			if tc.abandoned {
+				wantSeen = 0
+			}
+			if ids := b.commandsReceived(); len(ids) != wantSeen {
+				t.Errorf("broker received %d commands, want %d (the accepted live ones)", len(ids), wantSeen)
+			}
+			for i, r := range accepted {
+				if n := r.calls.Load(); n != 1 {
+					t.Errorf("command %d: done called %d times", i, n)
+				}
+			}
+		})
+	}
+}
+
+// A command larger than the bound passes when nothing else waits: the bound refuses callers behind a
+// backlog, never a message for its size.
+func TestLargeCommandPassesAlone(t *testing.T) {
+	_, nc := startBroker(t, okAll)
+	c := New(nc, testConfig(ByID))
+	defer c.Close()
+	c.maxQueued = 64 << 10
+	r := newResult()
+	if err := c.Send(time.Time{}, encBody(1<<20), r.done); err != nil {
+		t.Fatalf("Send of 1 MiB with a 64 KiB bound and nothing queued: %v", err)
+	}
+	if err := r.wait(t); err != nil {
+		t.Fatal(err)
 	}
 }
