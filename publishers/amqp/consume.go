@@ -102,8 +102,12 @@ type session struct {
 	born       time.Time
 }
 
+// close says goodbye for at most closeWait: the socket is closed then, as the library's heartbeater
+// keeps pushing the close's read deadline forward while the broker heartbeats (see link.shutdown).
 func (s *session) close() {
+	cut := time.AfterFunc(closeWait, func() { s.raw.Close() })
 	_ = s.conn.CloseDeadline(time.Now().Add(closeWait))
+	cut.Stop()
 	_ = s.raw.Close()
 }
 
@@ -111,7 +115,7 @@ func (s *session) close() {
 func (c *Consumer) subscribe(ctx context.Context, i int, topic string) (*session, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
 	defer cancel()
-	conn, raw, err := c.p.handshake(ctx, c.p.hosts[i])
+	conn, raw, err := c.p.handshake(ctx, c.p.hosts[i], nil)
 	if err != nil {
 		return nil, err
 	}

@@ -112,3 +112,30 @@ func TestConsumeEndsWhileSubscribing(t *testing.T) {
 		t.Fatalf("Consume whose context ended while it subscribed: %v, want nil", err)
 	}
 }
+
+// TestConsumerCloseHeartbeatingBroker: the consumer's Close is bounded too while the broker
+// heartbeats but answers nothing.
+func TestConsumerCloseHeartbeatingBroker(t *testing.T) {
+	for _, tc := range closeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeWith(t, tc.opts, acker)
+			c := DefaultConfig()
+			c.URLs = URLs{f.url()}
+			shortHeartbeat(&c)
+			cons, err := NewConsumer(c, publishers.ConsumerOptions{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ended := make(chan error, 1)
+			go func() { ended <- cons.Consume(context.Background(), "q", func(publishers.Delivery) {}) }()
+			waitFor(t, func() bool { return f.consumerCount() == 1 })
+			if tc.freeze {
+				f.freezeAll()
+			}
+			closesWithin(t, closeWait+time.Second, cons.Close, f.dropAll)
+			if err := <-ended; err != nil {
+				t.Fatalf("Consume: %v", err)
+			}
+		})
+	}
+}

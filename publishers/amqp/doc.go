@@ -20,6 +20,8 @@
 // PublishBatch (/send2, /send3) publishes its bodies back to back on the one channel and answers
 // once every one is confirmed; any nack or return fails the whole call (the others may be stored:
 // AMQP 0-9-1 has no unit of several publishes that works with confirms, tx.select excludes them).
+// When its deadline passes while its bodies are handed to the library, the rest are never sent and
+// the call answers a timeout.
 //
 // Before the first publish to topic T on a connection the queue T is declared (durable as
 // amqp.durable says) and, with amqp.exchange set, bound to that exchange with routing key T; the
@@ -32,13 +34,18 @@
 //
 // amqp.urls are independent servers in configured order: host k of /send2Host and /send3Host is
 // URLs[k], amqp.connections_per_host connections each, never a list the library may shuffle or fail
-// over. Each connection has one writer goroutine that hands publishes to the library in order (so no
-// caller ever waits on the library's locks or a socket write: a publish ends under its own deadline
-// whatever the broker does) and one listener that takes the confirms and returns in the order the
-// broker sent them and checks each: a confirm out of sequence, one for a tag not published or sent
-// before its publish (the library would replay it in sequence later), a return for nothing in flight
-// or after its confirm, or frames the library cannot parse are protocol violations: the connection is closed,
-// what was pending on it fails as unavailable, and ProtocolErrors counts them.
+// over. Each connection has one writer goroutine that hands publishes to the library in order (so
+// no caller ever waits on the library's locks or a socket write: a publish ends under its own
+// deadline whatever the broker does) and one listener that takes the confirms and returns in the
+// order the broker sent them and checks each; the dones of confirmed PublishAsyncs run in order on
+// a goroutine of their own, so a slow one never holds the listener (the library drops a return it
+// cannot hand over within 5 s). A confirm out of sequence, one sent before its publish (the library
+// would replay it in sequence later), a return for nothing in flight or after its confirm, or
+// frames the library cannot parse are protocol violations: the connection is closed, what was
+// pending on it fails as unavailable, and ProtocolErrors counts them. A basic.ack or basic.nack for
+// a delivery tag never published, or a single one for a tag confirmed already, is one too, found in
+// the bytes before the library reads them: it would loop over every tag up to a multiple one's
+// (2^40: hours, Close waiting for it) and keep single ones it cannot sequence for good.
 //
 // The connections are a publishers.Pool, the host pool the connection-oriented publishers share: a
 // connection is redialled on the next publish after it broke, with the shared policy
@@ -46,10 +53,16 @@
 // 2 s or had an answer); the dial runs to amqp.dial_timeout whatever the publish that started it does,
 // and while it runs a live sibling takes the requests. A broker silent for 1.5 amqp.heartbeat
 // intervals is taken for dead (the library's read deadline), a write that cannot proceed for 15 s ends
-// the connection, and a publish
-// unconfirmed for 30 s does too: that bounds PublishAsync, whose done runs within about 31 s. While
+// the connection, and a publish unconfirmed for 30 s, or not handed to the library 30 s after it was
+// made (the writer waits on a queue declaration the broker never answers, while its heartbeats keep
+// the connection alive), does too: that bounds PublishAsync, whose done runs within about 31 s. While
 // RabbitMQ blocks a connection (connection.blocked: a memory or disk alarm) publishes to it fail at
 // once as unavailable.
+//
+// Close waits up to 1 s for the confirms of what was published, then, when nothing is unconfirmed,
+// up to 1 s for the broker's answer to connection.close; the socket is closed then whatever the broker
+// does (a blocked RabbitMQ keeps heartbeating without answering, which would hold the library's close
+// for good). The consumer's Close is bounded the same way.
 //
 // # No resends
 //
@@ -61,10 +74,12 @@
 //
 // # Bounds
 //
-// At most 64 URLs; per connection 4096 publishes queued for the writer (a sync publish waits for room
-// under its deadline, an async one fails at once) and 65536 unconfirmed; 4096 queue names remembered
-// as declared. Passwords in amqp.urls are never printed: Hosts, GET /, logs and errors name
-// host:port (and the vhost), and URLs prints redacted.
+// At most 64 URLs; per connection 4096 publishes queued for the writer (a sync publish waits for
+// room under its deadline, an async one fails at once) and 65536 unconfirmed or awaiting their
+// async done; 4096 queue names remembered as declared. A Ping result answers for its host for a
+// second (whichever connection the next Ping takes), unless a connection was made or lost since.
+// Passwords in amqp.urls are never printed: Hosts, GET /, logs and errors name host:port (and the
+// vhost), and URLs prints redacted.
 //
 // # Embedded mode
 //

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // fakeBroker is a small AMQP 0-9-1 server in the test process that can misbehave on purpose. It speaks
@@ -21,6 +23,8 @@ type fakeBroker struct {
 	onPublish func(w *fakeConn, ch uint16, tag uint64, p fakePublish)
 	// silentHandshake: accept, then never answer.
 	silentHandshake bool
+	opts            fakeOpts
+	chanOpens       atomic.Int64 // channel.open received, on every connection
 
 	mu        sync.Mutex
 	conns     []net.Conn
@@ -76,6 +80,19 @@ func (f *fakeBroker) ackCount() int {
 	return f.acks
 }
 
+// fakeOpts are misbehaviours a fakeBroker has from its start.
+type fakeOpts struct {
+	// heartbeat: send a heartbeat this often from a goroutine of its own, whatever the reader does, as
+	// RabbitMQ does while a resource alarm blocks a connection: the client's heartbeat timeout then
+	// never ends a connection the broker no longer serves. The client must ask for an interval that
+	// the heartbeats keep alive (its read deadline is 1.5 intervals).
+	heartbeat time.Duration
+	// ignoreClose: connection.close gets no close-ok (reading goes on).
+	ignoreClose bool
+	// ignoreDeclare: a queue.declare of this queue gets no answer.
+	ignoreDeclare string
+}
+
 type fakePublish struct {
 	exchange, key string
 	mandatory     bool
@@ -87,8 +104,17 @@ func newFake(t testing.TB, onPublish func(w *fakeConn, ch uint16, tag uint64, p 
 	return newFakeTLS(t, nil, onPublish)
 }
 
+// newFakeWith is newFake misbehaving as o says.
+func newFakeWith(t testing.TB, o fakeOpts, onPublish func(w *fakeConn, ch uint16, tag uint64, p fakePublish)) *fakeBroker {
+	return newFakeOpts(t, nil, o, onPublish)
+}
+
 // newFakeTLS is newFake speaking TLS with tc (nil: plain TCP).
 func newFakeTLS(t testing.TB, tc *tls.Config, onPublish func(w *fakeConn, ch uint16, tag uint64, p fakePublish)) *fakeBroker {
+	return newFakeOpts(t, tc, fakeOpts{}, onPublish)
+}
+
+func newFakeOpts(t testing.TB, tc *tls.Config, o fakeOpts, onPublish func(w *fakeConn, ch uint16, tag uint64, p fakePublish)) *fakeBroker {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +122,7 @@ func newFakeTLS(t testing.TB, tc *tls.Config, onPublish func(w *fakeConn, ch uin
 	if tc != nil {
 		ln = tls.NewListener(ln, tc)
 	}
-	f := &fakeBroker{ln: ln, onPublish: onPublish}
+	f := &fakeBroker{ln: ln, onPublish: onPublish, opts: o}
 	f.wg.Go(f.accept)
 	t.Cleanup(f.close)
 	return f
@@ -184,8 +210,10 @@ func (w *fakeConn) ack(ch uint16, tag uint64, multiple bool) {
 	w.method(ch, 60, 80, append(binary.BigEndian.AppendUint64(nil, tag), bit(multiple)))
 }
 
-func (w *fakeConn) nack(ch uint16, tag uint64) {
-	w.method(ch, 60, 120, append(binary.BigEndian.AppendUint64(nil, tag), 0))
+func (w *fakeConn) nack(ch uint16, tag uint64) { w.nackMultiple(ch, tag, false) }
+
+func (w *fakeConn) nackMultiple(ch uint16, tag uint64, multiple bool) {
+	w.method(ch, 60, 120, append(binary.BigEndian.AppendUint64(nil, tag), bit(multiple)))
 }
 
 // ret sends a basic.return of a message with messageID.
@@ -265,6 +293,22 @@ func (f *fakeBroker) serve(c net.Conn) {
 	start = longstr(start, "PLAIN")
 	start = longstr(start, "en_US")
 	w.method(0, 10, 10, start)
+	if f.opts.heartbeat > 0 {
+		served := make(chan struct{})
+		defer close(served)
+		f.wg.Go(func() {
+			tick := time.NewTicker(f.opts.heartbeat)
+			defer tick.Stop()
+			for {
+				select {
+				case <-served:
+					return
+				case <-tick.C:
+					w.frame(8, 0, nil)
+				}
+			}
+		})
+	}
 	tags := map[uint16]uint64{}
 	var cur *fakePublish
 	var curCh uint16
@@ -318,9 +362,13 @@ func (f *fakeBroker) serve(c net.Conn) {
 		case class == 10 && id == 40: // open
 			w.method(0, 10, 41, []byte{0})
 		case class == 10 && id == 50: // close
+			if f.opts.ignoreClose {
+				continue
+			}
 			w.method(0, 10, 51, nil)
 			return
 		case class == 20 && id == 10: // channel.open
+			f.chanOpens.Add(1)
 			w.method(ch, 20, 11, []byte{0, 0, 0, 0})
 		case class == 20 && id == 40: // channel.close
 			w.method(ch, 20, 41, nil)
@@ -328,6 +376,9 @@ func (f *fakeBroker) serve(c net.Conn) {
 			w.method(ch, 85, 11, nil)
 		case class == 50 && id == 10: // queue.declare
 			name := readShortstr(args[2:])
+			if name == f.opts.ignoreDeclare {
+				continue
+			}
 			w.method(ch, 50, 11, append(shortstr(nil, name), 0, 0, 0, 0, 0, 0, 0, 0))
 		case class == 50 && id == 20: // queue.bind
 			w.method(ch, 50, 21, nil)

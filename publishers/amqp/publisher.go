@@ -119,16 +119,18 @@ func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bo
 }
 
 // PublishAsync implements publishers.Publisher: it queues the publish for the host's writer and
-// returns; done runs on the connection's listener when the confirm arrives, or when the connection
-// fails (within maxWait), so it must be quick.
+// returns; done runs when the confirm arrives (on the connection's notifier, in order, so a slow one
+// delays only the others), or when the connection fails (within maxWait), so it must be quick.
 func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
 	return p.send(context.Background(), host, topic, [][]byte{body}, done, false)
 }
 
 // Ping implements publishers.Publisher: host's connection is up (made now if there is none) and the
 // broker answers on it (a channel opened and closed: one round trip). At most one check runs per host
-// at a time and its result answers for a second, so /readyz costs the broker nothing much whatever
-// its rate.
+// at a time and its result answers for the host (whichever of its connections is next) for a second,
+// unless a connection was made or found lost since or the one checked died, so /readyz costs the
+// broker nothing much whatever its rate. (Not publishers.PingLimit: the library's round trip takes no
+// context, so a check outlives a caller that leaves, and the next caller waits for it.)
 func (p *Publisher) Ping(ctx context.Context, host int) error {
 	if err := p.checkHost(host); err != nil {
 		return err
@@ -140,7 +142,7 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 	h := p.hosts[host]
 	for {
 		h.pingMu.Lock()
-		if h.pinging == nil && h.pingLink == l && time.Since(h.pingAt) < pingReuse {
+		if h.pinging == nil && h.pingLink != nil && time.Since(h.pingAt) < pingReuse && h.pingEvents == p.pool.Events(host) && !h.pingLink.Dead() {
 			err := h.pingErr
 			h.pingMu.Unlock()
 			return err
@@ -154,10 +156,11 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 			}
 			running := make(chan struct{})
 			h.pinging = running
+			events := p.pool.Events(host) // news during the check makes its result old
 			p.wg.Go(func() {
 				err := l.roundTrip()
 				h.pingMu.Lock()
-				h.pingAt, h.pingErr, h.pingLink = time.Now(), err, l
+				h.pingAt, h.pingErr, h.pingLink, h.pingEvents = time.Now(), err, l, events
 				h.pinging = nil
 				h.pingMu.Unlock()
 				close(running)
@@ -174,7 +177,7 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 	}
 }
 
-// pingReuse is how long a Ping result answers for its host and connection.
+// pingReuse is how long a Ping result answers for its host.
 const pingReuse = time.Second
 
 // BrokerVersion is what host's broker said it runs in its connection.start (product and version,
@@ -249,7 +252,7 @@ func (p *Publisher) send(ctx context.Context, host int, topic string, bodies [][
 	if err != nil {
 		return err
 	}
-	return l.enqueue(ctx, &request{ctx: ctx, topic: topic, bodies: bodies, done: done, left: len(bodies)}, wait)
+	return l.enqueue(ctx, &request{ctx: ctx, topic: topic, bodies: bodies, done: done, left: len(bodies), at: time.Now(), async: !wait}, wait)
 }
 
 // wrap attaches an error kind to err, both visible to errors.Is.
@@ -294,15 +297,17 @@ type host struct {
 	version  atomic.Value // string
 	mu       sync.Mutex   // Close takes it after setting closed: a ping goroutine started under it is one Close waits for
 
-	pingMu   sync.Mutex
-	pinging  chan struct{} // closed when the check in progress ends; nil: none
-	pingAt   time.Time
-	pingErr  error
-	pingLink *link // the connection pingErr is about
+	pingMu     sync.Mutex
+	pinging    chan struct{} // closed when the check in progress ends; nil: none
+	pingAt     time.Time
+	pingErr    error
+	pingLink   *link  // the connection pingErr is about
+	pingEvents uint64 // the pool's events of the host before that check
 }
 
-// handshake dials h, runs TLS and the AMQP handshake within ctx.
-func (p *Publisher) handshake(ctx context.Context, h *host) (*amqp091.Connection, net.Conn, error) {
+// handshake dials h, runs TLS and the AMQP handshake within ctx. g, when not nil, checks the
+// confirms the broker sends from the first byte on.
+func (p *Publisher) handshake(ctx context.Context, h *host, g *confirmGuard) (*amqp091.Connection, net.Conn, error) {
 	var d net.Dialer
 	raw, err := d.DialContext(ctx, "tcp", h.srv.addr)
 	if err != nil {
@@ -327,7 +332,7 @@ func (p *Publisher) handshake(ctx context.Context, h *host) (*amqp091.Connection
 	}
 	dl, _ := ctx.Deadline()
 	_ = conn.SetDeadline(dl)
-	ac, err := amqp091.Open(&stallConn{Conn: conn, stall: p.stall}, amqp091.Config{
+	ac, err := amqp091.Open(&stallConn{Conn: conn, stall: p.stall, guard: g}, amqp091.Config{
 		SASL:      []amqp091.Authentication{&amqp091.PlainAuth{Username: h.srv.user, Password: h.srv.password}},
 		Vhost:     h.srv.vhost,
 		Heartbeat: p.cfg.Heartbeat,
@@ -346,14 +351,19 @@ func (p *Publisher) handshake(ctx context.Context, h *host) (*amqp091.Connection
 // connect makes a connection to h, opens the publishing channel (confirm mode) and starts the
 // connection's writer and listener, all within ctx.
 func (p *Publisher) connect(ctx context.Context, h *host) (*link, error) {
-	ac, raw, err := p.handshake(ctx, h)
+	var g *confirmGuard
+	if p.cfg.Confirm {
+		g = &confirmGuard{}
+	}
+	ac, raw, err := p.handshake(ctx, h, g)
 	if err != nil {
 		return nil, err
 	}
 	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	defer stop()
-	l := &link{p: p, h: h, conn: ac, raw: raw, queue: make(chan *request, queueLen),
+	l := &link{p: p, h: h, conn: ac, raw: raw, guard: g, queue: make(chan *request, queueLen),
 		dead: make(chan struct{}), stop: make(chan struct{}), idle: make(chan struct{}),
+		settle: make(chan struct{}, 1), listened: make(chan struct{}),
 		inflight: map[uint64]*pending{}, declared: map[string]struct{}{}}
 	if err := l.open(); err != nil {
 		raw.Close()
@@ -366,9 +376,13 @@ func (p *Publisher) connect(ctx context.Context, h *host) (*link, error) {
 		raw.Close()
 		return nil, wrap(publishers.ErrUnavailable, errors.New("set-up not done within amqp.dial_timeout"))
 	}
-	p.wg.Add(2)
+	if g != nil {
+		g.link.Store(l)
+	}
+	p.wg.Add(3)
 	go l.write()
 	go l.listen()
+	go l.notify()
 	return l, nil
 }
 
@@ -402,10 +416,28 @@ func serverVersion(props amqp091.Table) string {
 }
 
 // stallConn bounds each write to the broker (writeStall): a write that cannot go on for that long ends
-// the connection.
+// the connection. With a guard it also refuses the library a confirm it must not see.
 type stallConn struct {
 	net.Conn
 	stall time.Duration
+	guard *confirmGuard // nil: none
+	scan  frameScan     // only the library's reader goroutine reads
+	err   error         // the guard's violation: the connection reads nothing more
+}
+
+func (c *stallConn) Read(b []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.Conn.Read(b)
+	if c.guard != nil && n > 0 {
+		if c.err = c.scan.feed(b[:n], c.guard.check); c.err != nil {
+			// None of b is handed over: the library fails its reader and shuts the connection down.
+			c.guard.fail(c.err)
+			return 0, c.err
+		}
+	}
+	return n, err
 }
 
 func (c *stallConn) Write(b []byte) (int, error) {
@@ -423,8 +455,10 @@ type request struct {
 	topic  string
 	bodies [][]byte
 	done   func(error)
-	left   int   // bodies not resolved yet (under link.mu once registered)
-	err    error // the first failure among them
+	left   int       // bodies not resolved yet (under link.mu once registered)
+	err    error     // the first failure among them
+	at     time.Time // when it was made: it waits for the writer from then
+	async  bool      // PublishAsync's: done is the caller's code (await's never blocks)
 }
 
 // pending is one published body awaiting its confirm.
@@ -440,10 +474,11 @@ type pending struct {
 // link is one connection to a host, with its publishing channel (pub), the channel declarations go on
 // (decl, writer only), the writer that calls the library and the listener that reads its confirms.
 type link struct {
-	p    *Publisher
-	h    *host
-	conn *amqp091.Connection
-	raw  net.Conn // closing it aborts everything at once
+	p     *Publisher
+	h     *host
+	conn  *amqp091.Connection
+	raw   net.Conn      // closing it aborts everything at once
+	guard *confirmGuard // nil without confirms
 
 	pub                 *amqp091.Channel
 	decl                *amqp091.Channel
@@ -453,8 +488,11 @@ type link struct {
 	blocks              chan amqp091.Blocking
 	blocked             atomic.Pointer[string] // the broker's reason while it blocks publishing
 
-	queue    chan *request
-	sendMu   sync.RWMutex // senders hold it shared; the writer takes it to drain the queue at the end
+	queue  chan *request
+	sendMu sync.RWMutex // senders hold it shared; the writer takes it to drain the queue at the end
+	// writing is the request the writer works on, nil while it waits: the oldest one not handed to
+	// the library yet, as the queue is in order (checkStall reads its at, set before it was queued).
+	writing  atomic.Pointer[request]
 	answered atomic.Bool
 	declared map[string]struct{} // writer only
 
@@ -464,7 +502,11 @@ type link struct {
 	confirmed uint64              // last tag the library confirmed (it hands them over in sequence)
 	closing   bool
 	deadErr   error
+	settled   []*request // async requests the listener settled, for the notifier
+	backlog   int        // async dones queued for the notifier or running
 
+	settle    chan struct{} // a request was settled (capacity 1)
+	listened  chan struct{} // closed when the listener ended: nothing more is settled
 	stop      chan struct{} // closed by shutdown: the writer takes nothing more
 	idle      chan struct{} // closed when closing and nothing is in flight
 	idleOnce  sync.Once
@@ -608,7 +650,9 @@ func (l *link) write() {
 		case <-l.stop:
 			return
 		case r := <-l.queue:
+			l.writing.Store(r)
 			l.publish(r)
+			l.writing.Store(nil)
 		}
 	}
 }
@@ -634,6 +678,10 @@ func (l *link) publish(r *request) {
 	exchange, mandatory := l.p.cfg.Exchange, l.p.cfg.Mandatory
 	if !l.p.cfg.Confirm {
 		for _, body := range r.bodies {
+			if r.ctx.Err() != nil { // its caller was answered: the rest is not sent
+				r.done(ctxErr(r.ctx))
+				return
+			}
 			msg.Body = body
 			if err := l.pub.Publish(exchange, r.topic, false, false, msg); err != nil {
 				l.kill(wrap(publishers.ErrUnavailable, fmt.Errorf("publishing to %s: %w", l.h.srv.name, err)))
@@ -650,9 +698,10 @@ func (l *link) publish(r *request) {
 		r.done(l.refused())
 		return
 	}
-	if len(l.inflight)+len(r.bodies) > maxInFlight {
+	if len(l.inflight)+l.backlog+len(r.bodies) > maxInFlight { // a stuck done holds the backlog
+		n := len(l.inflight) + l.backlog
 		l.mu.Unlock()
-		r.done(wrap(publishers.ErrUnavailable, fmt.Errorf("%d publishes unconfirmed by %s", len(l.inflight), l.h.srv.name)))
+		r.done(wrap(publishers.ErrUnavailable, fmt.Errorf("%d publishes unconfirmed by %s or awaiting their done", n, l.h.srv.name)))
 		return
 	}
 	first := l.next + 1
@@ -663,9 +712,14 @@ func (l *link) publish(r *request) {
 		l.inflight[first+uint64(i)] = pends[i]
 	}
 	l.next += uint64(len(r.bodies))
+	l.guard.numbered.Store(l.next)
 	l.mu.Unlock()
 	for i, body := range r.bodies {
 		if l.Dead() { // kill failed the rest already
+			return
+		}
+		if r.ctx.Err() != nil { // its caller was answered (a timeout): the rest is not sent
+			l.withdraw(r, first+uint64(i), pends[i:])
 			return
 		}
 		tag := first + uint64(i)
@@ -691,6 +745,41 @@ func (l *link) publish(r *request) {
 		}
 		l.mu.Unlock()
 		l.after(done, perr)
+	}
+}
+
+// withdraw takes back the delivery tags from on, numbered for pends (the rest of r's bodies), which
+// the writer will not hand to the library: they fail with r's context's error, and the next publish
+// is numbered from again, as the library will number it. A confirm that came for one of them is a
+// protocol violation (nothing was published with that tag).
+func (l *link) withdraw(r *request, from uint64, pends []*pending) {
+	err := ctxErr(r.ctx)
+	var done *request
+	var perr error
+	l.mu.Lock()
+	if l.deadErr != nil { // kill failed them
+		l.mu.Unlock()
+		return
+	}
+	for i, pend := range pends {
+		tag := from + uint64(i)
+		if pend.arrived {
+			perr = protocolError("confirm of delivery tag %d, which was never published", tag)
+		}
+		if d := l.finish(tag, pend, err); d != nil {
+			done = d
+		}
+	}
+	if perr == nil {
+		l.next = from - 1
+		l.guard.numbered.Store(l.next)
+	}
+	l.mu.Unlock()
+	if perr != nil {
+		l.violation(perr)
+	}
+	if done != nil { // finished here: kill does not see it
+		done.done(done.err)
 	}
 }
 
@@ -738,6 +827,7 @@ func (l *link) declare(topic string) error {
 // runs until the library has shut the connection down.
 func (l *link) listen() {
 	defer l.p.wg.Done()
+	defer close(l.listened) // after the last kill: it has settled what it settles
 	tick := time.NewTicker(stallTick)
 	defer tick.Stop()
 	confirms, returns, blocks, pubDone, connClosed := l.confirms, l.returns, l.blocks, l.pubDone, l.connClosed
@@ -845,6 +935,7 @@ func (l *link) confirm(c amqp091.Confirmation) {
 		return
 	}
 	l.confirmed = c.DeliveryTag
+	l.guard.confirmed.Store(c.DeliveryTag)
 	pend := l.inflight[c.DeliveryTag]
 	var done *request
 	var err error
@@ -854,8 +945,50 @@ func (l *link) confirm(c amqp091.Confirmation) {
 			done, err = l.resolve(c.DeliveryTag, pend)
 		} // else the writer resolves it once the library returned the publish
 	}
+	if done != nil && done.async && err == nil {
+		l.settled = append(l.settled, done)
+		l.backlog++
+		done = nil
+		select {
+		case l.settle <- struct{}{}:
+		default: // the notifier has been told already
+		}
+	}
 	l.mu.Unlock()
 	l.after(done, err)
+}
+
+// notify runs the dones of the async requests the listener settled, in order, off the listener: a
+// done is the caller's code and may be slow, and the listener must keep taking what the library hands
+// over (the library drops a basic.return it cannot hand over within 5 s: an unroutable publish would
+// then pass for stored). It ends once the listener has and nothing is left.
+func (l *link) notify() {
+	defer l.p.wg.Done()
+	for {
+		l.mu.Lock()
+		q := l.settled
+		l.settled = nil
+		l.mu.Unlock()
+		for _, r := range q {
+			r.done(r.err)
+		}
+		if len(q) > 0 {
+			l.mu.Lock()
+			l.backlog -= len(q)
+			l.mu.Unlock()
+			continue
+		}
+		select {
+		case <-l.settle:
+		case <-l.listened:
+			l.mu.Lock()
+			left := len(l.settled)
+			l.mu.Unlock()
+			if left == 0 {
+				return
+			}
+		}
+	}
 }
 
 // resolve settles pend (tag) once its confirm arrived and the writer set its dc; under mu. It returns
@@ -939,13 +1072,20 @@ func truncate(s string) string {
 	return s
 }
 
-// checkStall ends the link when its oldest unconfirmed publish is older than maxWait.
+// checkStall ends the link when its oldest unconfirmed publish, or the request the writer works on
+// (which is older than any still queued), is older than maxWait. The writer may wait on the broker
+// for good: a queue declaration it never answers, on a connection its heartbeats keep alive.
 func (l *link) checkStall() {
 	l.mu.Lock()
 	oldest := l.inflight[l.confirmed+1]
 	l.mu.Unlock()
 	if oldest != nil && time.Since(oldest.at) > l.p.maxWait {
 		l.kill(wrap(publishers.ErrUnavailable, fmt.Errorf("%s confirmed nothing for %v: connection taken for stalled", l.h.srv.name, l.p.maxWait)))
+		return
+	}
+	if r := l.writing.Load(); r != nil && time.Since(r.at) > l.p.maxWait {
+		l.kill(wrap(publishers.ErrUnavailable, fmt.Errorf("%s: a publish waited %v and more for the broker before it could be sent (an unanswered queue declaration?): connection taken for stalled",
+			l.h.srv.name, l.p.maxWait)))
 	}
 }
 
@@ -980,8 +1120,9 @@ func (l *link) kill(err error) {
 }
 
 // Close ends the link (publishers.Link): the writer stops (failing what is queued), what was published
-// gets closeWait for its confirms, then the connection closes and the rest fails with ErrClosed. The
-// pool calls it at its Close and for a connection found dead; it is idempotent.
+// gets closeWait for its confirms, then the connection closes (politely when nothing is unconfirmed,
+// for at most another closeWait) and the rest fails with ErrClosed. The pool calls it at its Close
+// and for a connection found dead; it is idempotent.
 func (l *link) Close() { l.closeOnce.Do(l.shutdown) }
 
 func (l *link) shutdown() {
@@ -995,7 +1136,12 @@ func (l *link) shutdown() {
 	t := time.NewTimer(closeWait)
 	select {
 	case <-l.idle:
-		_ = l.conn.CloseDeadline(time.Now().Add(closeWait)) // a polite connection.close
+		// A polite connection.close, cut at closeWait by closing the socket: its deadline does not
+		// bound it, as the library's heartbeater pushes the read deadline forward on every frame it
+		// reads (a blocked RabbitMQ keeps heartbeating) and stallConn sets the write deadline.
+		cut := time.AfterFunc(closeWait, func() { l.raw.Close() })
+		_ = l.conn.CloseDeadline(time.Now().Add(closeWait))
+		cut.Stop()
 	case <-l.dead:
 	case <-t.C:
 	}

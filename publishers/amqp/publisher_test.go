@@ -127,7 +127,9 @@ func TestFakeBrokerAnswers(t *testing.T) {
 		}, want: [3]error{errAny, errAny, errAny}, protocol: true}, // acked, unless the violation closes the connection first
 		{name: "acks a publish before it is sent", onPublish: func(w *fakeConn, ch uint16, tag uint64, _ fakePublish) {
 			// Before acking 1 it acks 3, which is not sent yet; it acks 2 once 3 is sent. The
-			// library keeps the early ack and replays it in sequence after 2: it must not count.
+			// library would keep the early ack and replay it in sequence after 2: it must not count.
+			// Tag 3 is not even numbered when it comes (the batch of 2 and 3 follows the Publish of
+			// 1), so the guard refuses it and every publish fails.
 			switch tag {
 			case 1:
 				w.ack(ch, 3, false)
@@ -138,7 +140,7 @@ func TestFakeBrokerAnswers(t *testing.T) {
 			default:
 				w.ack(ch, tag, false)
 			}
-		}, want: [3]error{nil, unavailable, errAny}, protocol: true},
+		}, want: [3]error{unavailable, unavailable, unavailable}, protocol: true},
 		{name: "returns a message it was not sent", onPublish: func(w *fakeConn, ch uint16, tag uint64, p fakePublish) {
 			w.ret(ch, p, "999")
 			w.ack(ch, tag, false)
@@ -547,4 +549,250 @@ func TestSlowDial(t *testing.T) {
 			p, _ := newTestPublisher(t, []string{"amqp://u:secretpw@" + addr + "/"}, nil)
 			return p
 		}})
+}
+
+// closesWithin calls closeFn and fails t unless it returns within d. Past d it calls unstick (which
+// cuts the broker's side) and still waits for closeFn, so the test leaves nothing running.
+func closesWithin(t *testing.T, d time.Duration, closeFn func() error, unstick func()) {
+	t.Helper()
+	start := time.Now()
+	ended := make(chan struct{})
+	go func() { _ = closeFn(); close(ended) }()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ended:
+		return
+	case <-timer.C:
+	}
+	unstick()
+	<-ended
+	t.Errorf("Close did not return within %v (it did %v after it was called, once the broker's side was cut)", d, time.Since(start).Round(time.Millisecond))
+}
+
+// heartbeating is a broker that heartbeats every 200 ms whatever else it does, and a client config
+// whose heartbeat timeout those heartbeats keep from firing.
+var heartbeating = fakeOpts{heartbeat: 200 * time.Millisecond}
+
+func shortHeartbeat(c *Config) { c.Heartbeat = time.Second }
+
+// closeCases are brokers that never answer connection.close but keep heartbeating, so the client
+// library's heartbeater keeps pushing the read deadline of the polite close forward.
+var closeCases = []struct {
+	name   string
+	opts   fakeOpts
+	freeze bool // stop reading after the connection is up
+}{
+	{name: "close-ok never comes", opts: fakeOpts{heartbeat: heartbeating.heartbeat, ignoreClose: true}},
+	{name: "reads nothing (a resource alarm blocks the connection)", opts: heartbeating, freeze: true},
+}
+
+// TestCloseHeartbeatingBroker: Close is bounded (closeWait for confirms, closeWait for the goodbye)
+// while the broker heartbeats but answers nothing, as RabbitMQ does under a memory alarm.
+func TestCloseHeartbeatingBroker(t *testing.T) {
+	for _, tc := range closeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeWith(t, tc.opts, acker)
+			p, _ := newTestPublisher(t, []string{f.url()}, shortHeartbeat)
+			if err := p.Publish(ctxT(t, 2*time.Second), 0, "t", []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			if tc.freeze {
+				f.freezeAll()
+			}
+			closesWithin(t, 2*closeWait+time.Second, p.Close, f.dropAll)
+		})
+	}
+}
+
+// TestDeclarationUnanswered: a queue.declare the broker never answers, on a connection it keeps alive
+// with heartbeats, fails it and everything queued behind it within maxWait (plus a tick): the
+// PublishAsync bound holds whatever the writer waits on. What was queued is never sent.
+func TestDeclarationUnanswered(t *testing.T) {
+	f := newFakeWith(t, fakeOpts{heartbeat: heartbeating.heartbeat, ignoreDeclare: "slow"}, acker)
+	p, _ := newTestPublisher(t, []string{f.url()}, shortHeartbeat)
+	p.maxWait = 1500 * time.Millisecond
+	start := time.Now()
+	done := make(chan error, 4)
+	for _, topic := range []string{"slow", "t"} {
+		if err := p.PublishAsync(0, topic, []byte(topic), func(err error) { done <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bound := time.After(p.maxWait + stallTick + time.Second)
+	for i := range 2 {
+		select {
+		case err := <-done:
+			if !errors.Is(err, publishers.ErrUnavailable) {
+				t.Fatalf("done %d: %v, want unavailable", i, err)
+			}
+		case <-bound:
+			t.Fatalf("%d of 2 dones ran within %v of the publishes (maxWait %v)", i, time.Since(start).Round(time.Millisecond), p.maxWait)
+		}
+	}
+	if n := len(f.publishes()); n != 0 {
+		t.Fatalf("broker got %d publishes: what was queued behind the declaration was sent", n)
+	}
+	// The connection was given up; publishing redials (after the backoff of a connection that never
+	// answered) and goes through.
+	testwait.Until(t, 5*time.Second, "a publish after the stalled connection", func() error {
+		return p.Publish(ctxT(t, 2*time.Second), 0, "t", []byte("again"))
+	})
+	if n := len(f.publishes()); n != 1 {
+		t.Fatalf("broker got %d publishes, want the one acknowledged", n)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("a done ran twice: %v", err)
+	default:
+	}
+}
+
+// TestBogusConfirms: a confirm for a delivery tag never published, or one confirmed already, closes
+// the connection as a protocol violation before the client library acts on it: a multiple ack up to
+// 2^40 would have its reader hand over every tag up to it (hours of CPU, and Close waits for it), and
+// single acks it cannot sequence stay in its memory for good. The publish it covers is not
+// acknowledged, and Close stays bounded.
+func TestBogusConfirms(t *testing.T) {
+	unavailable := publishers.ErrUnavailable
+	for _, tc := range []struct {
+		name      string
+		onPublish func(w *fakeConn, ch uint16, tag uint64, p fakePublish)
+		want      [2]error // two publishes in turn; nil: acknowledged
+	}{
+		{name: "ack, multiple, up to 2^40", onPublish: func(w *fakeConn, ch uint16, _ uint64, _ fakePublish) {
+			w.ack(ch, 1<<40, true)
+		}, want: [2]error{unavailable, unavailable}},
+		{name: "nack, multiple, up to 2^40", onPublish: func(w *fakeConn, ch uint16, _ uint64, _ fakePublish) {
+			w.nackMultiple(ch, 1<<40, true)
+		}, want: [2]error{unavailable, unavailable}},
+		{name: "acks of tags never published, then the right one", onPublish: func(w *fakeConn, ch uint16, tag uint64, _ fakePublish) {
+			for i := range uint64(1000) {
+				w.ack(ch, 1<<40+i, false)
+			}
+			w.ack(ch, tag, false)
+		}, want: [2]error{unavailable, unavailable}},
+		{name: "acks a tag again", onPublish: func(w *fakeConn, ch uint16, tag uint64, _ fakePublish) {
+			if tag == 2 {
+				w.ack(ch, 1, false) // confirmed already: the first Publish returned
+			}
+			w.ack(ch, tag, false)
+		}, want: [2]error{nil, unavailable}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, tc.onPublish)
+			p, _ := newTestPublisher(t, []string{f.url()}, nil)
+			for i, want := range tc.want {
+				err := p.Publish(ctxT(t, 2*time.Second), 0, "t", []byte("x"))
+				if (want == nil) != (err == nil) || (want != nil && !errors.Is(err, want)) {
+					t.Errorf("publish %d: %v, want %v", i+1, err, want)
+				}
+			}
+			if p.ProtocolErrors(0) == 0 {
+				t.Error("no protocol violation counted")
+			}
+			closesWithin(t, closeWait, p.Close, f.dropAll)
+		})
+	}
+}
+
+// TestPingReuse: with several connections per host (the default is 2, which requests take in turn)
+// one Ping result answers for the host for pingReuse, but not once a connection was found lost.
+func TestPingReuse(t *testing.T) {
+	f := newFake(t, acker)
+	p, _ := newTestPublisher(t, []string{f.url()}, func(c *Config) { c.ConnectionsPerHost = 2 })
+	for range 4 { // both connections up
+		if err := p.Publish(ctxT(t, 2*time.Second), 0, "t", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return p.ConnCounts(0).Opened == 2 })
+	if err := p.Ping(ctxT(t, 2*time.Second), 0); err != nil {
+		t.Fatal(err)
+	}
+	base, start := f.chanOpens.Load(), time.Now()
+	const n = 100
+	for range n {
+		if err := p.Ping(ctxT(t, 2*time.Second), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A slow machine may take longer than pingReuse for them: a check per pingReuse is the bound.
+	if opens, allowed := f.chanOpens.Load()-base, int64(time.Since(start)/pingReuse); opens > allowed {
+		t.Fatalf("%d Pings in %v opened %d channels, want at most %d", n, time.Since(start).Round(time.Millisecond), opens, allowed)
+	}
+
+	f.dropAll()
+	waitFor(t, func() bool { // the listeners saw it
+		dead := true
+		p.pool.EachLive(func(l *link) { dead = dead && l.Dead() })
+		return dead
+	})
+	before := f.chanOpens.Load()
+	if err := p.Ping(ctxT(t, 2*time.Second), 0); err == nil && f.chanOpens.Load() == before {
+		t.Fatal("Ping passed on a result from before the connections were lost")
+	}
+}
+
+// TestBatchDeadline: a batch whose deadline passes while its bodies are being handed to the broker
+// answers a timeout, and the bodies not handed over yet are never sent; the connection goes on.
+func TestBatchDeadline(t *testing.T) {
+	f := newFake(t, func(w *fakeConn, ch uint16, tag uint64, p fakePublish) {
+		if len(p.body) > 1000 {
+			time.Sleep(20 * time.Millisecond) // a slow reader: the batch's bodies fill the socket
+		}
+		w.ack(ch, tag, false)
+	})
+	p, _ := newTestPublisher(t, []string{f.url()}, nil)
+	if err := p.Publish(ctxT(t, 2*time.Second), 0, "t", []byte("warm")); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 256<<10)
+	bodies := make([][]byte, 64) // 16 MiB: more than the socket buffers hold, and over a second to read
+	for i := range bodies {
+		bodies[i] = body
+	}
+	if err := p.PublishBatch(ctxT(t, 100*time.Millisecond), 0, "t", bodies); !errors.Is(err, publishers.ErrTimeout) {
+		t.Fatalf("batch: %v, want a timeout", err)
+	}
+	// The writer works in order: once this is confirmed, whatever it sent of the batch was read.
+	if err := p.Publish(ctxT(t, 10*time.Second), 0, "t", []byte("after")); err != nil {
+		t.Fatalf("publish after the batch: %v", err)
+	}
+	sent := len(f.publishes()) - 2
+	t.Logf("%d of the batch's %d bodies were sent", sent, len(bodies))
+	if sent >= len(bodies) {
+		t.Fatalf("all %d bodies were sent after the batch's caller was told it timed out", sent)
+	}
+}
+
+// TestSlowAsyncDone: a PublishAsync done that blocks does not hold the listener, which goes on taking
+// returns and confirms: the client library drops a basic.return it cannot hand over within 5 s, and an
+// unroutable publish would then pass for stored.
+func TestSlowAsyncDone(t *testing.T) {
+	f := newFake(t, func(w *fakeConn, ch uint16, tag uint64, p fakePublish) {
+		if string(p.body) == "unroutable" {
+			w.ret(ch, p, p.messageID)
+		}
+		w.ack(ch, tag, false)
+	})
+	p, _ := newTestPublisher(t, []string{f.url()}, nil)
+	release, inDone := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(release) }) // before Close, which waits for the done
+	if err := p.PublishAsync(0, "t", []byte("slow"), func(error) { close(inDone); <-release }); err != nil {
+		t.Fatal(err)
+	}
+	<-inDone
+	for _, tc := range []struct {
+		body string
+		want error // nil: acknowledged
+	}{
+		{body: "unroutable", want: publishers.ErrRejected},
+		{body: "routable"},
+	} {
+		err := p.Publish(ctxT(t, 2*time.Second), 0, "t", []byte(tc.body))
+		if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
+			t.Errorf("%s while a done blocks: %v, want %v", tc.body, err, tc.want)
+		}
+	}
 }
