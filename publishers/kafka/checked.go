@@ -29,11 +29,23 @@ var errStray = errors.New("protocol violation")
 // protocolErrors counts the violations per host.
 type protocolErrors struct{ n []atomic.Uint64 }
 
+// oneDialKey marks a request's context (Ping's) whose connection is dialed once: franz-go retries a
+// connection that failed as it opened, up to six dials for one request (a retry on a new connection,
+// each trying ApiVersions three times when the broker resets it), which publishers.PingLimit cannot
+// bound.
+type oneDialKey struct{}
+
+// errPingRedial is the dial refused to a request marked with oneDialKey after its first.
+var errPingRedial = errors.New("its connection failed as it was set up (a ping dials once)")
+
 // dialer returns the client's dial function: TCP (and TLS when tc is set), wrapped in a checkedConn
 // whose violations count for the host index gives the address.
 func (k *cluster) dialer(tc *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: dialTimeout}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if once, ok := ctx.Value(oneDialKey{}).(*atomic.Bool); ok && once.Swap(true) {
+			return nil, errPingRedial
+		}
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err

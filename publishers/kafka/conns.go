@@ -51,6 +51,9 @@ func (h *connHook) OnBrokerConnect(m kgo.BrokerMetadata, _ time.Duration, _ net.
 	if !ok {
 		return // a bootstrap address before the brokers were known
 	}
+	if errors.Is(err, errPingRedial) {
+		return // no dial: a ping's retry refused (oneDialKey)
+	}
 	if err != nil {
 		c.failed.Add(1)
 		if f := h.lost.Load(); f != nil {
@@ -126,4 +129,12 @@ func (k *cluster) ConnCounts(host int) publishers.ConnCounts {
 	}
 	c := &t.conns[host]
 	return publishers.ConnCounts{Opened: c.opened.Load(), Reopened: c.reopened.Load(), DialFailures: c.failed.Load()}
+}
+
+// connEvents is news about host's connections, for publishers.PingLimit: it changes with every
+// connection set up or dial failed (what ConnCounts counts), so a ping after a publish met a dead or
+// recovered broker checks again instead of reusing the last result.
+func (k *cluster) connEvents(host int) uint64 {
+	c := k.ConnCounts(host)
+	return c.Opened + c.Reopened + c.DialFailures
 }

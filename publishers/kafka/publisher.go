@@ -36,6 +36,7 @@ type Publisher struct {
 	once    sync.Once
 
 	versions []atomic.Pointer[string] // per host: what its ApiVersions answer says it runs
+	pings    publishers.PingLimit     // Ping's connections: one per host and publishers.PingReuse
 	down     []hostDown               // per host: its produce connection's last failure
 }
 
@@ -276,7 +277,10 @@ func (p *Publisher) isClosed() bool {
 }
 
 // Ping implements publishers.Publisher: an ApiVersions request to host's broker, which also tells
-// what it runs (BrokerVersion).
+// what it runs (BrokerVersion). Behind publishers.PingLimit: /readyz pings every host per request, and
+// franz-go dials a broker whose connection closed for each request, so unlimited pings of a broker
+// that accepts and closes made thousands of connections a second; a result is reused for
+// publishers.PingReuse unless the host's connections showed news since (connEvents).
 func (p *Publisher) Ping(ctx context.Context, host int) error {
 	if err := p.checkHost(host); err != nil {
 		return err
@@ -284,19 +288,21 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 	if p.isClosed() {
 		return kind(publishers.ErrClosed, errors.New("kafka publisher closed"))
 	}
-	v, err := p.ping(ctx, host)
-	if err != nil {
-		return err
-	}
-	p.versions[host].Store(&v)
-	return nil
+	return p.pings.Do(ctx, host, p.connEvents, func(ctx context.Context, host int) error {
+		v, err := p.ping(ctx, host)
+		if err != nil {
+			return err
+		}
+		p.versions[host].Store(&v)
+		return nil
+	})
 }
 
 // ping asks host's broker for its API versions and returns the Kafka version they make.
 func (k *cluster) ping(ctx context.Context, host int) (string, error) {
 	req := kmsg.NewPtrApiVersionsRequest()
 	req.ClientSoftwareName, req.ClientSoftwareVersion = "mqtarget", "1"
-	resp, err := req.RequestWith(ctx, k.cl.Broker(int(k.nodes[host])))
+	resp, err := req.RequestWith(context.WithValue(ctx, oneDialKey{}, new(atomic.Bool)), k.cl.Broker(int(k.nodes[host])))
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", ctxErr(ctx)
