@@ -31,6 +31,7 @@ func startFake(t testing.TB, m publishertest.Misbehaviour) publishertest.Fake {
 type fakeRocketMQ struct {
 	M          publishertest.Misbehaviour
 	ns, broker *publishertest.FakeServer
+	via        string // what the name server names as the broker's address (a proxy); empty: broker's
 }
 
 func (f *fakeRocketMQ) Addrs() []string        { return []string{f.ns.Addr()} }
@@ -153,7 +154,11 @@ func (f *fakeRocketMQ) serveNameServer(c *publishertest.FakeConn) {
 		if err != nil {
 			return
 		}
-		brokerData := fmt.Sprintf(`{"cluster":"fake","brokerName":"fake-a","brokerAddrs":{"0":%q}}`, f.broker.Addr())
+		addr := f.via
+		if addr == "" {
+			addr = f.broker.Addr()
+		}
+		brokerData := fmt.Sprintf(`{"cluster":"fake","brokerName":"fake-a","brokerAddrs":{"0":%q}}`, addr)
 		var body string
 		code := 0
 		switch q.code {

@@ -77,7 +77,8 @@ func TestRocketMQResult(t *testing.T) {
 		want error
 	}{
 		{"ok", bg, &primitive.SendResult{Status: primitive.SendOK}, nil, nil},
-		{"flush timeout", bg, &primitive.SendResult{Status: primitive.SendFlushDiskTimeout}, nil, publishers.ErrRejected},
+		{"flush timeout", bg, &primitive.SendResult{Status: primitive.SendFlushDiskTimeout}, nil, publishers.ErrTimeout},
+		{"unknown status", bg, &primitive.SendResult{Status: primitive.SendUnknownError}, nil, publishers.ErrRejected},
 		{"request timeout", bg, nil, rmqerrors.ErrRequestTimeout, publishers.ErrTimeout},
 		{"deadline passed", expired, nil, errors.New("anything"), publishers.ErrTimeout},
 		{"canceled", canceled, nil, errors.New("anything"), context.Canceled},
@@ -92,6 +93,42 @@ func TestRocketMQResult(t *testing.T) {
 		if (c.want == nil) != (got == nil) || (c.want != nil && !errors.Is(got, c.want)) {
 			t.Errorf("%s: got %v, want kind %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestRMQNotDurable: FLUSH_DISK_TIMEOUT, SLAVE_NOT_AVAILABLE and FLUSH_SLAVE_TIMEOUT mean the broker
+// stored the message but did not flush or replicate it in time: both paths answer 504 (unknown
+// outcome) saying so, not 502 (refused), and neither resends it.
+func TestRMQNotDurable(t *testing.T) {
+	p := &Publisher{}
+	n := &rmqNative{}
+	for _, tc := range []struct {
+		name   string
+		code   int
+		status primitive.SendStatus
+	}{
+		{"FLUSH_DISK_TIMEOUT", 10, primitive.SendFlushDiskTimeout},
+		{"SLAVE_NOT_AVAILABLE", 11, primitive.SendSlaveNotAvailable},
+		{"FLUSH_SLAVE_TIMEOUT", 12, primitive.SendFlushSlaveTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			codeErr := fmt.Errorf("CODE: %d, DESC: x", tc.code)
+			for path, got := range map[string]error{
+				"native":         n.result(&admin.CodeError{Code: tc.code, Remark: "x"}),
+				"library status": p.result(context.Background(), &primitive.SendResult{Status: tc.status}, nil),
+				"library code":   p.result(context.Background(), nil, codeErr),
+			} {
+				if !errors.Is(got, publishers.ErrTimeout) || errors.Is(got, publishers.ErrRejected) {
+					t.Errorf("%s: %v, want kind ErrTimeout", path, got)
+				}
+				if got != nil && !strings.Contains(got.Error(), "not durable in time") {
+					t.Errorf("%s: %q does not say the message was acknowledged as not durable in time", path, got)
+				}
+			}
+			if rmqNativeNotStored(&admin.CodeError{Code: tc.code}) || rmqNotStored(codeErr) {
+				t.Errorf("code %d would be resent: the broker stored the message", tc.code)
+			}
+		})
 	}
 }
 
@@ -249,13 +286,15 @@ func TestRocketMQClosePending(t *testing.T) {
 	// Close waits up to send_timeout+1s for the client's callbacks, which this fake gives only after it
 	cfg.SendTimeout = 10 * time.Millisecond
 	p := &Publisher{
-		cfg:     cfg,
-		brokers: []admin.Broker{{Name: "broker-a", Addr: "127.0.0.1:9"}},
-		targets: []*primitive.MessageQueue{{BrokerName: "broker-a"}},
-		queues:  make([]atomic.Uint32, 1),
-		log:     slog.New(slog.DiscardHandler),
-		pending: map[*rmqPending]struct{}{},
-		closing: make(chan struct{}),
+		cfg:      cfg,
+		brokers:  []admin.Broker{{Name: "broker-a", Addr: "127.0.0.1:9"}},
+		targets:  []*primitive.MessageQueue{{BrokerName: "broker-a"}},
+		queues:   make([]atomic.Uint32, 1),
+		log:      slog.New(slog.DiscardHandler),
+		pending:  map[*rmqPending]struct{}{},
+		closing:  make(chan struct{}),
+		handoffs: publishers.NewScope(),
+		handSlot: make(chan struct{}, rmqMaxHandoffs),
 	}
 	s := &rmqSlot{}
 	s.cur.Store(&rmqProducer{p: fake, label: "rocketmq-close-pending-test"})

@@ -127,6 +127,9 @@ type Publisher struct {
 	queues  []atomic.Uint32 // per host: round-robin over that broker's queues
 
 	topics sync.Map // topic -> *rmqTopic, when CreateTopics
+	// creations are the topic creations in progress: the publisher's, not their first caller's (each
+	// caller waits under its own ctx), bounded by rmqCreateTimeout and Close.
+	creations *publishers.Scope
 
 	mu      sync.Mutex
 	retired []rmqRetired // producers replaced by a refresh, shut down a little later
@@ -143,6 +146,23 @@ type Publisher struct {
 	pending  map[*rmqPending]struct{} // sends handed to the client, not finished yet
 	inClient sync.WaitGroup           // the client's callbacks not yet run (their goroutines still live)
 	closing  chan struct{}            // closed when Close has finished
+
+	// handoffs are the goroutines that hand sendSync's sends to the client: SendAsync may block for
+	// seconds (a new topic's route look-up waits up to 6 s per name server under the client's lock),
+	// so the caller waits for the outcome under its own ctx instead. Close waits for them; at most
+	// rmqMaxHandoffs run (the client's own timeouts end them).
+	handoffs *publishers.Scope
+	handSlot chan struct{}
+	// redials is each host's redial gate in front of the client, which dials on every send that finds
+	// no connection: after a failed dial, publishes fail at once until backoff allows the next.
+	redials []rmqRedial
+	backoff publishers.Backoff
+}
+
+// rmqRedial is one host's redial state on the library path.
+type rmqRedial struct {
+	mu sync.Mutex
+	r  publishers.Redial
 }
 
 // rmqPending is one send handed to the client; finish runs its done exactly once, from the client's
@@ -197,6 +217,10 @@ const (
 	rmqRefreshEvery = time.Second
 	rmqRetireAfter  = 10 * time.Second // a replaced producer's in-flight sends finish within its 3 s timeout
 	rmqRouteWait    = 5 * time.Second  // after creating a topic, until the name server routes it to every broker
+	// rmqCreateTimeout bounds one shared topic creation (every broker, then the route wait).
+	rmqCreateTimeout = 10 * time.Second
+	// rmqMaxHandoffs bounds the sends handed to the client and not yet accepted by it (see handoffs).
+	rmqMaxHandoffs = 4096
 )
 
 var rmqInstance atomic.Uint64
@@ -235,16 +259,21 @@ func newShared(c Config, topics []string, log *slog.Logger) (_ *Publisher, err e
 	}
 	log = publishers.LimitLog(log) // a failing broker (or the client library) must not flood the log (lograte)
 	p := &Publisher{
-		rlog:    routeRlog(log),
-		cfg:     c,
-		admin:   adm,
-		log:     log,
-		pending: map[*rmqPending]struct{}{},
-		closing: make(chan struct{}),
+		rlog:      routeRlog(log),
+		cfg:       c,
+		admin:     adm,
+		log:       log,
+		pending:   map[*rmqPending]struct{}{},
+		closing:   make(chan struct{}),
+		creations: publishers.NewScope(),
+		handoffs:  publishers.NewScope(),
+		handSlot:  make(chan struct{}, rmqMaxHandoffs),
+		backoff:   publishers.DefaultBackoff(),
 	}
 	defer func() {
 		if err != nil { // stop routing the client's log to a logger nobody owns
 			rlogTarget.CompareAndSwap(p.rlog, nil)
+			p.creations.Close() // a creation a timed-out start left running
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), rmqDiscoverTimeout)
@@ -255,6 +284,7 @@ func newShared(c Config, topics []string, log *slog.Logger) (_ *Publisher, err e
 	for _, b := range p.brokers {
 		p.hosts = append(p.hosts, b.String())
 	}
+	p.redials = make([]rmqRedial, len(p.brokers))
 	p.queues = make([]atomic.Uint32, len(p.brokers))
 	for i, b := range p.brokers {
 		p.targets = append(p.targets, &primitive.MessageQueue{BrokerName: b.Name, QueueId: i})
@@ -594,36 +624,108 @@ func (p *Publisher) sendSync(ctx context.Context, host int, topic string, bodies
 	}
 	// Once handed to the client the send finishes under its own deadline whatever the caller does: the
 	// client resent a cancelled send at once, so a hung-up HTTP client left 1+retries copies in the
-	// broker. It goes through SendAsync, so that Close can end the caller's wait (with ErrClosed). sctx
-	// only tells the outcome (and the retries) that the deadline has passed.
-	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
+	// broker. The caller waits for its outcome until its own ctx ends or dl (wctx), whatever the client
+	// does meanwhile (SendAsync blocks on name server look-ups, its send goroutine on connection locks
+	// held across another send's write); Close ends the wait with ErrClosed.
+	wctx, cancel := context.WithDeadline(ctx, dl)
 	defer cancel()
 	msgs := make([]*primitive.Message, len(bodies))
 	for i, b := range bodies {
 		msgs[i] = p.message(host, topic, b)
 	}
-	type outcome struct {
-		res *primitive.SendResult
-		err error
-	}
 	var res *primitive.SendResult
 	for attempt := 0; ; attempt++ {
-		ch := make(chan outcome, 1)
-		q := &rmqPending{done: func(res *primitive.SendResult, err error) { ch <- outcome{res, err} }}
-		// The client gets a context of its own, cancelled once it has called back: cancelling one it
-		// still waits on (when Close ended this wait) makes it read a response arriving at that moment
-		// without synchronisation (a data race in the client).
-		actx, acancel := context.WithDeadline(context.Background(), dl)
-		if err = p.send(actx, acancel, pr, q, msgs); err == nil {
-			o := <-ch // the client's callback or Close sends it
-			res, err = o.res, o.err
+		if err = p.redialCheck(host); err != nil {
+			break
 		}
-		if err == nil || attempt >= p.cfg.Retries || sctx.Err() != nil || errors.Is(err, publishers.ErrClosed) || !rmqNotStored(err) {
+		ch := make(chan rmqOutcome, 1)
+		if err = p.handOff(dl, pr, msgs, ch); err != nil {
+			break
+		}
+		select {
+		case o := <-ch:
+			res, err = o.res, o.err
+		case <-wctx.Done():
+			err = wctx.Err()
+		}
+		p.redialNote(host, err)
+		// Resent from this goroutine only, so never after the caller has left (wctx).
+		if err == nil || attempt >= p.cfg.Retries || wctx.Err() != nil || errors.Is(err, publishers.ErrClosed) || !rmqNotStored(err) {
 			break
 		}
 	}
 	p.refreshIfStale(s, pr)
-	return p.result(sctx, res, err)
+	return p.result(wctx, res, err)
+}
+
+type rmqOutcome struct {
+	res *primitive.SendResult
+	err error
+}
+
+// handOff sends msgs through pr's client on a goroutine of the publisher; ch gets the one outcome:
+// the client's callback, ErrClosed from Close, or the client's refusal.
+func (p *Publisher) handOff(dl time.Time, pr *rmqProducer, msgs []*primitive.Message, ch chan<- rmqOutcome) error {
+	select {
+	case p.handSlot <- struct{}{}:
+	default:
+		return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("%d sends wait to enter rocketmq-client-go", rmqMaxHandoffs))
+	}
+	_, done, err := p.handoffs.Enter(context.Background())
+	if err != nil {
+		<-p.handSlot
+		return err
+	}
+	q := &rmqPending{done: func(res *primitive.SendResult, err error) { ch <- rmqOutcome{res, err} }}
+	go func() {
+		defer done()
+		defer func() { <-p.handSlot }()
+		// The client gets a context of its own, cancelled once it has called back: cancelling one it
+		// still waits on (when Close ended the wait) makes it read a response arriving at that moment
+		// without synchronisation (a data race in the client).
+		actx, acancel := context.WithDeadline(context.Background(), dl)
+		if err := p.send(actx, acancel, pr, q, msgs); err != nil {
+			ch <- rmqOutcome{nil, err} // refused: q never finishes
+		}
+	}()
+	return nil
+}
+
+// redialCheck fails at once while host is in redial backoff after a failed dial.
+func (p *Publisher) redialCheck(host int) error {
+	if host >= len(p.redials) {
+		return nil
+	}
+	g := &p.redials[host]
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.r.Check(time.Now()); err != nil {
+		return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("rocketmq broker %s: redial backoff after a failed dial: %w", p.hosts[host], err))
+	}
+	return nil
+}
+
+// redialNote records a send's outcome in host's redial gate: a failed dial is a failure, an answer
+// from the broker (success or a response code) ends the backoff; a timeout tells nothing.
+func (p *Publisher) redialNote(host int, err error) {
+	if host >= len(p.redials) {
+		return
+	}
+	var op *net.OpError
+	failed := err != nil && errors.As(err, &op) && op.Op == "dial"
+	if err != nil && !failed {
+		if _, coded := rmqCode(err); !coded {
+			return
+		}
+	}
+	g := &p.redials[host]
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if failed {
+		g.r.Failed(p.backoff, time.Now(), err)
+	} else {
+		g.r = publishers.Redial{}
+	}
 }
 
 // send hands msgs to pr's client; q finishes with the client's outcome, or with ErrClosed when Close
@@ -707,10 +809,17 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 	}
 	// rmqPending runs done once: v2.1.2 called back twice on a transport error (the pinned commit fixed
 	// it), and Close may have failed the publish already.
-	q := &rmqPending{done: func(res *primitive.SendResult, err error) { done(p.result(context.Background(), res, err)) }}
+	if err := p.redialCheck(host); err != nil {
+		return err
+	}
+	q := &rmqPending{done: func(res *primitive.SendResult, err error) {
+		p.redialNote(host, err)
+		done(p.result(context.Background(), res, err))
+	}}
 	err = p.send(context.Background(), func() {}, pr, q, []*primitive.Message{p.message(host, topic, body)})
 	p.refreshIfStale(s, pr)
 	if err != nil {
+		p.redialNote(host, err)
 		return p.result(context.Background(), nil, err)
 	}
 	return nil
@@ -719,8 +828,11 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 // result maps the client's outcome onto the error kinds.
 func (p *Publisher) result(ctx context.Context, res *primitive.SendResult, err error) error {
 	if err == nil {
-		if res == nil || res.Status == primitive.SendOK {
+		switch {
+		case res == nil || res.Status == primitive.SendOK:
 			return nil
+		case res.Status == primitive.SendFlushDiskTimeout || res.Status == primitive.SendFlushSlaveTimeout || res.Status == primitive.SendSlaveNotAvailable:
+			return errRMQNotDurable(fmt.Errorf("send status %d", res.Status))
 		}
 		return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("send status %d", res.Status))
 	}
@@ -744,10 +856,19 @@ func (p *Publisher) result(ctx context.Context, res *primitive.SendResult, err e
 		switch n {
 		case 1, 2, 14: // SYSTEM_ERROR, SYSTEM_BUSY (flow control), SERVICE_NOT_AVAILABLE
 			return publishers.Wrap(publishers.ErrUnavailable, err)
+		case rmqResFlushDiskTimeout, rmqResSlaveNotAvailable, rmqResFlushSlaveTimeout:
+			return errRMQNotDurable(err)
 		}
 		return publishers.Wrap(publishers.ErrRejected, err)
 	}
 	return publishers.Wrap(publishers.ErrUnavailable, err)
+}
+
+// errRMQNotDurable is the outcome of FLUSH_DISK_TIMEOUT, SLAVE_NOT_AVAILABLE and FLUSH_SLAVE_TIMEOUT: the
+// broker stored the message but did not flush or replicate it in time, so whether it survives is
+// unknown, as after a timeout (504), not refused (502).
+func errRMQNotDurable(err error) error {
+	return publishers.Wrap(publishers.ErrTimeout, fmt.Errorf("the broker acknowledged the message as not durable in time (stored, not flushed or replicated): its outcome is unknown: %w", err))
 }
 
 // refreshIfStale replaces pr when its route lacked a broker a request targeted, at most once per
@@ -819,8 +940,11 @@ func (p *Publisher) refresh(s *rmqSlot, pr *rmqProducer) {
 }
 
 // ensureTopic creates topic on every broker once, when CreateTopics is set, and waits until the name
-// server routes it to all of them. Concurrent callers for one topic share the work; failures are retried
-// by the next caller.
+// server routes it to all of them. Concurrent callers for one topic share one creation, and each waits
+// for it until its own ctx ends. The creation is the publisher's, not the first caller's: bounded by
+// rmqCreateTimeout and Close, it goes on when that caller leaves, so a caller with a later deadline is
+// not failed by an earlier one's, and a creation slower than every caller's deadline still completes.
+// A failed creation is forgotten, so the next caller tries again.
 func (p *Publisher) ensureTopic(ctx context.Context, topic string) error {
 	if !p.cfg.CreateTopics {
 		return nil
@@ -828,11 +952,14 @@ func (p *Publisher) ensureTopic(ctx context.Context, topic string) error {
 	v, loaded := p.topics.LoadOrStore(topic, &rmqTopic{done: make(chan struct{})})
 	t := v.(*rmqTopic)
 	if !loaded {
-		t.err = p.createTopic(ctx, topic)
-		if t.err != nil {
-			p.topics.Delete(topic)
+		cctx, done, err := p.creations.Enter(context.Background())
+		if err != nil {
+			t.err = err
+			p.topics.CompareAndDelete(topic, t)
+			close(t.done)
+		} else {
+			go p.createFor(cctx, done, topic, t)
 		}
-		close(t.done)
 	}
 	select {
 	case <-t.done:
@@ -840,6 +967,21 @@ func (p *Publisher) ensureTopic(ctx context.Context, topic string) error {
 	case <-ctx.Done():
 		return publishers.CtxErr(ctx)
 	}
+}
+
+// createFor runs topic's shared creation into t; ctx ends at Close, done leaves the scope.
+func (p *Publisher) createFor(ctx context.Context, done func(), topic string, t *rmqTopic) {
+	defer done()
+	ctx, cancel := context.WithTimeout(ctx, rmqCreateTimeout)
+	defer cancel()
+	t.err = p.createTopic(ctx, topic)
+	if t.err != nil {
+		if p.closed.Load() {
+			t.err = publishers.ErrClosed
+		}
+		p.topics.CompareAndDelete(topic, t)
+	}
+	close(t.done)
 }
 
 func (p *Publisher) createTopic(ctx context.Context, topic string) error {
@@ -932,6 +1074,9 @@ func (p *Publisher) closeWith(first func()) error {
 	}
 	p.mu.Unlock()
 	defer close(p.closing)
+	if p.creations != nil { // nil in tests that build a Publisher by hand
+		p.creations.Close()
+	}
 	if first != nil {
 		first()
 	}
@@ -943,6 +1088,10 @@ func (p *Publisher) closeWith(first func()) error {
 	p.pmu.Unlock()
 	for q := range pending {
 		q.finish(nil, publishers.ErrClosed)
+	}
+	if p.handoffs != nil { // nil in tests that build a Publisher by hand
+		// what is left of them only sees closed (the gate above waited for those inside the client)
+		p.handoffs.Close()
 	}
 	// The client's goroutines of those sends end with their callbacks (dropped: finished above), on
 	// the broker's answer or at their deadline, within send_timeout. Not cancelled earlier: the client

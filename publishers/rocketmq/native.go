@@ -59,7 +59,7 @@ const (
 	rmqResServiceNotAvail   = 14
 	rmqResNoPermission      = 16
 	rmqResTopicNotExist     = 17
-	rmqResFlushDiskTimeout  = 10 // stored, not flushed / not replicated: the library's non-OK send status
+	rmqResFlushDiskTimeout  = 10 // stored, not flushed / not replicated in time: 504 (errRMQNotDurable)
 	rmqResSlaveNotAvailable = 11
 	rmqResFlushSlaveTimeout = 12
 )
@@ -408,6 +408,8 @@ func (n *rmqNative) result(err error) error {
 		switch ce.Code {
 		case rmqResSystemError, rmqResSystemBusy, rmqResServiceNotAvail:
 			return publishers.Wrap(publishers.ErrUnavailable, err)
+		case rmqResFlushDiskTimeout, rmqResSlaveNotAvailable, rmqResFlushSlaveTimeout:
+			return errRMQNotDurable(err)
 		}
 		return publishers.Wrap(publishers.ErrRejected, err)
 	}

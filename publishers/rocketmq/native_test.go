@@ -269,7 +269,7 @@ func TestRMQNativeOutcome(t *testing.T) {
 		{"no permission", code(16), publishers.ErrRejected, true},
 		{"topic not exist", code(17), publishers.ErrRejected, true},
 		{"message illegal", code(13), publishers.ErrRejected, false},
-		{"flush disk timeout", code(10), publishers.ErrRejected, false},
+		{"flush disk timeout", code(10), publishers.ErrTimeout, false},
 		{"not sent", publishers.Wrap(publishers.ErrUnavailable, errRMQNotSent), publishers.ErrUnavailable, true},
 		{"not sent: closing", errors.Join(errRMQNotSent, publishers.ErrClosed), publishers.ErrClosed, false},
 		{"timeout", publishers.Wrap(publishers.ErrTimeout, errors.New("no answer")), publishers.ErrTimeout, false},
