@@ -18,12 +18,12 @@ import (
 // back by sequence.
 type jsBroker struct {
 	addrs   []string
-	stream  string        // "": one stream per topic
-	proxies []*stallProxy // what the publishers dial, one per server: FreezeHost stalls it
+	stream  string                      // "": one stream per topic
+	proxies []*publishertest.StallProxy // what the publishers dial, one per server: FreezeHost stalls it
 }
 
-func (b jsBroker) FreezeHost(_ testing.TB, host int) { b.proxies[host].stall(true) }
-func (b jsBroker) ThawHost(_ testing.TB, host int)   { b.proxies[host].stall(false) }
+func (b jsBroker) FreezeHost(_ testing.TB, host int) { b.proxies[host].Stall(true) }
+func (b jsBroker) ThawHost(_ testing.TB, host int)   { b.proxies[host].Stall(false) }
 
 func (b jsBroker) Consume(t testing.TB, host int, topic string, want int, deadline time.Duration) [][]byte {
 	t.Helper()
@@ -96,9 +96,9 @@ func TestConformanceEmbedded(t *testing.T) {
 			b := jsBroker{addrs: e.Addrs(), stream: tc.stream}
 			var dial []string
 			for _, a := range e.Addrs() {
-				px := startProxy(t, a)
+				px := publishertest.StartStallProxy(t, a, 0)
 				b.proxies = append(b.proxies, px)
-				dial = append(dial, px.addr())
+				dial = append(dial, px.Addr())
 			}
 			f := publishertest.Features{
 				AsyncTimeout:     nats.AsyncMaxWait,

@@ -164,13 +164,13 @@ func TestServerKilled(t *testing.T) {
 // deadline and async ones within asyncMaxWait, and the publisher works again once it answers.
 func TestServerFrozen(t *testing.T) {
 	e := embedded(t, 1)
-	px := startProxy(t, e.Addrs()[0])
-	p := open(t, []string{px.addr()}, nil)
+	px := publishertest.StartStallProxy(t, e.Addrs()[0], 0)
+	p := open(t, []string{px.Addr()}, nil)
 	topic := "frozen"
 	if err := p.Publish(ctx(t), 0, topic, []byte("before")); err != nil {
 		t.Fatal(err)
 	}
-	px.stall(true)
+	px.Stall(true)
 	start := time.Now()
 	c, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	err := p.Publish(c, 0, topic, []byte("frozen sync"))
@@ -191,7 +191,7 @@ func TestServerFrozen(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("PublishAsync's done did not run within 10s")
 	}
-	px.stall(false)
+	px.Stall(false)
 	testwait.Until(t, 15*time.Second, "publishing again after the thaw", func() error {
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/publishers/nats"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // honest answers every publish with its PubAck (streams named after their subjects).
@@ -30,13 +31,13 @@ func publishWithin(p *nats.Publisher, topic string, body []byte, d time.Duration
 // those publishes, which returns the longest any of them took.
 func frozenFull(t *testing.T) (*nats.Publisher, func() time.Duration) {
 	f := startFake(t, "", honest)
-	px := startProxy(t, f.addr())
-	p := open(t, []string{px.addr()}, nil)
+	px := publishertest.StartStallProxy(t, f.addr(), 0)
+	p := open(t, []string{px.Addr()}, nil)
 	if _, err := publishWithin(p, "frozen", []byte("warm"), 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	px.stall(true)
-	t.Cleanup(func() { px.stall(false) })
+	px.Stall(true)
+	t.Cleanup(func() { px.Stall(false) })
 	body := make([]byte, 512<<10)
 	var (
 		wg    sync.WaitGroup
@@ -72,19 +73,14 @@ func TestPublishLeavesAtItsDeadline(t *testing.T) {
 		}},
 		{"while nats.go redials a server that does not answer", func(t *testing.T) (time.Duration, time.Duration) {
 			f := startFake(t, "", honest)
-			px := startProxy(t, f.addr())
-			p := open(t, []string{px.addr()}, func(c *nats.Config) { c.DialTimeout = 3 * time.Second })
+			px := publishertest.StartStallProxy(t, f.addr(), 0)
+			p := open(t, []string{px.Addr()}, func(c *nats.Config) { c.DialTimeout = 3 * time.Second })
 			if _, err := publishWithin(p, "redial", []byte("warm"), 2*time.Second); err != nil {
 				t.Fatal(err)
 			}
-			px.stall(true)
-			t.Cleanup(func() { px.stall(false) })
-			px.mu.Lock()
-			for _, c := range px.conns {
-				c.Close()
-			}
-			px.conns = nil
-			px.mu.Unlock()
+			px.Stall(true)
+			t.Cleanup(func() { px.Stall(false) })
+			px.Cut()
 			var worst time.Duration
 			for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
 				took, _ := publishWithin(p, "redial", []byte("x"), 300*time.Millisecond)
@@ -96,10 +92,10 @@ func TestPublishLeavesAtItsDeadline(t *testing.T) {
 			f := startFake(t, "fake.>", func(_ string, seq int, reply string) (string, string, bool) {
 				return reply, `{"stream":"S","seq":` + strconv.Itoa(seq) + `}`, true
 			})
-			px := startProxy(t, f.addr())
-			p := open(t, []string{px.addr()}, func(c *nats.Config) { c.Stream = "S" })
-			px.stall(true)
-			t.Cleanup(func() { px.stall(false) })
+			px := publishertest.StartStallProxy(t, f.addr(), 0)
+			p := open(t, []string{px.Addr()}, func(c *nats.Config) { c.Stream = "S" })
+			px.Stall(true)
+			t.Cleanup(func() { px.Stall(false) })
 			first := make(chan struct{})
 			go func() {
 				defer close(first)
@@ -107,7 +103,7 @@ func TestPublishLeavesAtItsDeadline(t *testing.T) {
 			}()
 			time.Sleep(100 * time.Millisecond) // the first look-up holds the subjects lock
 			worst, _ := publishWithin(p, "fake.b", []byte("b"), 300*time.Millisecond)
-			px.stall(false)
+			px.Stall(false)
 			<-first
 			return 300 * time.Millisecond, worst
 		}},
@@ -125,11 +121,11 @@ func TestPublishLeavesAtItsDeadline(t *testing.T) {
 // that caller's deadline when it leaves, and the look-up completes for it.
 func TestLookUpOutlivesItsFirstCaller(t *testing.T) {
 	f := startFake(t, "", honest)
-	px := startProxy(t, f.addr())
-	p := open(t, []string{px.addr()}, nil)
-	px.stall(true)
-	thaw := time.AfterFunc(600*time.Millisecond, func() { px.stall(false) })
-	t.Cleanup(func() { thaw.Stop(); px.stall(false) })
+	px := publishertest.StartStallProxy(t, f.addr(), 0)
+	p := open(t, []string{px.Addr()}, nil)
+	px.Stall(true)
+	thaw := time.AfterFunc(600*time.Millisecond, func() { px.Stall(false) })
+	t.Cleanup(func() { thaw.Stop(); px.Stall(false) })
 	first := make(chan error, 1)
 	go func() {
 		_, err := publishWithin(p, "joined", []byte("a"), 300*time.Millisecond)

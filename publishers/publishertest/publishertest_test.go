@@ -3,11 +3,9 @@ package publishertest_test
 import (
 	"errors"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,8 +59,8 @@ func TestHelperSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
-	px := startProxy(t, srv.Addrs()[0])
-	b := proxied{STOMP: &itest.STOMP{Addrs: srv.Addrs()}, proxies: []*proxy{px}}
+	px := publishertest.StartStallProxy(t, srv.Addrs()[0], 0)
+	b := proxied{STOMP: &itest.STOMP{Addrs: srv.Addrs()}, proxies: []*publishertest.StallProxy{px}}
 	f := publishertest.Features{
 		NoReject:         "go-stomp accepts every SEND",
 		AsyncTimeout:     30 * time.Second, // stompReceiptTimeout
@@ -106,107 +104,8 @@ func (d *dropsCallbackOnClose) Close() error {
 // proxied is the embedded server's harness with host i reached through proxies[i], which stalls it.
 type proxied struct {
 	*itest.STOMP
-	proxies []*proxy
+	proxies []*publishertest.StallProxy
 }
 
-func (p proxied) FreezeHost(_ testing.TB, host int) { p.proxies[host].stall(true) }
-func (p proxied) ThawHost(_ testing.TB, host int)   { p.proxies[host].stall(false) }
-
-// proxy forwards TCP connections to target. Stalled, it forwards nothing in either direction (it holds
-// what it read; the sockets' buffers fill), and connections made meanwhile are accepted but get no
-// answer: what a SIGSTOPped broker does, for a broker running in the test process.
-type proxy struct {
-	ln     net.Listener
-	target string
-	wg     sync.WaitGroup
-
-	mu    sync.Mutex
-	gate  chan struct{} // closed while forwarding
-	conns []net.Conn
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: target, gate: make(chan struct{})}
-	close(p.gate)
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *proxy) Addr() string { return p.ln.Addr().String() }
-
-func (p *proxy) stall(on bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.gate: // forwarding
-		if on {
-			p.gate = make(chan struct{})
-		}
-	default:
-		if !on {
-			close(p.gate)
-		}
-	}
-}
-
-func (p *proxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, s)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(c, s)
-		go p.pipe(s, c)
-	}
-}
-
-// pipe copies src to dst, holding each chunk while the proxy is stalled; it closes both when either ends.
-func (p *proxy) pipe(src, dst net.Conn) {
-	defer p.wg.Done()
-	defer dst.Close()
-	defer src.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			gate := p.gate
-			p.mu.Unlock()
-			<-gate
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *proxy) close() {
-	_ = p.ln.Close()
-	p.stall(false)
-	p.mu.Lock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
+func (p proxied) FreezeHost(_ testing.TB, host int) { p.proxies[host].Stall(true) }
+func (p proxied) ThawHost(_ testing.TB, host int)   { p.proxies[host].Stall(false) }

@@ -15,91 +15,6 @@ import (
 	"github.com/mqtarget/mqtarget/publishers/rocketmq"
 )
 
-// stallProxy relays TCP to target until stalled: then it neither reads nor forwards (a frozen peer
-// whose socket buffers fill).
-type stallProxy struct {
-	ln      net.Listener
-	mu      sync.Mutex
-	stalled bool
-	thaw    *sync.Cond
-	conns   []net.Conn
-	wg      sync.WaitGroup
-}
-
-func startStallProxy(t *testing.T, target string) *stallProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &stallProxy{ln: ln}
-	p.thaw = sync.NewCond(&p.mu)
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10) // a stalled peer's buffers fill quickly
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			p.wg.Go(func() { p.pipe(c, up) })
-			p.wg.Go(func() { p.pipe(up, c) })
-		}
-	})
-	t.Cleanup(func() {
-		p.stall(false)
-		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *stallProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *stallProxy) stall(on bool) {
-	p.mu.Lock()
-	p.stalled = on
-	p.mu.Unlock()
-	p.thaw.Broadcast()
-}
-
-func (p *stallProxy) waitThawed() {
-	p.mu.Lock()
-	for p.stalled {
-		p.thaw.Wait()
-	}
-	p.mu.Unlock()
-}
-
-func (p *stallProxy) pipe(src, dst net.Conn) {
-	defer dst.Close()
-	buf := make([]byte, 4<<10)
-	for {
-		p.waitThawed()
-		n, err := src.Read(buf)
-		p.waitThawed()
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
 // openLibraryVia is a library publisher of f's cluster through the name server at nsAddr, warmed up.
 func openLibraryVia(t *testing.T, f *fakeRocketMQ, nsAddr string) *rocketmq.Publisher {
 	c := rocketmq.DefaultConfig()
@@ -140,9 +55,9 @@ func TestLibraryFrozenNameServer(t *testing.T) {
 	f := &fakeRocketMQ{}
 	f.broker = publishertest.StartFakeServer(t, f.serveBroker)
 	f.ns = publishertest.StartFakeServer(t, f.serveNameServer)
-	px := startStallProxy(t, f.ns.Addr())
-	p := openLibraryVia(t, f, px.addr())
-	px.stall(true)
+	px := publishertest.StartStallProxy(t, f.ns.Addr(), 4<<10)
+	p := openLibraryVia(t, f, px.Addr())
+	px.Stall(true)
 	var wg sync.WaitGroup
 	for i := range 2 { // the client serialises the look-ups: each waits out 6 s before Close ends
 		wg.Go(func() { leavesInTime(t, p, fmt.Sprintf("fresh%d", i), 200*time.Millisecond) })
@@ -155,11 +70,11 @@ func TestLibraryFrozenNameServer(t *testing.T) {
 func TestLibraryStalledWrite(t *testing.T) {
 	f := &fakeRocketMQ{}
 	f.broker = publishertest.StartFakeServer(t, f.serveBroker)
-	bpx := startStallProxy(t, f.broker.Addr())
-	f.via = bpx.addr()
+	bpx := publishertest.StartStallProxy(t, f.broker.Addr(), 4<<10)
+	f.via = bpx.Addr()
 	f.ns = publishertest.StartFakeServer(t, f.serveNameServer)
 	p := openLibraryVia(t, f, f.ns.Addr())
-	bpx.stall(true)
+	bpx.Stall(true)
 	bigDone := make(chan struct{})
 	go func() {
 		defer close(bigDone)
