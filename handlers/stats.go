@@ -294,7 +294,9 @@ func (s *Server) currentStats(ctx context.Context, now time.Time) (*Stats, error
 		ss.prev, ss.cur = prev, snap
 	}
 	if ss.hostsAt.IsZero() || now.Sub(ss.hostsAt) >= statsStateEvery {
-		pctx, cancel := context.WithTimeout(ctx, s.readyTimeout)
+		// The states answer every poll for statsStateEvery: the pings are not this client's, whose
+		// hanging up would mark every host down for the others (as /readyz's shared rounds).
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.readyTimeout)
 		ss.hosts = s.checkHosts(pctx)
 		cancel()
 		ss.hostsAt = now

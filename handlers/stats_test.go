@@ -180,3 +180,34 @@ func TestStatsFirstFrameIsTheLastSecond(t *testing.T) {
 		t.Errorf("window %vs, /send1 %+v, /send2 %+v: want the last second (0/s and 10/s)", st.WindowSeconds, rates["/send1"], rates["/send2"])
 	}
 }
+
+// ctxPinger is fakePub whose Ping ends with its context, as the real publishers' do.
+type ctxPinger struct{ *fakePub }
+
+func (p ctxPinger) Ping(ctx context.Context, host int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return p.fakePub.Ping(ctx, host)
+}
+
+// TestStatsHostsNotTheClients: /stats pings the hosts for every poll within statsStateEvery, so a poll
+// whose client has gone must not ping them under its ended context: every poll after it would show the
+// hosts down for seconds (and the log would say they were unreachable).
+func TestStatsHostsNotTheClients(t *testing.T) {
+	f := newFake(2)
+	ts := newServer(t, f, func(o *handlers.Options) { o.Publishers = map[string]publishers.Publisher{"nsq": ctxPinger{f}} })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the client hung up
+	ts.srv.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/stats", nil).WithContext(ctx))
+	w := ts.do(http.MethodGet, "/stats", "")
+	var st handlers.Stats
+	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil || w.Code != http.StatusOK {
+		t.Fatalf("/stats: %d %v: %s", w.Code, err, w.Body)
+	}
+	for _, h := range st.Brokers {
+		if h.State != "up" {
+			t.Errorf("host %s: %s (%s) after a poll whose client had gone; want up", h.Host, h.State, h.StateError)
+		}
+	}
+}
