@@ -152,6 +152,16 @@ func (r *result) done(err error) {
 	r.ch <- err
 }
 
+// calledOnce checks that each of rs's callbacks ran exactly once.
+func calledOnce(t *testing.T, rs []*result) {
+	t.Helper()
+	for i, r := range rs {
+		if n := r.calls.Load(); n != 1 {
+			t.Errorf("command %d: done called %d times", i, n)
+		}
+	}
+}
+
 func (r *result) wait(t *testing.T) error {
 	t.Helper()
 	select {
@@ -216,11 +226,7 @@ func TestAnswersMatched(t *testing.T) {
 				}
 			}
 			c.Close()
-			for i, r := range results {
-				if n := r.calls.Load(); n != 1 {
-					t.Errorf("command %d: done called %d times", i, n)
-				}
-			}
+			calledOnce(t, results)
 		})
 	}
 }
@@ -278,11 +284,7 @@ func TestConnectionFailure(t *testing.T) {
 			t.Errorf("send on a dead connection: %v, want unavailable", err)
 		}
 		c.Close()
-		for i, r := range results {
-			if n := r.calls.Load(); n != 1 {
-				t.Errorf("command %d: done called %d times", i, n)
-			}
-		}
+		calledOnce(t, results)
 	})
 	t.Run("broker answers with an error and closes: that command rejected, the others unavailable", func(t *testing.T) {
 		_, nc := startBroker(t, func(w io.Writer, line string, conn net.Conn) {
@@ -876,11 +878,7 @@ func TestQueueBounded(t *testing.T) {
 			if ids := b.commandsReceived(); len(ids) != wantSeen {
 				t.Errorf("broker received %d commands, want %d (the accepted live ones)", len(ids), wantSeen)
 			}
-			for i, r := range accepted {
-				if n := r.calls.Load(); n != 1 {
-					t.Errorf("command %d: done called %d times", i, n)
-				}
-			}
+			calledOnce(t, accepted)
 		})
 	}
 }
