@@ -55,9 +55,9 @@ func conformance(t *testing.T, servers []string, embedded bool) {
 			var addrs []string
 			b := &frozenBroker{}
 			for _, a := range targets {
-				px := newProxy(t, a)
+				px := publishertest.StartStallProxy(t, a, 0)
 				b.proxies = append(b.proxies, px)
-				addrs = append(addrs, px.addr())
+				addrs = append(addrs, px.Addr())
 			}
 			b.recorder = newRecorder(t, targets) // straight to the servers: a freeze stalls the publisher only
 			f := publishertest.Features{

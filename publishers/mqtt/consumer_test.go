@@ -23,12 +23,12 @@ func TestConsumer(t *testing.T) {
 
 func consumerTest(t *testing.T, version string) {
 	e := embeddedFor(t, 2)
-	var proxies []*proxy
+	var proxies []*publishertest.StallProxy
 	var addrs []string
 	for _, a := range e.Addrs() {
-		px := newProxy(t, a)
+		px := publishertest.StartStallProxy(t, a, 0)
 		proxies = append(proxies, px)
-		addrs = append(addrs, px.addr())
+		addrs = append(addrs, px.Addr())
 	}
 	c := DefaultConfig()
 	c.Servers = addrs
@@ -99,7 +99,7 @@ func consumerTest(t *testing.T, version string) {
 	}
 	publishUntil("before")
 	for _, px := range proxies {
-		px.cut()
+		px.Cut()
 	}
 	publishUntil("after cut")
 	cancel()

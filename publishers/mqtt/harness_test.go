@@ -3,7 +3,6 @@ package mqtt
 import (
 	"context"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +11,8 @@ import (
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"go.uber.org/goleak"
+
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // mochiGoroutines are the goroutines of the embedded servers the tests run in their process, which a
@@ -148,114 +149,11 @@ func (r *recorder) Consume(t testing.TB, host int, topic string, want int, deadl
 	return append([][]byte(nil), r.got[host][topic]...)
 }
 
-// proxy relays TCP between clients and a server; frozen, it relays nothing (the bytes stay in the
-// sockets' buffers), as a broker stopped by SIGSTOP would: the freeze of a server in the test process.
-type proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	frozen bool
-	thaw   chan struct{} // closed at thaw
-	conns  []net.Conn
-	wg     sync.WaitGroup
-}
-
-func newProxy(t testing.TB, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: target, thaw: make(chan struct{})}
-	close(p.thaw)
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			p.wg.Go(func() { p.pipe(s, c) })
-			p.wg.Go(func() { p.pipe(c, s) })
-		}
-	})
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *proxy) addr() string { return p.ln.Addr().String() }
-
-// pipe copies src to dst in chunks, each waiting while the proxy is frozen.
-func (p *proxy) pipe(dst, src net.Conn) {
-	defer func() { _ = dst.Close(); _ = src.Close() }()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			thaw := p.thaw
-			p.mu.Unlock()
-			<-thaw
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *proxy) freeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.frozen {
-		p.frozen, p.thaw = true, make(chan struct{})
-	}
-}
-
-func (p *proxy) unfreeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.frozen {
-		p.frozen = false
-		close(p.thaw)
-	}
-}
-
-// cut closes every relayed connection (a broker killed and back at once); new ones are still relayed.
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *proxy) close() {
-	_ = p.ln.Close()
-	p.unfreeze()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
 // frozenBroker is the suite's Broker and Freezer over proxies in front of the embedded servers.
 type frozenBroker struct {
 	*recorder
-	proxies []*proxy
+	proxies []*publishertest.StallProxy
 }
 
-func (b *frozenBroker) FreezeHost(_ testing.TB, host int) { b.proxies[host].freeze() }
-func (b *frozenBroker) ThawHost(_ testing.TB, host int)   { b.proxies[host].unfreeze() }
+func (b *frozenBroker) FreezeHost(_ testing.TB, host int) { b.proxies[host].Stall(true) }
+func (b *frozenBroker) ThawHost(_ testing.TB, host int)   { b.proxies[host].Stall(false) }

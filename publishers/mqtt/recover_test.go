@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // TestRecoverAfterKill: the connection to host 0's server is cut (a broker killed and back at once);
@@ -21,10 +22,10 @@ func TestRecoverAfterKill(t *testing.T) {
 
 func recoverAfterKill(t *testing.T, version string) {
 	e := embeddedFor(t, 2)
-	px := newProxy(t, e.Addrs()[0])
+	px := publishertest.StartStallProxy(t, e.Addrs()[0], 0)
 	rec := newRecorder(t, e.Addrs())
 	c := DefaultConfig()
-	c.Servers = []string{px.addr(), e.Addrs()[1]}
+	c.Servers = []string{px.Addr(), e.Addrs()[1]}
 	c.Version = version
 	p, err := New(c, discard())
 	if err != nil {
@@ -49,7 +50,7 @@ func recoverAfterKill(t *testing.T, version string) {
 			}
 		}
 	}
-	px.cut()
+	px.Cut()
 	recovered := false
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 10; time.Now().Before(deadline); i++ {
