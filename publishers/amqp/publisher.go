@@ -741,6 +741,7 @@ func (l *link) publish(r *request) {
 			pends[i].dc = dc
 			if pends[i].arrived {
 				done, perr = l.resolve(tag, pends[i])
+				done = l.toNotifier(done, perr)
 			}
 		}
 		l.mu.Unlock()
@@ -773,6 +774,7 @@ func (l *link) withdraw(r *request, from uint64, pends []*pending) {
 	if perr == nil {
 		l.next = from - 1
 		l.guard.numbered.Store(l.next)
+		done = l.toNotifier(done, nil)
 	}
 	l.mu.Unlock()
 	if perr != nil {
@@ -945,17 +947,26 @@ func (l *link) confirm(c amqp091.Confirmation) {
 			done, err = l.resolve(c.DeliveryTag, pend)
 		} // else the writer resolves it once the library returned the publish
 	}
-	if done != nil && done.async && err == nil {
-		l.settled = append(l.settled, done)
-		l.backlog++
-		done = nil
-		select {
-		case l.settle <- struct{}{}:
-		default: // the notifier has been told already
-		}
-	}
+	done = l.toNotifier(done, err)
 	l.mu.Unlock()
 	l.after(done, err)
+}
+
+// toNotifier hands an async request's done, settled without a violation, to the notifier and returns
+// nil; it returns any other done for its caller to run. Under mu. Both the listener and the writer
+// (which settles a publish whose confirm came before the library returned it) settle: neither may run
+// the caller's code, which may be slow.
+func (l *link) toNotifier(done *request, err error) *request {
+	if done == nil || !done.async || err != nil {
+		return done
+	}
+	l.settled = append(l.settled, done)
+	l.backlog++
+	select {
+	case l.settle <- struct{}{}:
+	default: // the notifier has been told already
+	}
+	return nil
 }
 
 // notify runs the dones of the async requests the listener settled, in order, off the listener: a
