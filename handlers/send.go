@@ -156,9 +156,9 @@ func (s *Server) sendAsyncWait(w http.ResponseWriter, r *http.Request) error {
 	topic := topicAt(req.topic, s.spread(&req))
 	body, m := s.payload(&req, topic, req.pub.Hosts()[0])
 	result := make(chan error, 1) // buffered: the callback must never block on a request that timed out
-	// The deadline starts before the hand-over: a broker client can block in PublishAsync (one may look a
-	// topic's route up at a name server on a new producer's first send), and the answer must
-	// still come within publish_timeout.
+	// The deadline starts before the hand-over: the publish may wait for a connection being made or a
+	// topic being looked up (on the publisher's goroutine), and the answer must still come within
+	// publish_timeout of the request.
 	ctx := s.publishCtx(w, r)
 	if err := s.startAsync(&req, topic, body, func(err error) { result <- err }); err != nil {
 		return err

@@ -72,6 +72,8 @@ type HostConns struct {
 	// events counts dial outcomes and connections found lost: news about the host, which a Ping
 	// result learned before does not know (PingLimit).
 	events atomic.Uint64
+	// waiting counts the host's async publishes waiting for a dial (GetAsync), for their bound.
+	waiting atomic.Int64
 }
 
 // MayDial returns the error to fail with while the host's backoff runs; nil: a dial may start.
@@ -215,6 +217,94 @@ func (p *Pool[L]) Get(ctx context.Context, host int) (L, error) {
 	return c, err
 }
 
+// GetAsync is Get for a caller that must not wait for the network (PublishAsync): with a live
+// connection, or a failure known now (the host's backoff, Close), it runs at once on the caller's
+// goroutine: use's error or the failure is what it returns. While the connection is being dialed it
+// queues use for the dial's end, where the dial's goroutine (the pool's) runs it with the connection,
+// or calls fail with the dial's failure instead; a failure use returns then goes to fail too.
+func (p *Pool[L]) GetAsync(host int, use func(L) error, fail func(error)) error {
+	if err := p.CheckHost(host); err != nil {
+		return err
+	}
+	slots := p.slots[host]
+	i := int(p.next[host].Add(1)) % len(slots)
+	s := slots[i]
+	c, dialing, err := s.get(p)
+	if dialing == nil {
+		if err != nil && len(slots) > 1 && !errors.Is(err, ErrClosed) {
+			if l, ok := p.live(host, i+1); ok { // as in Get: a sibling's live connection takes it
+				return use(l)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		return use(c)
+	}
+	if len(slots) > 1 {
+		if l, ok := p.live(host, i+1); ok {
+			return use(l)
+		}
+	}
+	w := asyncWaiter[L]{use: use, fail: fail, host: host, next: i + 1}
+	queued, err := s.wait(p, w)
+	if queued || err != nil {
+		return err
+	}
+	// The dial ended between get and wait: its outcome is known now.
+	c, err = s.dialed(p)
+	if err != nil {
+		return err
+	}
+	return use(c)
+}
+
+// asyncWaiter is a GetAsync call waiting for its slot's dial.
+type asyncWaiter[L Link] struct {
+	use        func(L) error
+	fail       func(error)
+	host, next int // for a sibling's live connection when the dial fails
+}
+
+// wait queues w for the dial in progress: false when there is none any more. A host's waiters are
+// bounded (MaxAsyncWaiting, over its slots): each holds a message.
+func (s *slot[L]) wait(p *Pool[L], w asyncWaiter[L]) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dialing == nil {
+		return false, nil
+	}
+	if s.counts.waiting.Add(1) > MaxAsyncWaiting {
+		s.counts.waiting.Add(-1)
+		return false, Wrap(ErrUnavailable, fmt.Errorf("%s %s: %d async publishes wait for a connection, the most allowed", p.name, s.addr, MaxAsyncWaiting))
+	}
+	s.waiters = append(s.waiters, w)
+	return true, nil
+}
+
+// serve runs the waiters of a dial that ended, on the dial's goroutine.
+func (s *slot[L]) serve(p *Pool[L], waiters []asyncWaiter[L]) {
+	if len(waiters) == 0 {
+		return
+	}
+	c, err := s.dialed(p)
+	for _, w := range waiters {
+		use, werr := c, err
+		if werr != nil && !errors.Is(werr, ErrClosed) && len(p.slots[w.host]) > 1 {
+			if l, ok := p.live(w.host, w.next); ok {
+				use, werr = l, nil
+			}
+		}
+		if werr == nil {
+			werr = w.use(use)
+		}
+		if werr != nil {
+			w.fail(werr)
+		}
+		s.counts.waiting.Add(-1)
+	}
+}
+
 // Close closes every connection, dead ones included, so every connection goroutine has ended when it
 // returns, for every caller: a concurrent second call waits for the first. It is idempotent.
 func (p *Pool[L]) Close() {
@@ -279,6 +369,7 @@ type slot[L Link] struct {
 	opened  bool          // a connection was made before: the next one is a reconnect
 	dialing chan struct{} // closed when the dial in progress ends; nil: none
 	failed  error         // the last dial's failure, for the callers that waited for it
+	waiters []asyncWaiter[L]
 }
 
 // liveConn boxes a slot's live connection for the lock-free path.
@@ -328,8 +419,16 @@ func (s *slot[L]) dial(ctx context.Context, finished func(), p *Pool[L], done ch
 	defer finished()
 	c, err := p.Dial(ctx, s.addr)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer close(done)
+	waiters := s.waiters
+	s.waiters = nil
+	s.settle(p, c, err)
+	close(done)
+	s.mu.Unlock()
+	s.serve(p, waiters) // before finished: Close waits for them
+}
+
+// settle records a dial's outcome; s.mu is held.
+func (s *slot[L]) settle(p *Pool[L], c L, err error) {
 	s.dialing = nil
 	if p.closed.Load() {
 		if err == nil {

@@ -3,9 +3,12 @@ package publishers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mqtarget/mqtarget/internal/testwait"
 )
 
 // blockingLink is a connection whose Close blocks until released.
@@ -219,4 +222,135 @@ func settle[L Link](p *Pool[L]) {
 			}
 		}
 	}
+}
+
+// GetAsync never waits for a dial on its caller's goroutine: a request made while the connection is
+// being dialed is queued, then served by the dial's end (the connection, or the dial's failure, or
+// ErrClosed at Close), each exactly once; at most MaxAsyncWaiting per host wait.
+func TestPoolGetAsyncWaitsOnThePoolsGoroutine(t *testing.T) {
+	type outcome struct {
+		used   atomic.Int32
+		failed chan error
+	}
+	newPool := func(result func(ctx context.Context) (*fakeLink, error)) (*Pool[*fakeLink], chan struct{}) {
+		release := make(chan struct{})
+		p := NewPool("test", []string{"a:1"}, 1, func(ctx context.Context, _ string) (*fakeLink, error) {
+			select {
+			case <-release:
+				return result(ctx)
+			case <-ctx.Done():
+				return nil, Wrap(ErrUnavailable, ctx.Err())
+			}
+		})
+		t.Cleanup(p.Close)
+		return p, release
+	}
+	start := func(t *testing.T, p *Pool[*fakeLink], n int) []*outcome {
+		t.Helper()
+		out := make([]*outcome, n)
+		for i := range out {
+			o := &outcome{failed: make(chan error, 2)}
+			out[i] = o
+			began := time.Now()
+			err := p.GetAsync(0, func(*fakeLink) error { o.used.Add(1); return nil }, func(err error) { o.failed <- err })
+			if err != nil {
+				t.Fatalf("GetAsync %d while the host dials: %v, want it queued", i, err)
+			}
+			if took := time.Since(began); took > 100*time.Millisecond {
+				t.Fatalf("GetAsync %d took %v: it waited for the dial", i, took)
+			}
+		}
+		return out
+	}
+	t.Run("served when the dial ends", func(t *testing.T) {
+		link := &fakeLink{}
+		p, release := newPool(func(context.Context) (*fakeLink, error) { return link, nil })
+		out := start(t, p, 3)
+		close(release)
+		served(t, p)
+		for i, o := range out {
+			if o.used.Load() != 1 || len(o.failed) != 0 {
+				t.Errorf("request %d: used %d times, %d failures; want used once", i, o.used.Load(), len(o.failed))
+			}
+		}
+		var used *fakeLink
+		if err := p.GetAsync(0, func(l *fakeLink) error { used = l; return nil }, func(error) {}); err != nil || used != link {
+			t.Errorf("GetAsync with a live connection: %v, %v; want the connection at once", used, err)
+		}
+		refused := errors.New("queue full")
+		if err := p.GetAsync(0, func(*fakeLink) error { return refused }, func(error) { t.Error("fail called for a refusal returned") }); err != refused {
+			t.Errorf("use's error on the caller's goroutine: %v, want it returned", err)
+		}
+	})
+	t.Run("the dial's failure goes to fail", func(t *testing.T) {
+		down := Wrap(ErrUnavailable, errors.New("connection refused"))
+		p, release := newPool(func(context.Context) (*fakeLink, error) { return nil, down })
+		out := start(t, p, 3)
+		close(release)
+		served(t, p)
+		for i, o := range out {
+			if o.used.Load() != 0 || len(o.failed) != 1 {
+				t.Fatalf("request %d: used %d times, %d failures; want one failure", i, o.used.Load(), len(o.failed))
+			}
+			if err := <-o.failed; !errors.Is(err, ErrUnavailable) {
+				t.Errorf("request %d: %v, want the dial's failure", i, err)
+			}
+		}
+		// The host's backoff runs now: known at once, returned to the caller.
+		if err := p.GetAsync(0, func(*fakeLink) error { return nil }, func(error) { t.Error("fail called for a failure returned") }); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("GetAsync during the backoff: %v, want ErrUnavailable returned", err)
+		}
+	})
+	t.Run("Close fails the waiting", func(t *testing.T) {
+		p, _ := newPool(func(context.Context) (*fakeLink, error) { return &fakeLink{}, nil })
+		out := start(t, p, 3)
+		closed := make(chan struct{})
+		go func() { p.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Close did not return within 5 s while requests waited for a dial")
+		}
+		for i, o := range out {
+			if o.used.Load() != 0 || len(o.failed) != 1 {
+				t.Fatalf("request %d: used %d times, %d failures; want one failure", i, o.used.Load(), len(o.failed))
+			}
+			if err := <-o.failed; !errors.Is(err, ErrClosed) {
+				t.Errorf("request %d: %v, want ErrClosed", i, err)
+			}
+		}
+	})
+	t.Run("bounded", func(t *testing.T) {
+		p, release := newPool(func(context.Context) (*fakeLink, error) { return &fakeLink{}, nil })
+		var used atomic.Int32
+		for i := range MaxAsyncWaiting {
+			if err := p.GetAsync(0, func(*fakeLink) error { used.Add(1); return nil }, func(error) {}); err != nil {
+				t.Fatalf("GetAsync %d of %d: %v", i, MaxAsyncWaiting, err)
+			}
+		}
+		err := p.GetAsync(0, func(*fakeLink) error { return nil }, func(error) { t.Error("fail called for a refusal returned") })
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("GetAsync past MaxAsyncWaiting: %v, want ErrUnavailable at once", err)
+		}
+		close(release)
+		served(t, p)
+		if n := used.Load(); n != MaxAsyncWaiting {
+			t.Errorf("%d served, want %d", n, MaxAsyncWaiting)
+		}
+		if err := p.GetAsync(0, func(*fakeLink) error { return nil }, func(error) {}); err != nil {
+			t.Errorf("GetAsync after the waiters were served: %v (the bound's count not given back)", err)
+		}
+	})
+}
+
+// served waits for the dials in progress to end and their waiting requests to be served.
+func served(t *testing.T, p *Pool[*fakeLink]) {
+	t.Helper()
+	settle(p)
+	testwait.Until(t, 5*time.Second, "the waiting requests served", func() error {
+		if n := p.conns[0].waiting.Load(); n != 0 {
+			return fmt.Errorf("%d still waiting", n)
+		}
+		return nil
+	})
 }

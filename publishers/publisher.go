@@ -19,7 +19,11 @@ type Publisher interface {
 	// PublishBatch sends all bodies to topic on host as one unit (one batch command where the protocol has one) and returns once acknowledged.
 	PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error
 	// PublishAsync hands body to the broker client and returns without waiting for the broker. done is
-	// called exactly once with the outcome, unless PublishAsync itself returns an error.
+	// called exactly once with the outcome, unless PublishAsync itself returns an error. It never waits
+	// for the network on the caller's goroutine (/sendAsync answers at once): a publish that needs a
+	// connection being made or a topic being looked up waits for it on a goroutine the publisher owns
+	// (at most MaxAsyncWaiting per host; beyond it PublishAsync refuses with ErrUnavailable), and a
+	// failure of that wait goes to done.
 	PublishAsync(host int, topic string, body []byte, done func(error)) error
 	// Hosts lists the broker addresses, in configuration order.
 	Hosts() []string
@@ -30,6 +34,11 @@ type Publisher interface {
 	// Close stops the publisher; it is idempotent.
 	Close() error
 }
+
+// MaxAsyncWaiting bounds a host's async publishes waiting for a connection or a topic look-up (see
+// Publisher.PublishAsync): above the handlers' default async.max_in_flight, so only a larger setting
+// meets it.
+const MaxAsyncWaiting = 16384
 
 // Error kinds. Publishers wrap broker errors with one of these so the HTTP layer can answer with the
 // documented status code without knowing the broker.

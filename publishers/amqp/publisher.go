@@ -105,7 +105,7 @@ func (p *Publisher) ValidateTopic(name string) error { return ValidateTopic(name
 
 // Publish implements publishers.Publisher: one basic.publish, answered by the broker's confirm.
 func (p *Publisher) Publish(ctx context.Context, host int, topic string, body []byte) error {
-	return await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, [][]byte{body}, done, true) })
+	return await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, [][]byte{body}, done) })
 }
 
 // PublishBatch implements publishers.Publisher: the bodies published back to back on one channel and
@@ -115,14 +115,21 @@ func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bo
 	if len(bodies) == 0 {
 		return errors.New("amqp: empty batch")
 	}
-	return await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, bodies, done, true) })
+	return await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, bodies, done) })
 }
 
 // PublishAsync implements publishers.Publisher: it queues the publish for the host's writer and
 // returns; done runs when the confirm arrives (on the connection's notifier, in order, so a slow one
 // delays only the others), or when the connection fails (within maxWait), so it must be quick.
+// While host's connection is being made the publish waits for it on the pool's goroutine.
 func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
-	return p.send(context.Background(), host, topic, [][]byte{body}, done, false)
+	ctx := context.Background()
+	if err := p.check(host, topic); err != nil {
+		return err
+	}
+	return p.pool.GetAsync(host, func(l *link) error {
+		return l.enqueue(ctx, &request{ctx: ctx, topic: topic, bodies: [][]byte{body}, done: done, left: 1, at: time.Now(), async: true}, false)
+	}, done)
 }
 
 // Ping implements publishers.Publisher: host's connection is up (made now if there is none) and the
@@ -232,9 +239,24 @@ func (p *Publisher) checkHost(host int) error {
 	return nil
 }
 
-// send hands a publish of bodies to host's writer. wait: block for room in the writer's queue until
-// ctx ends (sync publishes); otherwise a full queue fails at once.
-func (p *Publisher) send(ctx context.Context, host int, topic string, bodies [][]byte, done func(error), wait bool) error {
+// send hands a sync publish of bodies to host's writer, waiting for room in its queue until ctx ends
+// (PublishAsync's full queue fails at once instead).
+func (p *Publisher) send(ctx context.Context, host int, topic string, bodies [][]byte, done func(error)) error {
+	if err := p.check(host, topic); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctxErr(ctx)
+	}
+	l, err := p.pool.Get(ctx, host)
+	if err != nil {
+		return err
+	}
+	return l.enqueue(ctx, &request{ctx: ctx, topic: topic, bodies: bodies, done: done, left: len(bodies), at: time.Now()}, true)
+}
+
+// check refuses a publish before it reaches a connection.
+func (p *Publisher) check(host int, topic string) error {
 	if p.closed.Load() {
 		return publishers.ErrClosed
 	}
@@ -245,14 +267,7 @@ func (p *Publisher) send(ctx context.Context, host int, topic string, bodies [][
 		// Handlers validate topics first; a name AMQP cannot carry would fail the connection's writes.
 		return wrap(publishers.ErrRejected, fmt.Errorf("topic %w", err))
 	}
-	if ctx.Err() != nil {
-		return ctxErr(ctx)
-	}
-	l, err := p.pool.Get(ctx, host)
-	if err != nil {
-		return err
-	}
-	return l.enqueue(ctx, &request{ctx: ctx, topic: topic, bodies: bodies, done: done, left: len(bodies), at: time.Now(), async: !wait}, wait)
+	return nil
 }
 
 // wrap attaches an error kind to err, both visible to errors.Is.

@@ -161,8 +161,14 @@ func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bo
 }
 
 // PublishAsync implements Publisher; done runs on the connection's read loop, so it must be quick.
+// While host's connection is being made the publish waits for it on the pool's goroutine.
 func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
-	return p.send(context.Background(), host, topic, body, nil, done)
+	if err := checkNSQTopicFraming(host, topic); err != nil {
+		return err
+	}
+	return p.pool.GetAsync(host, func(conn *nsqConn) error {
+		return p.sendOn(conn, time.Time{}, host, topic, body, nil, done)
+	}, done)
 }
 
 // send queues a PUB of body, or an MPUB of bodies when body is nil, on a connection to host.
@@ -174,12 +180,18 @@ func (p *Publisher) send(ctx context.Context, host int, topic string, body []byt
 	if err != nil {
 		return err
 	}
+	by, _ := ctx.Deadline()
+	return p.sendOn(conn, by, host, topic, body, bodies, done)
+}
+
+// sendOn is send on conn, the command dropped unwritten after by (zero: never).
+func (p *Publisher) sendOn(conn *nsqConn, by time.Time, host int, topic string, body []byte, bodies [][]byte, done func(error)) error {
 	// nsqd answers an oversize or empty message with a fatal error and closes the connection, failing
 	// every other request on it: refuse such a message here instead.
 	if err := conn.check(host, body, bodies); err != nil {
 		return err
 	}
-	by, _ := ctx.Deadline()
+	var err error
 	if bodies == nil {
 		err = conn.Send(by, func(b []byte, _ uint64) []byte { return appendPUB(b, topic, body) }, done)
 	} else {

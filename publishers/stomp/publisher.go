@@ -240,18 +240,27 @@ func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bo
 
 // PublishAsync implements Publisher: it queues a SEND with a receipt header and returns; done runs on
 // the connection's read loop when the receipt arrives (or the connection fails), so it must be quick.
+// While host's connection is being made the publish waits for it on the pool's goroutine.
 func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
-	return p.send(context.Background(), host, topic, body, nil, done)
+	return p.pool.GetAsync(host, func(conn *stompConn) error {
+		return p.sendOn(conn, time.Time{}, topic, body, nil, done)
+	}, done)
 }
 
-// send queues a SEND of body, or a transaction of bodies when body is nil, on a connection to host. The
-// receipt id is the command's sequence number on its connection, tagged (stompReceipts).
+// send queues a SEND of body, or a transaction of bodies when body is nil, on a connection to host.
 func (p *Publisher) send(ctx context.Context, host int, topic string, body []byte, bodies [][]byte, done func(error)) error {
 	conn, err := p.pool.Get(ctx, host)
 	if err != nil {
 		return err
 	}
 	by, _ := ctx.Deadline()
+	return p.sendOn(conn, by, topic, body, bodies, done)
+}
+
+// sendOn is send on conn, the command dropped unwritten after by (zero: never). The receipt id is the
+// command's sequence number on its connection, tagged (stompReceipts).
+func (p *Publisher) sendOn(conn *stompConn, by time.Time, topic string, body []byte, bodies [][]byte, done func(error)) error {
+	var err error
 	dest := p.cfg.Prefix + topic
 	persistent := p.cfg.Persistent
 	rc := conn.receipts
