@@ -2,11 +2,13 @@ package nats_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nats"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
@@ -169,5 +171,63 @@ func TestConcurrentClose(t *testing.T) {
 	second := time.Now()
 	if first := <-firstDone; first.Sub(second) > 100*time.Millisecond {
 		t.Errorf("the second Close returned %v before the first", first.Sub(second))
+	}
+}
+
+// TestAsyncPublishDoesNotWaitForLookUp: the first async publishes to a topic return at once while its
+// stream's look-up waits for a frozen server (/sendAsync answers at once), and are published once it
+// answers; at Close, those still waiting get ErrClosed, once each.
+func TestAsyncPublishDoesNotWaitForLookUp(t *testing.T) {
+	for _, thaw := range []bool{true, false} {
+		name := map[bool]string{true: "published after the thaw", false: "closed while waiting"}[thaw]
+		t.Run(name, func(t *testing.T) {
+			f := startFake(t, "", honest)
+			px := publishertest.StartStallProxy(t, f.addr(), 0)
+			p := open(t, []string{px.Addr()}, nil)
+			px.Stall(true)
+			t.Cleanup(func() { px.Stall(false) })
+			const n = 3
+			dones := make(chan error, 2*n)
+			for i := range n {
+				start := time.Now()
+				if err := p.PublishAsync(0, "fresh", []byte("async"), func(err error) { dones <- err }); err != nil {
+					t.Fatalf("async publish %d: %v", i, err)
+				}
+				if took := time.Since(start); took > 100*time.Millisecond {
+					t.Fatalf("async publish %d returned after %v: it waited for the stream's look-up", i, took)
+				}
+			}
+			want := error(nil)
+			if thaw {
+				time.Sleep(200 * time.Millisecond) // frozen for a while: nothing to poll for
+				px.Stall(false)
+			} else {
+				closed := make(chan struct{})
+				go func() { _ = p.Close(); close(closed) }()
+				select {
+				case <-closed:
+				case <-time.After(5 * time.Second):
+					t.Fatal("Close did not return within 5 s")
+				}
+				want = publishers.ErrClosed
+			}
+			for i := range n {
+				select {
+				case err := <-dones:
+					if !errors.Is(err, want) || (want == nil && err != nil) {
+						t.Errorf("done %d: %v, want %v", i, err, want)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%d of %d dones missing after 10 s", n-i, n)
+				}
+			}
+			if thaw {
+				if got := f.storedCount(); got != n {
+					t.Errorf("the server stored %d messages, want %d", got, n)
+				}
+			} else if len(dones) != 0 {
+				t.Errorf("%d dones more than once", len(dones))
+			}
+		})
 	}
 }

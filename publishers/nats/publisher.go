@@ -408,8 +408,8 @@ func (p *Publisher) publishSync(ctx context.Context, host int, topic string, bod
 }
 
 // PublishAsync implements publishers.Publisher. done runs exactly once: with the PubAck's outcome,
-// ErrTimeout after asyncMaxWait without one, or ErrClosed at Close. The first publish to a topic waits
-// for its stream to be looked up or created.
+// ErrTimeout after asyncMaxWait without one, or ErrClosed at Close. The first publishes to a topic wait
+// for its stream to be looked up or created, on goroutines of the publisher's.
 func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
 	h, err := p.hostConn(host)
 	if err != nil {
@@ -461,19 +461,36 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 		}
 		return nil
 	}
-	st, err := p.streamFor(ctx, h, topic)
-	if err != nil {
+	if err := ValidateTopic(topic); err != nil {
+		return refuse(publishers.Wrap(publishers.ErrRejected, err))
+	}
+	if st := h.readyStream(topic); st != nil {
+		cancel()
+		if _, err := p.send(nil, h, st, topic, [][]byte{body}, finish, true); err != nil {
+			free()
+			p.async.Done()
+			return err
+		}
+		return nil
+	}
+	if !h.nc.IsConnected() { // the look-up would fail at once (no reconnect buffer): say so now
+		return refuse(h.unavailable(nats.ErrReconnectBufExceeded))
+	}
+	// The topic's stream is not known yet: the publish waits for its look-up on a goroutine of its own
+	// (owned: Close waits for p.async; the slots bound how many), never on the caller's.
+	go func() {
+		st, err := p.streamFor(ctx, h, topic)
+		cancel()
+		if err == nil {
+			if _, err = p.send(nil, h, st, topic, [][]byte{body}, finish, true); err == nil {
+				return
+			}
+		}
 		if p.root.Err() != nil {
 			err = publishers.ErrClosed
 		}
-		return refuse(err)
-	}
-	cancel()
-	if _, err := p.send(nil, h, st, topic, [][]byte{body}, finish, true); err != nil {
-		free()
-		p.async.Done()
-		return err
-	}
+		finish(err)
+	}()
 	return nil
 }
 

@@ -93,6 +93,25 @@ func (p *Publisher) streamFor(ctx context.Context, h *hostConn, topic string) (*
 	return st, nil
 }
 
+// readyStream is topic's stream when its look-up has succeeded already (nil otherwise): what an async
+// publish may use without waiting.
+func (h *hostConn) readyStream(topic string) *streamState {
+	h.streams.mu.Lock()
+	st := h.streams.m[topic]
+	h.streams.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	select {
+	case <-st.ready:
+		if st.err == nil {
+			return st
+		}
+	default:
+	}
+	return nil
+}
+
 // runLookUp looks st up within lookUpTimeout and Close, and publishes the outcome to its waiters.
 func (p *Publisher) runLookUp(h *hostConn, st *streamState) {
 	ctx, cancel := context.WithTimeout(p.root, lookUpTimeout)
