@@ -110,7 +110,7 @@ func (p *Publisher) produceBatchOnce(ctx context.Context, host int, topic string
 		return kind(publishers.ErrClosed, errors.New("kafka publisher closed"))
 	}
 	q := &pending{p: p, host: host, done: func(err error) { ch <- err }, cancel: cancel}
-	p.register(q)
+	p.register(q, 0)
 	p.gate.RUnlock()
 	resp, err := req.RequestWith(rctx, p.cl.Broker(int(st.leaders[part])))
 	switch {

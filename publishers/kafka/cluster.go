@@ -59,11 +59,12 @@ type cluster struct {
 }
 
 type topicState struct {
-	ready   chan struct{}   // closed once parts and err are set
-	parts   []int32         // per host: the partition its publishes go to; -1: none
-	host    map[int32]int   // partition -> host whose broker is its first replica
-	leaders map[int32]int32 // partition -> its leader's node id, when looked up
-	id      [16]byte        // the topic's id (produce v13 names topics by it)
+	ready   chan struct{}       // closed once parts and err are set, under cluster.mu
+	waiters []func(*topicState) // run by the lookup's goroutine once ready is closed (awaitTopic)
+	parts   []int32             // per host: the partition its publishes go to; -1: none
+	host    map[int32]int       // partition -> host whose broker is its first replica
+	leaders map[int32]int32     // partition -> its leader's node id, when looked up
+	id      [16]byte            // the topic's id (produce v13 names topics by it)
 	err     error
 }
 
@@ -178,21 +179,11 @@ func (k *cluster) checkHost(host int) error {
 // the callers after them. A failed lookup is forgotten, so the next caller tries again.
 func (k *cluster) topic(ctx context.Context, topic string) (*topicState, error) {
 	k.mu.Lock()
-	st := k.topics[topic]
-	if st == nil {
-		lctx, finished, err := k.lookups.Enter(context.Background())
-		if err != nil {
-			k.mu.Unlock()
-			return nil, kind(publishers.ErrClosed, errors.New("kafka client closed"))
-		}
-		if len(k.topics) >= maxTopics {
-			k.topics = map[string]*topicState{}
-		}
-		st = &topicState{ready: make(chan struct{})}
-		k.topics[topic] = st
-		go k.lookupFor(lctx, finished, topic, st)
-	}
+	st, err := k.lookupLocked(topic)
 	k.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	select {
 	case <-st.ready:
 		return st, st.err
@@ -201,23 +192,77 @@ func (k *cluster) topic(ctx context.Context, topic string) (*topicState, error) 
 	}
 }
 
+// topicNow is topic without waiting: its partition map when it is known (ready), otherwise the lookup
+// in progress, started if there was none, to wait on with awaitTopic. A ready map has no error: a
+// failed lookup leaves the map before it is ready.
+func (k *cluster) topicNow(topic string) (st *topicState, ready bool, err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if st, err = k.lookupLocked(topic); err != nil {
+		return nil, false, err
+	}
+	select {
+	case <-st.ready:
+		return st, true, nil
+	default:
+		return st, false, nil
+	}
+}
+
+// awaitTopic queues then to run on st's lookup goroutine once it ended; false when it has ended
+// already (then is not queued).
+func (k *cluster) awaitTopic(st *topicState, then func(*topicState)) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	select {
+	case <-st.ready:
+		return false
+	default:
+		st.waiters = append(st.waiters, then)
+		return true
+	}
+}
+
+// lookupLocked is topic's state, its lookup started when there is none. The caller holds mu.
+func (k *cluster) lookupLocked(topic string) (*topicState, error) {
+	if st := k.topics[topic]; st != nil {
+		return st, nil
+	}
+	lctx, finished, err := k.lookups.Enter(context.Background())
+	if err != nil {
+		return nil, kind(publishers.ErrClosed, errors.New("kafka client closed"))
+	}
+	if len(k.topics) >= maxTopics {
+		k.topics = map[string]*topicState{}
+	}
+	st := &topicState{ready: make(chan struct{})}
+	k.topics[topic] = st
+	go k.lookupFor(lctx, finished, topic, st)
+	return st, nil
+}
+
 // lookupTimeout bounds one shared topic lookup (creation and leader election included).
 const lookupTimeout = discoverTimeout
 
-// lookupFor runs topic's shared lookup into st, within ctx (the lookups' scope) and lookupTimeout.
+// lookupFor runs topic's shared lookup into st, within ctx (the lookups' scope) and lookupTimeout, then
+// runs its waiters (on this goroutine: the scope owns it, and endLookups waits for them too).
 func (k *cluster) lookupFor(ctx context.Context, finished func(), topic string, st *topicState) {
 	defer finished()
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-	defer cancel()
-	st.err = k.lookup(ctx, topic, st)
-	if st.err != nil {
-		k.mu.Lock()
-		if k.topics[topic] == st {
-			delete(k.topics, topic)
-		}
-		k.mu.Unlock()
+	err := k.lookup(ctx, topic, st)
+	cancel()
+	k.mu.Lock()
+	st.err = err
+	if err != nil && k.topics[topic] == st {
+		delete(k.topics, topic)
 	}
-	close(st.ready)
+	waiters := st.waiters
+	st.waiters = nil
+	close(st.ready) // under mu: a waiter queued before is in waiters, none is queued after
+	k.mu.Unlock()
+	for _, w := range waiters {
+		w(st)
+	}
 }
 
 // endLookups stops the lookups in progress and waits for them; no lookup starts after it. The

@@ -32,7 +32,10 @@
 // when the leader answered (per acks), or at the caller's deadline with ErrTimeout; a publish that
 // timed out or failed as unavailable may still be stored (once) within publish_timeout, never later.
 // PublishAsync's done runs exactly once: with the answer, with ErrTimeout at publish_timeout, or with
-// ErrClosed at Close.
+// ErrClosed at Close. PublishAsync never waits for the network: a publish to a topic being looked up
+// (or created) is queued on that lookup, at most publishers.MaxAsyncWaiting per host (beyond, refused
+// as unavailable), and the lookup's goroutine hands it to the client once it ended, or gives done its
+// failure; one its deadline or Close answered meanwhile is not sent.
 //
 // PublishBatch sends its records as one record batch in one produce request of its own (batch.go), on
 // franz-go's connection to the partition's leader: Kafka appends a batch whole or not at all. Those

@@ -53,6 +53,9 @@ type fakeBroker struct {
 	lagging atomic.Int32
 	// advertised, when set, is the address its metadata names for it (a front that relays to it)
 	advertised atomic.Pointer[string]
+	// held, when set, holds every metadata answer that names a topic until it is closed: a topic
+	// lookup that is slow while the connection is up
+	held atomic.Pointer[chan struct{}]
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -102,6 +105,17 @@ func (f *fakeBroker) advertisedAddr() string {
 		return *a
 	}
 	return f.addr()
+}
+
+// hold holds f's metadata answers that name a topic until the function it returns is called (at the
+// latest at cleanup).
+func (f *fakeBroker) hold(t testing.TB) (release func()) {
+	h := make(chan struct{})
+	f.held.Store(&h)
+	var once sync.Once
+	release = func() { once.Do(func() { f.held.Store(nil); close(h) }) }
+	t.Cleanup(release)
+	return release
 }
 
 func (f *fakeBroker) Addrs() []string  { return []string{f.addr()} }
@@ -294,6 +308,13 @@ func (fc *fakeConn) answer(req kmsg.Request) (kmsg.Response, bool) {
 			r.ApiKeys = append(r.ApiKeys, v)
 		}
 	case *kmsg.MetadataResponse:
+		if h := f.held.Load(); h != nil && len(req.(*kmsg.MetadataRequest).Topics) > 0 {
+			select {
+			case <-*h:
+			case <-f.done:
+				return nil, false
+			}
+		}
 		peers := f.peers
 		if peers == nil {
 			peers = []*fakeBroker{f}

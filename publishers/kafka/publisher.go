@@ -38,6 +38,9 @@ type Publisher struct {
 	versions []atomic.Pointer[string] // per host: what its ApiVersions answer says it runs
 	pings    publishers.PingLimit     // Ping's connections: one per host and publishers.PingReuse
 	down     []hostDown               // per host: its produce connection's last failure
+	// waiting counts per host the async publishes queued on a topic lookup (publishers.MaxAsyncWaiting):
+	// each holds its message until the lookup ends.
+	waiting []atomic.Int32
 }
 
 // hostDown is a host whose produce connection failed: publishes to it are refused as unavailable for
@@ -52,15 +55,16 @@ type hostDown struct {
 // as long.
 const downFor = time.Second
 
-// pending is one publish handed to the client: finish runs done exactly once, with the first outcome of
-// its records, the deadline, or Close.
+// pending is one publish handed to the client (or waiting for its topic's lookup, to be handed): finish
+// runs done exactly once, with the first outcome of its records, the deadline, or Close.
 type pending struct {
 	p      *Publisher
 	host   int
 	left   atomic.Int32 // records not answered yet
 	fired  atomic.Bool
 	done   func(error)
-	cancel func() // releases the record context (and its timer)
+	cancel func()      // nil, or what ends the publish's request (PublishBatch)
+	timer  *time.Timer // PublishAsync's deadline; set and read under pmu
 }
 
 func (q *pending) finish(err error) {
@@ -69,10 +73,22 @@ func (q *pending) finish(err error) {
 	}
 	q.p.pmu.Lock()
 	delete(q.p.pending, q)
+	t := q.timer
 	q.p.pmu.Unlock()
-	q.cancel()
+	if t != nil {
+		t.Stop()
+	}
+	if q.cancel != nil {
+		q.cancel()
+	}
 	q.done(err)
 	q.p.running.Done()
+}
+
+// expire is PublishAsync's deadline, publish_timeout after the call. A record in a request to a broker
+// that stopped answering is kept by the client until the connection fails; the caller hears now.
+func (q *pending) expire() {
+	q.finish(kind(publishers.ErrTimeout, fmt.Errorf("kafka: no answer within publish_timeout %v: %w", q.p.cfg.PublishTimeout, context.DeadlineExceeded)))
 }
 
 // New discovers the cluster's brokers (within 10 s: New fails when the cluster does not answer) and
@@ -102,7 +118,8 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Publisher{cluster: k, pending: map[*pending]struct{}{}, versions: make([]atomic.Pointer[string], len(k.hosts)), down: make([]hostDown, len(k.hosts))}
+	p := &Publisher{cluster: k, pending: map[*pending]struct{}{}, versions: make([]atomic.Pointer[string], len(k.hosts)),
+		down: make([]hostDown, len(k.hosts)), waiting: make([]atomic.Int32, len(k.hosts))}
 	lost := p.failHost
 	k.lost.Store(&lost)
 	return p, nil
@@ -163,7 +180,7 @@ func (p *Publisher) check(host int, topic string, bodies [][]byte) error {
 		return kind(publishers.ErrRejected, err)
 	}
 	if p.isClosed() {
-		return kind(publishers.ErrClosed, errors.New("kafka publisher closed"))
+		return errClosed()
 	}
 	for _, b := range bodies {
 		if len(b) > MaxBody {
@@ -197,52 +214,133 @@ func (p *Publisher) await(ctx context.Context, host int, topic string, bodies []
 }
 
 // PublishAsync implements publishers.Publisher: done runs once with the answer, or with ErrTimeout
-// after publish_timeout, or ErrClosed at Close. A topic not seen before is looked up (and created)
-// first, within publish_timeout.
+// after publish_timeout, or ErrClosed at Close. It never waits for the network: a publish to a topic
+// whose lookup (and creation) is under way is queued on that lookup, whose goroutine hands it to the
+// client once it ended (serve); its publish_timeout runs from the call all the same.
 func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
-	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.PublishTimeout)
-	q, err := p.sendCtx(ctx, cancel, host, topic, [][]byte{body}, done)
+	bodies := [][]byte{body}
+	if err := p.check(host, topic, bodies); err != nil {
+		return err
+	}
+	st, ready, err := p.topicNow(topic)
 	if err != nil {
 		return err
 	}
-	// A record in a request to a broker that stopped answering is kept by the client until the
-	// connection fails; the caller hears at publish_timeout.
-	stop := context.AfterFunc(ctx, func() { q.finish(kind(publishers.ErrTimeout, context.DeadlineExceeded)) })
-	_ = stop // the context's cancel (finish) releases it
-	return nil
-}
-
-func (p *Publisher) send(ctx context.Context, host int, topic string, bodies [][]byte, done func(error)) (*pending, error) {
-	return p.sendCtx(ctx, func() {}, host, topic, bodies, done)
-}
-
-// sendCtx hands bodies to the client; ctx bounds the topic lookup, cancel is called once the publish
-// finished. The records' own context is the background: franz-go fails every record buffered for a
-// partition when the first one's context ends (gapless order), so one caller's deadline would fail its
-// neighbours' publishes (measured: a timed-out Publish failed 10 PublishAsync with "context
-// canceled"). Their life is bounded by publish_timeout instead (RecordDeliveryTimeout), in flight too
-// (AllowIdempotentProduceCancellation).
-func (p *Publisher) sendCtx(ctx context.Context, cancel func(), host int, topic string, bodies [][]byte, done func(error)) (*pending, error) {
-	fail := func(err error) (*pending, error) { cancel(); return nil, err }
-	if err := p.check(host, topic, bodies); err != nil {
-		return fail(err)
+	if !ready {
+		return p.wait(st, host, topic, body, done)
 	}
-	st, err := p.topic(ctx, topic)
+	part, err := p.partition(st, topic, host)
 	if err != nil {
-		return fail(err)
-	}
-	part := st.parts[host]
-	if part < 0 {
-		return fail(kind(publishers.ErrUnavailable, fmt.Errorf("kafka: topic %s has no partition for host %d (broker %d)", topic, host, p.nodes[host])))
+		return err
 	}
 	p.gate.RLock()
 	defer p.gate.RUnlock()
 	if p.closed {
-		return fail(kind(publishers.ErrClosed, errors.New("kafka publisher closed")))
+		return errClosed()
 	}
-	q := &pending{p: p, host: host, done: done, cancel: cancel}
+	q := &pending{p: p, host: host, done: done}
+	q.left.Store(1)
+	p.register(q, p.cfg.PublishTimeout)
+	p.produce(q, topic, part, bodies, time.Time{})
+	return nil
+}
+
+// wait queues an async publish on its topic's lookup st, at most publishers.MaxAsyncWaiting per host.
+// It is registered now, open, so Close fails it and its deadline runs from the call.
+func (p *Publisher) wait(st *topicState, host int, topic string, body []byte, done func(error)) error {
+	if p.waiting[host].Add(1) > publishers.MaxAsyncWaiting {
+		p.waiting[host].Add(-1)
+		return kind(publishers.ErrUnavailable, fmt.Errorf("kafka: broker %d (%s): %d async publishes wait for a topic lookup, the most allowed",
+			p.nodes[host], p.hosts[host], publishers.MaxAsyncWaiting))
+	}
+	at := time.Now()
+	q := &pending{p: p, host: host, done: done}
+	q.left.Store(1)
+	p.gate.RLock()
+	if p.closed {
+		p.gate.RUnlock()
+		p.waiting[host].Add(-1)
+		return errClosed()
+	}
+	p.register(q, p.cfg.PublishTimeout)
+	queued := p.awaitTopic(st, func(st *topicState) { p.serve(q, st, topic, body, at) })
+	p.gate.RUnlock()
+	if !queued {
+		p.serve(q, st, topic, body, at) // the lookup ended meanwhile: nothing left to wait for
+	}
+	return nil
+}
+
+// serve hands a queued async publish to the client once its topic's lookup ended, or gives done the
+// lookup's failure. It runs on the lookup's goroutine (on the caller's when the lookup ended as the
+// publish was queued: nothing is left to wait for). A publish its deadline or Close answered already is
+// not sent: its caller heard it failed. The record is stamped with the call's time, from which the
+// client counts publish_timeout too (RecordDeliveryTimeout), so it does not outlive the deadline its
+// caller hears.
+func (p *Publisher) serve(q *pending, st *topicState, topic string, body []byte, at time.Time) {
+	p.waiting[q.host].Add(-1)
+	err := st.err
+	if err == nil {
+		var part int32
+		if part, err = p.partition(st, topic, q.host); err == nil {
+			p.gate.RLock()
+			if !p.closed && !q.fired.Load() { // closed: Close fails it
+				p.produce(q, topic, part, [][]byte{body}, at)
+			}
+			p.gate.RUnlock()
+			return
+		}
+	}
+	if p.isClosed() {
+		err = errClosed() // the lookup ended because Close ended it
+	}
+	q.finish(err)
+}
+
+// partition is the partition host's publishes to topic go to.
+func (p *Publisher) partition(st *topicState, topic string, host int) (int32, error) {
+	if part := st.parts[host]; part >= 0 {
+		return part, nil
+	}
+	return 0, kind(publishers.ErrUnavailable, fmt.Errorf("kafka: topic %s has no partition for host %d (broker %d)", topic, host, p.nodes[host]))
+}
+
+func errClosed() error { return kind(publishers.ErrClosed, errors.New("kafka publisher closed")) }
+
+// send hands bodies to the client, ctx bounding the topic lookup (Publish's path: it waits under its
+// ctx by design). The records' own context is the background: franz-go fails every record buffered for
+// a partition when the first one's context ends (gapless order), so one caller's deadline would fail
+// its neighbours' publishes (measured: a timed-out Publish failed 10 PublishAsync with "context
+// canceled"). Their life is bounded by publish_timeout instead (RecordDeliveryTimeout), in flight too
+// (AllowIdempotentProduceCancellation).
+func (p *Publisher) send(ctx context.Context, host int, topic string, bodies [][]byte, done func(error)) (*pending, error) {
+	if err := p.check(host, topic, bodies); err != nil {
+		return nil, err
+	}
+	st, err := p.topic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	part, err := p.partition(st, topic, host)
+	if err != nil {
+		return nil, err
+	}
+	p.gate.RLock()
+	defer p.gate.RUnlock()
+	if p.closed {
+		return nil, errClosed()
+	}
+	q := &pending{p: p, host: host, done: done}
 	q.left.Store(int32(len(bodies)))
-	p.register(q)
+	p.register(q, 0)
+	p.produce(q, topic, part, bodies, time.Time{})
+	return q, nil
+}
+
+// produce hands q's bodies to the client for topic's partition part, stamped at (zero: now). The
+// caller holds gate for reading and found the publisher open; q is registered.
+func (p *Publisher) produce(q *pending, topic string, part int32, bodies [][]byte, at time.Time) {
+	host := q.host
 	promise := func(_ *kgo.Record, err error) {
 		if err != nil {
 			q.finish(classify(err))
@@ -256,17 +354,22 @@ func (p *Publisher) sendCtx(ctx context.Context, cancel func(), host int, topic 
 	for _, b := range bodies {
 		// TryProduce: at the buffer's bound the record fails at once (ErrMaxBuffered) instead of
 		// blocking the caller.
-		p.cl.TryProduce(context.Background(), &kgo.Record{Topic: topic, Partition: part, Value: b}, promise)
+		p.cl.TryProduce(context.Background(), &kgo.Record{Topic: topic, Partition: part, Value: b, Timestamp: at}, promise)
 	}
-	return q, nil
 }
 
-// register adds q to what Close fails and waits for. The caller holds gate for reading and found the
-// publisher open, so the count cannot rise once Close waits on it.
-func (p *Publisher) register(q *pending) {
+// register adds q to what Close fails and waits for, with its deadline timeout after now (0: none). The
+// caller holds gate for reading and found the publisher open, so the count cannot rise once Close waits
+// on it. The timer is armed under pmu, where finish reads it: one that fires at once waits for that. A
+// timer, not a context: context.AfterFunc started a goroutine at every finish (its cancel runs the
+// function), one per async publish.
+func (p *Publisher) register(q *pending, timeout time.Duration) {
 	p.running.Add(1)
 	p.pmu.Lock()
 	p.pending[q] = struct{}{}
+	if timeout > 0 {
+		q.timer = time.AfterFunc(timeout, q.expire)
+	}
 	p.pmu.Unlock()
 }
 
@@ -286,7 +389,7 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 		return err
 	}
 	if p.isClosed() {
-		return kind(publishers.ErrClosed, errors.New("kafka publisher closed"))
+		return errClosed()
 	}
 	return p.pings.Do(ctx, host, p.connEvents, func(ctx context.Context, host int) error {
 		v, err := p.ping(ctx, host)
@@ -342,7 +445,7 @@ func (p *Publisher) Close() error {
 		}
 		p.pmu.Unlock()
 		for _, q := range qs {
-			q.finish(kind(publishers.ErrClosed, errors.New("kafka publisher closed")))
+			q.finish(errClosed())
 		}
 		p.running.Wait()
 		p.endLookups()

@@ -384,7 +384,8 @@ func (s *session) close() {
 }
 
 // maxAckWait bounds how long paho keeps a publish waiting for its acknowledgement when the caller's
-// context has no earlier deadline (async publishes): their done runs within it.
+// context has no earlier deadline (async publishes): their done runs within it of the publish being
+// handed to the connection.
 const maxAckWait = 10 * time.Second
 
 func ptr[T any](v T) *T { return &v }

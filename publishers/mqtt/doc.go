@@ -68,8 +68,13 @@
 // At most mqtt.max_inflight publishes per host are accepted and not yet answered: beyond it a sync
 // publish waits under its deadline and PublishAsync is refused with ErrUnavailable (503). Of those, at
 // most the broker's Receive Maximum (CONNACK; mosquitto: max_inflight_messages, 20 by default) are on
-// the wire; the rest wait in order for a slot, within the 10 s bound. PublishAsync's done runs exactly
-// once, within 10 s, or at Close with ErrClosed.
+// the wire; the rest wait in order for a slot, within the 10 s bound. PublishAsync never waits for the
+// network on its caller's goroutine: a publish made while its host's connection is being set up waits
+// for it on a goroutine of the publisher's, up to twice mqtt.dial_timeout (at most
+// publishers.MaxAsyncWaiting per host, each counting in mqtt.max_inflight; beyond, it is refused with
+// ErrUnavailable), and a failure of that wait goes to done. PublishAsync's done runs exactly once,
+// within 10 s of the PUBLISH being handed to the connection (twice mqtt.dial_timeout more when it
+// waited for one), or at Close with ErrClosed.
 //
 // # Version and counters
 //

@@ -46,6 +46,11 @@ type host struct {
 	pingErr  error
 	pingNews uint64 // h.news() when pingErr was learned
 
+	// waiting counts the async publishes waiting for a connection being made (awaitSession), at most
+	// maxWaiting (publishers.MaxAsyncWaiting; tests lower it): each holds its message.
+	waiting    atomic.Int64
+	maxWaiting int64
+
 	version                        atomic.Pointer[string]
 	opened, reopened, dialFailures atomic.Uint64
 	lost                           atomic.Uint64 // connections found ended
@@ -82,6 +87,8 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 			queue: make(chan struct{}, c.MaxInFlight),
 			ping:  make(chan struct{}, 1),
 			rd:    redial{b: publishers.DefaultBackoff()},
+
+			maxWaiting: publishers.MaxAsyncWaiting,
 		})
 	}
 	return p, nil
@@ -125,26 +132,10 @@ func (p *Publisher) host(i int) (*host, error) {
 // the host is not in its backoff.
 func (p *Publisher) session(ctx context.Context, h *host) (*session, error) {
 	for {
-		h.mu.Lock()
-		if s := h.cur; s != nil && s.ctx.Err() == nil {
-			h.mu.Unlock()
-			return s, nil
+		s, ch, err := p.sessionOrDial(h)
+		if s != nil || err != nil {
+			return s, err
 		}
-		if err := h.rd.check(time.Now()); err != nil {
-			h.mu.Unlock()
-			return nil, fmt.Errorf("%w: %w", publishers.ErrUnavailable, err)
-		}
-		ch := h.dialing
-		if ch == nil {
-			ch = make(chan struct{})
-			h.dialing = ch
-			if !p.goOwned(func() { p.dialHost(h, ch) }) {
-				h.dialing = nil
-				h.mu.Unlock()
-				return nil, publishers.ErrClosed
-			}
-		}
-		h.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -153,6 +144,28 @@ func (p *Publisher) session(ctx context.Context, h *host) (*session, error) {
 			return nil, publishers.ErrClosed
 		}
 	}
+}
+
+// sessionOrDial returns h's live connection, or else the dial in progress to wait for (starting one
+// when there is none and the host is not in its backoff), or why there is neither. It never waits.
+func (p *Publisher) sessionOrDial(h *host) (*session, <-chan struct{}, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s := h.cur; s != nil && s.ctx.Err() == nil {
+		return s, nil, nil
+	}
+	if err := h.rd.check(time.Now()); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", publishers.ErrUnavailable, err)
+	}
+	if h.dialing == nil {
+		ch := make(chan struct{})
+		h.dialing = ch
+		if !p.goOwned(func() { p.dialHost(h, ch) }) {
+			h.dialing = nil
+			return nil, nil, publishers.ErrClosed
+		}
+	}
+	return nil, h.dialing, nil
 }
 
 // dialHost makes h's connection, not under any caller's context: one caller giving up must not fail
@@ -224,9 +237,9 @@ func (p *Publisher) watch(h *host, s *session) {
 // most 5 bytes), topic, packet identifier, property length.
 func packetSize(topic string, body []byte) int { return 5 + 2 + len(topic) + 2 + 1 + len(body) }
 
-// start hands one PUBLISH to host's connection on an owned goroutine; done runs once with the outcome.
-// wait says whether a full in-flight window is waited for (under ctx) or refused.
-func (p *Publisher) start(ctx context.Context, host int, topic string, body []byte, wait bool, done func(error)) error {
+// start hands one PUBLISH to host's connection on an owned goroutine, first waiting under ctx for the
+// connection and for room in the in-flight window; done runs once with the outcome.
+func (p *Publisher) start(ctx context.Context, host int, topic string, body []byte, done func(error)) error {
 	if p.isClosed() {
 		return publishers.ErrClosed
 	}
@@ -241,32 +254,73 @@ func (p *Publisher) start(ctx context.Context, host int, topic string, body []by
 	if err != nil {
 		return err
 	}
+	if err := p.fits(s, topic, body); err != nil {
+		return err
+	}
+	select {
+	case h.queue <- struct{}{}:
+	case <-ctx.Done():
+		return publishers.CtxErr(ctx)
+	case <-s.ctx.Done():
+		return fmt.Errorf("%w: mqtt %s: connection lost", publishers.ErrUnavailable, h.addr)
+	}
+	return p.goSend(h, s, topic, body, done)
+}
+
+// fits refuses what s's broker announced it does not take (CONNACK), before it is sent.
+func (p *Publisher) fits(s *session, topic string, body []byte) error {
 	if s.maxSize > 0 && packetSize(topic, body) > int(s.maxSize) {
 		return fmt.Errorf("%w: a PUBLISH of %d bytes exceeds the broker's Maximum Packet Size %d (CONNACK)", publishers.ErrTooLarge, packetSize(topic, body), s.maxSize)
 	}
 	if p.qos > s.maxQoS {
 		return fmt.Errorf("%w: mqtt.qos %d exceeds the broker's Maximum QoS %d (CONNACK)", publishers.ErrRejected, p.qos, s.maxQoS)
 	}
-	if wait {
-		select {
-		case h.queue <- struct{}{}:
-		case <-ctx.Done():
-			return publishers.CtxErr(ctx)
-		case <-s.ctx.Done():
-			return fmt.Errorf("%w: mqtt %s: connection lost", publishers.ErrUnavailable, h.addr)
-		}
-	} else {
-		select {
-		case h.queue <- struct{}{}:
-		default:
-			return fmt.Errorf("%w: mqtt %s: %d publishes in flight (mqtt.max_inflight)", publishers.ErrUnavailable, h.addr, cap(h.queue))
-		}
-	}
+	return nil
+}
+
+// goSend sends body on s on an owned goroutine and runs done with the outcome. The caller holds a slot
+// of h's in-flight window, which is freed before done runs.
+func (p *Publisher) goSend(h *host, s *session, topic string, body []byte, done func(error)) error {
 	if !p.goOwned(func() {
 		err := p.send(s, topic, body)
 		<-h.queue
 		done(err)
 	}) {
+		<-h.queue
+		return publishers.ErrClosed
+	}
+	return nil
+}
+
+// awaitSession is goSend for a publish whose connection is still being made: it waits for the
+// connection on an owned goroutine, not its caller's (PublishAsync never waits for the network), at
+// most twice mqtt.dial_timeout: the dial waited for started no later than the call and ends within one,
+// and the second lets its outcome (which comes a moment after its own timeout) come before this wait's.
+// A failure of that wait goes to done. The caller holds a slot of h's in-flight window; at most
+// h.maxWaiting publishes wait per host, beyond which it is refused (and freed) at once.
+func (p *Publisher) awaitSession(h *host, topic string, body []byte, done func(error)) error {
+	if h.waiting.Add(1) > h.maxWaiting {
+		h.waiting.Add(-1)
+		<-h.queue
+		return fmt.Errorf("%w: mqtt %s: %d async publishes wait for the connection being made, the most allowed", publishers.ErrUnavailable, h.addr, h.maxWaiting)
+	}
+	if !p.goOwned(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*p.d.cfg.DialTimeout)
+		s, err := p.session(ctx, h)
+		cancel()
+		h.waiting.Add(-1)
+		switch {
+		case err != nil && p.isClosed():
+			err = publishers.ErrClosed // the dial failed because Close ended it
+		case err == nil:
+			if err = p.fits(s, topic, body); err == nil {
+				err = p.send(s, topic, body)
+			}
+		}
+		<-h.queue
+		done(err)
+	}) {
+		h.waiting.Add(-1)
 		<-h.queue
 		return publishers.ErrClosed
 	}
@@ -335,7 +389,7 @@ func sendOutcome(err error, closed bool, session, ack context.Context) error {
 // mqtt.qos says, or ctx ended.
 func (p *Publisher) Publish(ctx context.Context, host int, topic string, body []byte) error {
 	ch := make(chan error, 1)
-	if err := p.start(ctx, host, topic, body, true, func(err error) { ch <- err }); err != nil {
+	if err := p.start(ctx, host, topic, body, func(err error) { ch <- err }); err != nil {
 		return err
 	}
 	select {
@@ -354,7 +408,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bo
 	started := 0
 	var first error
 	for _, b := range bodies {
-		if err := p.start(ctx, host, topic, b, true, func(err error) { ch <- err }); err != nil {
+		if err := p.start(ctx, host, topic, b, func(err error) { ch <- err }); err != nil {
 			first = err
 			break
 		}
@@ -373,10 +427,37 @@ func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bo
 	return first
 }
 
-// PublishAsync implements publishers.Publisher: done runs within maxAckWait (the async bound) with the
-// acknowledgement's outcome; a full in-flight window refuses the publish (ErrUnavailable).
+// PublishAsync implements publishers.Publisher: done runs with the acknowledgement's outcome within
+// maxAckWait (the async bound) of the PUBLISH being handed to the connection; a full in-flight window
+// refuses the publish (ErrUnavailable), as does a host in its backoff. It never waits on its caller's
+// goroutine: while the host's connection is being made the publish waits for it on one of the
+// publisher's (awaitSession), so its done runs within twice mqtt.dial_timeout plus maxAckWait.
 func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
-	return p.start(context.Background(), host, topic, body, false, done)
+	if p.isClosed() {
+		return publishers.ErrClosed
+	}
+	h, err := p.host(host)
+	if err != nil {
+		return err
+	}
+	s, _, err := p.sessionOrDial(h)
+	if err != nil {
+		return err
+	}
+	if s != nil {
+		if err := p.fits(s, topic, body); err != nil {
+			return err
+		}
+	}
+	select {
+	case h.queue <- struct{}{}:
+	default:
+		return fmt.Errorf("%w: mqtt %s: %d publishes in flight (mqtt.max_inflight)", publishers.ErrUnavailable, h.addr, cap(h.queue))
+	}
+	if s == nil {
+		return p.awaitSession(h, topic, body, done)
+	}
+	return p.goSend(h, s, topic, body, done)
 }
 
 // Ping implements publishers.Publisher: a connection of its own (CONNECT answered by a successful
