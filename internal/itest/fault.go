@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -89,23 +90,28 @@ type loadEndpoint struct {
 	ok     int           // the success status
 	other  []int         // the failure statuses allowed besides 503 and 504
 	hangUp time.Duration // the client gives up after this long (0: it waits for the answer)
+	within time.Duration // the answer comes within this (0: answerBound)
 }
 
 // faultLoad is the mix of the load's requests: mostly /send1, as wrk runs it.
 var faultLoad = []loadEndpoint{
-	{"/send1", 1, http.StatusOK, nil, 0},
-	{"/send1", 1, http.StatusOK, nil, 0},
-	{"/send1", 1, http.StatusOK, nil, 0},
-	{"/send2", 2, http.StatusOK, nil, 0},
-	{"/send2?mode=sequential", 2, http.StatusOK, nil, 0},
-	{"/sendAsyncWait", 1, http.StatusOK, []int{http.StatusTooManyRequests}, 0},
+	{"/send1", 1, http.StatusOK, nil, 0, 0},
+	{"/send1", 1, http.StatusOK, nil, 0, 0},
+	{"/send1", 1, http.StatusOK, nil, 0, 0},
+	{"/send2", 2, http.StatusOK, nil, 0, 0},
+	{"/send2?mode=sequential", 2, http.StatusOK, nil, 0, 0},
+	{"/sendAsyncWait", 1, http.StatusOK, []int{http.StatusTooManyRequests}, 0, 0},
 	// The async endpoints answer 429 once async.max_in_flight publishes await a broker that is gone;
-	// sendAsync answers 202 at once.
-	{"/sendAsync", 1, http.StatusAccepted, []int{http.StatusTooManyRequests}, 0},
+	// sendAsync answers at once, whatever the broker does (a publish waiting for a redial or a topic
+	// look-up waits on the publisher's goroutine).
+	{"/sendAsync", 1, http.StatusAccepted, []int{http.StatusTooManyRequests}, 0, asyncBound},
 	// A client that hangs up (wrk stopping, a client timeout): what mqtarget handed to the broker client
 	// still finishes under publish_timeout and is never sent twice.
-	{"/send1", 1, http.StatusOK, nil, 300 * time.Millisecond},
+	{"/send1", 1, http.StatusOK, nil, 300 * time.Millisecond, 0},
 }
+
+// asyncBound is the latest /sendAsync may answer: at once, with a margin for a loaded machine.
+const asyncBound = time.Second
 
 // faultWorkers is the number of concurrent clients of the load.
 const faultWorkers = 8
@@ -492,8 +498,8 @@ func checkAnswers(t *testing.T, answers []answer) bool {
 			continue
 		}
 		took := a.end.Sub(a.start)
-		if took > answerBound {
-			t.Errorf("%s: sent at %s, answered %d after %v, want within %v", a.ep.path, a.start.Format("15:04:05.000"), a.status, took, answerBound)
+		if bound := cmp.Or(a.ep.within, answerBound); took > bound {
+			t.Errorf("%s: sent at %s, answered %d after %v, want within %v", a.ep.path, a.start.Format("15:04:05.000"), a.status, took, bound)
 			ok = false
 		}
 		if a.err != nil {

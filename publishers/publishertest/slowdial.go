@@ -138,13 +138,17 @@ type SlowDialCase struct {
 //   - 50 ms publishes one after the other, each leaving at its deadline, get a connection within 5 s,
 //     with at most MaxConns connections made: the dial goes on when the publish that started it
 //     leaves, rather than being abandoned and started again by each; and so do 50 ms batches, which
-//     a client may send on a path of their own.
+//     a client may send on a path of their own;
+//   - async publishes made while the first connection is set up return at once (within handOver:
+//     /sendAsync answers 202 at once) and are published once it is up.
 func RunSlowDial(t *testing.T, c SlowDialCase) {
 	const (
 		delay = 500 * time.Millisecond
 		short = 50 * time.Millisecond
 		// late is well past short and short of delay: a publish that took longer waited for a dial.
 		late = 400 * time.Millisecond
+		// handOver bounds PublishAsync's return: a hand-over, never a wait for the network.
+		handOver = 100 * time.Millisecond
 	)
 	publish := func(p publishers.Publisher, topic string, d time.Duration) (time.Duration, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -204,6 +208,32 @@ func RunSlowDial(t *testing.T, c SlowDialCase) {
 		}
 		if err := <-first; err != nil {
 			t.Errorf("the 10 s publish: %v", err)
+		}
+	})
+	t.Run("an async publish while the first connection is set up", func(t *testing.T) {
+		p, _ := open(t)
+		topic := cmp.Or(c.Topic, freshTopic("slow"))
+		const n = 3
+		dones := make(chan error, n)
+		for i := range n {
+			start := time.Now()
+			err := p.PublishAsync(0, topic, []byte("slow dial async"), func(err error) { dones <- err })
+			if took := time.Since(start); took > handOver {
+				t.Fatalf("async publish %d returned after %v: it waited for the connection on its caller's goroutine (/sendAsync answers at once)", i, took)
+			}
+			if err != nil {
+				t.Fatalf("async publish %d: %v, want it taken while the connection is set up", i, err)
+			}
+		}
+		for i := range n {
+			select {
+			case err := <-dones:
+				if err != nil {
+					t.Errorf("async publish done %d: %v, want it published once connected", i, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%d of %d async publishes not done within 10 s", n-i, n)
+			}
 		}
 	})
 	for _, v := range []struct {
