@@ -6,6 +6,8 @@ import (
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/mqtarget/mqtarget/publishers"
 )
 
 // countingProducer counts the sends handed to the client: each one that finds no connection dials.
@@ -27,4 +29,14 @@ func CountClientSends(p *Publisher) *atomic.Int64 {
 		pr.p = countingProducer{pr.p, n}
 	}
 	return n
+}
+
+// FillAsyncWaiting counts MaxAsyncWaiting async publishes as waiting on host, as if they were.
+func FillAsyncWaiting(p publishers.Publisher, host int) {
+	switch p := p.(type) {
+	case *Native:
+		p.native.conns[host].waiting.Store(publishers.MaxAsyncWaiting)
+	case *Publisher:
+		p.asyncWaiting[host].Store(publishers.MaxAsyncWaiting)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
@@ -32,6 +33,19 @@ type fakeRocketMQ struct {
 	M          publishertest.Misbehaviour
 	ns, broker *publishertest.FakeServer
 	via        string // what the name server names as the broker's address (a proxy); empty: broker's
+	// routeDelay delays the name server's answers to topic route requests, createDelay the broker's to
+	// UPDATE_AND_CREATE_TOPIC; negative: never answered.
+	routeDelay, createDelay time.Duration
+	creates                 atomic.Int32 // UPDATE_AND_CREATE_TOPIC requests the broker got
+}
+
+// hold delays an answer by d; false: never answer (d negative).
+func hold(d time.Duration) bool {
+	if d < 0 {
+		return false
+	}
+	time.Sleep(d)
+	return true
 }
 
 func (f *fakeRocketMQ) Addrs() []string        { return []string{f.ns.Addr()} }
@@ -165,6 +179,9 @@ func (f *fakeRocketMQ) serveNameServer(c *publishertest.FakeConn) {
 		case fakeRMQClusterInfo:
 			body = `{"brokerAddrTable":{"fake-a":` + brokerData + `},"clusterAddrTable":{"fake":["fake-a"]}}`
 		case fakeRMQRouteInfo:
+			if !hold(f.routeDelay) {
+				continue
+			}
 			body = `{"queueDatas":[{"brokerName":"fake-a","readQueueNums":4,"writeQueueNums":4,"perm":6}],"brokerDatas":[` + brokerData + `]}`
 		default:
 			code = 1 // SYSTEM_ERROR: the fake knows no more
@@ -204,6 +221,12 @@ func (f *fakeRocketMQ) serveBroker(c *publishertest.FakeConn) {
 				return
 			}
 		default: // heart-beats and the rest: acknowledged
+			if q.code == fakeRMQCreateTopic {
+				f.creates.Add(1)
+				if !hold(f.createDelay) {
+					continue
+				}
+			}
 			if c.Send(fakeRMQResponse(0, q.opaque, nil)) != nil {
 				return
 			}

@@ -228,6 +228,23 @@ func TestRMQRemotingClients(t *testing.T) {
 	}
 }
 
+// TestRMQRouteHolder: the pinned rocketmq-client-go's producer tells whether it holds a topic's route;
+// without it PublishAsync would take every send as routed, and wait for the name server on its
+// caller's goroutine when it is not.
+func TestRMQRouteHolder(t *testing.T) {
+	prod, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{"127.0.0.1:9"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, ok := prod.(rmqRouteHolder)
+	if !ok {
+		t.Fatalf("%T does not tell whether it holds a topic's route", prod)
+	}
+	if pr := (&rmqProducer{p: prod, routes: h}); pr.routed("t") {
+		t.Error("a producer that never sent holds the route of t")
+	}
+}
+
 // TestRMQLabelled checks the goroutine profile parsing that Close waits on.
 func TestRMQLabelled(t *testing.T) {
 	const label = "rmq-labelled-test"

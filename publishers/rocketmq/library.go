@@ -157,6 +157,9 @@ type Publisher struct {
 	// no connection: after a failed dial, publishes fail at once until backoff allows the next.
 	redials []rmqRedial
 	backoff publishers.Backoff
+	// asyncWaiting counts each host's async publishes waiting on a goroutine of ours (waitAsync), for
+	// their bound: each holds a message.
+	asyncWaiting []atomic.Int64
 }
 
 // rmqRedial is one host's redial state on the library path.
@@ -190,8 +193,21 @@ type rmqProducer struct {
 	label string                    // pprof label value of the goroutines its client started (see shutdown)
 	conns []interface{ ShutDown() } // the client's connection pools (name servers, brokers); nil if not found
 	miss  atomic.Pointer[rmqMiss]   // the last route that lacked the intended broker
+	// routes tells whether the client holds a topic's route (nil: a test's fake, taken as holding every
+	// one); lookups is held by the async publish whose send may ask the name server for one (waitAsync).
+	routes  rmqRouteHolder
+	lookups chan struct{}
 	// release gives up the producer's hold on the process's TLS mode (rmqNewClient); nil in tests
 	release func()
+}
+
+// rmqRouteHolder is what rocketmq-client-go's producer tells of its routes: true while it holds none
+// (or an empty one) for topic, when SendAsync asks the name server first, on its caller's goroutine.
+type rmqRouteHolder interface{ IsPublishTopicNeedUpdate(topic string) bool }
+
+// routed reports whether pr's client holds topic's route, so SendAsync will not wait for a name server.
+func (pr *rmqProducer) routed(topic string) bool {
+	return pr.routes == nil || !pr.routes.IsPublishTopicNeedUpdate(topic)
 }
 
 // rmqMiss is a topic whose route, in a producer, lacked a broker a request targeted.
@@ -285,6 +301,7 @@ func newShared(c Config, topics []string, log *slog.Logger) (_ *Publisher, err e
 		p.hosts = append(p.hosts, b.String())
 	}
 	p.redials = make([]rmqRedial, len(p.brokers))
+	p.asyncWaiting = make([]atomic.Int64, len(p.brokers))
 	p.queues = make([]atomic.Uint32, len(p.brokers))
 	for i, b := range p.brokers {
 		p.targets = append(p.targets, &primitive.MessageQueue{BrokerName: b.Name, QueueId: i})
@@ -362,7 +379,7 @@ func discoverBrokers(ctx context.Context, adm *admin.Client, nameServers []strin
 
 func (p *Publisher) newProducer() (*rmqProducer, error) {
 	// unique per producer: the client library shares one client per instance name in a process
-	pr := &rmqProducer{label: fmt.Sprintf("mqtarget-%d-%d", os.Getpid(), rmqInstance.Add(1))}
+	pr := &rmqProducer{label: fmt.Sprintf("mqtarget-%d-%d", os.Getpid(), rmqInstance.Add(1)), lookups: make(chan struct{}, 1)}
 	opts := []producer.Option{
 		producer.WithNsResolver(primitive.NewPassthroughResolver(p.cfg.NameServers)),
 		producer.WithGroupName(p.cfg.Group),
@@ -393,6 +410,7 @@ func (p *Publisher) newProducer() (*rmqProducer, error) {
 		return nil, fmt.Errorf("rocketmq producer start: %w", err)
 	}
 	pr.p = prod
+	pr.routes, _ = prod.(rmqRouteHolder)
 	return pr, nil
 }
 
@@ -732,7 +750,12 @@ func (p *Publisher) redialNote(host int, err error) {
 // comes first. An error return means the client refused the send: q never finishes then. release runs
 // once the client is done with ctx.
 func (p *Publisher) send(ctx context.Context, release func(), pr *rmqProducer, q *rmqPending, msgs []*primitive.Message) error {
-	p.gate.RLock()
+	// Only Close takes the gate for writing: held or waited for, Close is under way. Waiting for it
+	// would wait for the sends inside the client, which may be asking a name server (seconds).
+	if !p.gate.TryRLock() {
+		release()
+		return publishers.ErrClosed
+	}
 	defer p.gate.RUnlock()
 	if p.closed.Load() {
 		release()
@@ -793,35 +816,95 @@ func rmqCode(err error) (int, bool) {
 	return n, true
 }
 
-// PublishAsync implements Publisher with SendAsync; done runs on the client's goroutine.
+// PublishAsync implements Publisher with SendAsync; done runs on the client's goroutine. A publish whose
+// topic is still being created, or whose route the producer does not hold yet (SendAsync would ask the
+// name server on the caller's goroutine), waits on a goroutine of the publisher's (waitAsync): /sendAsync
+// answers at once. The common case is handed to the client here, without a goroutine of ours.
 func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
 	s, pr, err := p.pick(host)
 	if err != nil {
 		return err
 	}
-	if p.cfg.CreateTopics {
-		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.SendTimeout)
-		err := p.ensureTopic(ctx, topic)
-		cancel()
-		if err != nil {
-			return err
-		}
-	}
-	// rmqPending runs done once: v2.1.2 called back twice on a transport error (the pinned commit fixed
-	// it), and Close may have failed the publish already.
 	if err := p.redialCheck(host); err != nil {
 		return err
 	}
+	msgs := []*primitive.Message{p.message(host, topic, body)}
+	if !p.topicReady(topic) || !pr.routed(topic) {
+		return p.waitAsync(s, pr, host, topic, msgs, done)
+	}
+	return p.sendAsync(context.Background(), func() {}, s, pr, host, msgs, done)
+}
+
+// sendAsync hands msgs to pr's client (see send for ctx and release); done runs once with the outcome,
+// unless sendAsync returns an error.
+func (p *Publisher) sendAsync(ctx context.Context, release func(), s *rmqSlot, pr *rmqProducer, host int, msgs []*primitive.Message, done func(error)) error {
+	// rmqPending runs done once: v2.1.2 called back twice on a transport error (the pinned commit fixed
+	// it), and Close may have failed the publish already.
 	q := &rmqPending{done: func(res *primitive.SendResult, err error) {
 		p.redialNote(host, err)
 		done(p.result(context.Background(), res, err))
 	}}
-	err = p.send(context.Background(), func() {}, pr, q, []*primitive.Message{p.message(host, topic, body)})
+	err := p.send(ctx, release, pr, q, msgs)
 	p.refreshIfStale(s, pr)
 	if err != nil {
 		p.redialNote(host, err)
 		return p.result(context.Background(), nil, err)
 	}
+	return nil
+}
+
+// waitAsync runs PublishAsync's waits on a goroutine Close ends and waits for (a handoff), within the
+// send timeout: the topic's creation, then the producer's route look-up, which SendAsync makes; then it
+// hands msgs to the client, or gives done what ended the wait. The look-ups go one at a time per
+// producer (lookups): the client serialises them anyway, and each send that finds no route asks again,
+// so those behind the first find it and send at once. At most MaxAsyncWaiting wait per host, beyond
+// which it refuses at once.
+func (p *Publisher) waitAsync(s *rmqSlot, pr *rmqProducer, host int, topic string, msgs []*primitive.Message, done func(error)) error {
+	waiting := &p.asyncWaiting[host]
+	if waiting.Add(1) > publishers.MaxAsyncWaiting {
+		waiting.Add(-1)
+		return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("rocketmq broker %s: %d async publishes wait for a topic's creation or route, the most allowed", p.hosts[host], publishers.MaxAsyncWaiting))
+	}
+	ctx, leave, err := p.handoffs.Enter(context.Background()) // Close ends ctx
+	if err != nil {
+		waiting.Add(-1)
+		return err
+	}
+	dl := time.Now().Add(p.cfg.SendTimeout)
+	go func() {
+		defer leave()
+		defer waiting.Add(-1)
+		ctx, cancel := context.WithDeadline(ctx, dl)
+		defer cancel()
+		err := p.ensureTopic(ctx, topic)
+		if err == nil && !pr.routed(topic) {
+			select {
+			case pr.lookups <- struct{}{}:
+				defer func() { <-pr.lookups }()
+			case <-ctx.Done():
+				err = publishers.CtxErr(ctx)
+			}
+		}
+		if err == nil {
+			err = p.redialCheck(host) // a dial may have failed meanwhile
+		}
+		if err == nil && ctx.Err() != nil {
+			// Out of time, or Close came: nothing is sent. The client would send with a context past
+			// its deadline all the same, and the broker store what was answered as a timeout.
+			err = publishers.CtxErr(ctx)
+		}
+		if err == nil {
+			// As in handOff, the client gets a context of its own, cancelled once it has called back.
+			actx, acancel := context.WithDeadline(context.Background(), dl)
+			err = p.sendAsync(actx, acancel, s, pr, host, msgs, done)
+		}
+		if err != nil {
+			if p.closed.Load() { // Close ended the wait
+				err = publishers.ErrClosed
+			}
+			done(err)
+		}
+	}()
 	return nil
 }
 
@@ -966,6 +1049,25 @@ func (p *Publisher) ensureTopic(ctx context.Context, topic string) error {
 		return t.err
 	case <-ctx.Done():
 		return publishers.CtxErr(ctx)
+	}
+}
+
+// topicReady reports whether ensureTopic would return nil at once: topic exists (created, when
+// CreateTopics is set).
+func (p *Publisher) topicReady(topic string) bool {
+	if !p.cfg.CreateTopics {
+		return true
+	}
+	v, ok := p.topics.Load(topic)
+	if !ok {
+		return false
+	}
+	t := v.(*rmqTopic)
+	select {
+	case <-t.done:
+		return t.err == nil
+	default:
+		return false
 	}
 }
 

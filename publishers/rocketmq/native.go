@@ -91,7 +91,8 @@ type rmqNative struct {
 	p     *Publisher
 	conns []rmqNativeSlot // per host
 	done  chan struct{}   // closed by close: publishes waiting for an in-flight slot give up
-	// root bounds the connections' dials beside rmqDialTimeout: close ends it.
+	// root bounds the connections' dials beside rmqDialTimeout, and the route fetches and the waits of
+	// async publishes (waitAsync): close ends it.
 	root     context.Context
 	stopDial context.CancelFunc
 	// fixed is the part of every send header that never changes (group, default topic, flags).
@@ -116,6 +117,9 @@ type rmqNativeSlot struct {
 	counts   publishers.HostConns   // connections made, replaced and failed (ConnCounts); the redial backoff
 	since    time.Time              // when cur was made; zero once its loss was recorded
 	mark     *publishers.AnswerMark // whether cur answered a request
+	// waiting counts the host's async publishes waiting on a goroutine of ours (waitAsync), for their
+	// bound: each holds a message.
+	waiting atomic.Int64
 }
 
 // rmqRoute is a topic's write queues per host, from the name server.
@@ -243,17 +247,52 @@ func (n *rmqNative) prepare(ctx context.Context, dl time.Time, host int, s *rmqS
 	if err != nil {
 		return nil, err
 	}
-	q := r.queues[host]
-	if q == 0 {
-		n.refreshSoon(s.topic, r)
-		return nil, publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("%w: topic %s has no write queue on broker %s (name server route)", errRMQNotSent, s.topic, s.broker))
+	if err := n.pickQueue(r, host, s); err != nil {
+		return nil, err
 	}
-	s.queue = int(n.p.queues[host].Add(1) % uint32(q))
 	c, err := n.conn(ctx, dl, host)
 	if err == nil {
 		s.op = c.op
 	}
 	return c, err
+}
+
+// prepareNow is prepare for a caller that must not wait (publishAsync): wait reports that the topic's
+// creation, its route or host's connection is still under way (started here when none was).
+func (n *rmqNative) prepareNow(host int, s *rmqSend) (c *rmqConn, wait bool, err error) {
+	if !n.p.topicReady(s.topic) {
+		return nil, true, nil
+	}
+	r, fetching, err := n.lookup(s.topic)
+	if fetching != nil {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if err := n.pickQueue(r, host, s); err != nil {
+		return nil, false, err
+	}
+	c, dialing, err := n.connNow(host)
+	if dialing != nil {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	s.op = c.op
+	return c, false, nil
+}
+
+// pickQueue picks s's queue on host from route r.
+func (n *rmqNative) pickQueue(r *rmqRoute, host int, s *rmqSend) error {
+	q := r.queues[host]
+	if q == 0 {
+		n.refreshSoon(s.topic, r)
+		return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("%w: topic %s has no write queue on broker %s (name server route)", errRMQNotSent, s.topic, s.broker))
+	}
+	s.queue = int(n.p.queues[host].Add(1) % uint32(q))
+	return nil
 }
 
 // ensureTopic runs RocketMQ.ensureTopic (rocketmq.create_topics) within dl.
@@ -267,64 +306,161 @@ func (n *rmqNative) ensureTopic(ctx context.Context, dl time.Time, topic string)
 }
 
 // publishAsync hands one message to host's connection; done runs with the outcome within the send
-// timeout (or with ErrClosed at Close). A refusal that stored nothing is resent on the same connection
-// from the answer's callback, up to rocketmq.retries times: a burst of async publishes can fill the
-// broker's send queue past its 200 ms budget, and it then refuses the late ones (SYSTEM_BUSY).
+// timeout (or with ErrClosed at Close). What the publish needs and is not there yet (the topic's
+// creation, its route, the connection, an in-flight slot) is waited for on a goroutine of the publisher's (waitAsync),
+// never on the caller's: /sendAsync answers at once. With all of it at hand, the common case, it is
+// handed to the connection here, without a goroutine.
 func (n *rmqNative) publishAsync(host int, topic string, body []byte, done func(error)) error {
 	if err := n.check(host); err != nil {
 		return err
 	}
 	dl := time.Now().Add(n.p.cfg.SendTimeout)
-	ctx := context.Background()
-	if err := n.ensureTopic(ctx, dl, topic); err != nil {
-		return err
-	}
 	s := n.newSend(topic, host, [][]byte{body})
-	c, err := n.prepare(ctx, dl, host, s)
+	c, wait, err := n.prepareNow(host, s)
+	if wait {
+		return n.waitAsync(host, s, dl, done)
+	}
 	if err != nil {
 		return n.result(err)
 	}
-	sem := n.conns[host].inFlight
+	select {
+	case n.conns[host].inFlight <- struct{}{}:
+	default:
+		// rmqMaxInFlight requests outstanding: the publish waits for a slot on a goroutine of ours too
+		// (the broker's answers free them), not on the caller's.
+		return n.waitAsync(host, s, dl, done)
+	}
+	return n.sendAsyncHeld(c, host, s, dl, done)
+}
+
+// waitAsync runs publishAsync's waits on a goroutine close ends and waits for: the topic's creation,
+// its route and host's connection, within the send timeout; then it hands s over, or gives done what
+// ended the wait. At most MaxAsyncWaiting wait per host, beyond which it refuses at once.
+func (n *rmqNative) waitAsync(host int, s *rmqSend, dl time.Time, done func(error)) error {
+	waiting := &n.conns[host].waiting
+	if waiting.Add(1) > publishers.MaxAsyncWaiting {
+		waiting.Add(-1)
+		return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("%w: rocketmq broker %s: %d async publishes wait for a connection or a topic route, the most allowed",
+			errRMQNotSent, n.p.brokers[host], publishers.MaxAsyncWaiting))
+	}
+	if !n.own(func() {
+		defer waiting.Add(-1)
+		ctx, cancel := context.WithDeadline(n.root, dl) // close cancels root
+		defer cancel()
+		err := n.ensureTopic(ctx, dl, s.topic)
+		var c *rmqConn
+		if err == nil {
+			c, err = n.prepare(ctx, dl, host, s)
+		}
+		if err == nil {
+			err = n.sendAsync(c, host, s, dl, done)
+		}
+		if err != nil {
+			if n.root.Err() != nil { // close ended the wait
+				err = publishers.ErrClosed
+			}
+			done(n.result(err))
+		}
+	}) {
+		waiting.Add(-1)
+		return publishers.ErrClosed
+	}
+	return nil
+}
+
+// rmqAsync is one async publish handed to a connection. A refusal that stored nothing is resent on the
+// same connection from the answer's callback, up to rocketmq.retries times: a burst of async publishes
+// can fill the broker's send queue past its 200 ms budget, and it then refuses the late ones
+// (SYSTEM_BUSY).
+type rmqAsync struct {
+	n    *rmqNative
+	c    *rmqConn
+	s    *rmqSend
+	dl   time.Time
+	sem  chan struct{}
+	done func(error)
+	t    *time.Timer
+	cb   func(error) // answer, bound once for every Send
+	// mu is held while done runs, and fired says it ran: the answer's callback, which Close waits for
+	// (the connection's Close runs the callbacks it still holds), waits there for a timer's done under
+	// way, so Close returns after that done too.
+	mu       sync.Mutex
+	fired    bool
+	attempts int // callbacks run one after the other: each follows the Send its predecessor made
+}
+
+// sendAsync takes an in-flight slot (waiting within dl) and sends s on c; done runs once with the
+// outcome, unless sendAsync returns an error.
+func (n *rmqNative) sendAsync(c *rmqConn, host int, s *rmqSend, dl time.Time, done func(error)) error {
 	wait := time.NewTimer(time.Until(dl))
-	err = n.acquire(sem, wait.C)
+	err := n.acquire(n.conns[host].inFlight, wait.C)
 	wait.Stop()
 	if err != nil {
 		return n.result(err)
 	}
-	var fired atomic.Bool
-	finish := func(err error) {
-		if !fired.Swap(true) {
-			done(n.result(err))
-		}
-	}
+	return n.sendAsyncHeld(c, host, s, dl, done)
+}
+
+// sendAsyncHeld is sendAsync with host's in-flight slot taken already.
+func (n *rmqNative) sendAsyncHeld(c *rmqConn, host int, s *rmqSend, dl time.Time, done func(error)) error {
+	sem := n.conns[host].inFlight
+	a := &rmqAsync{n: n, c: c, s: s, dl: dl, sem: sem, done: done}
+	a.cb = a.answer
 	// The answer's callback stops the timer; the timer ends the wait at the send timeout, as the
 	// library's async send does, before the connection's stall detection (deadline + grace) would.
-	t := time.AfterFunc(time.Until(dl), func() {
-		finish(publishers.Wrap(publishers.ErrTimeout, fmt.Errorf("rocketmq broker %s did not answer within the send timeout", s.broker)))
-	})
-	attempts := 0 // callbacks run one after the other: each follows the Send its predecessor made
-	var answer func(error)
-	answer = func(err error) {
-		n.answered(topic, err)
-		if err != nil && attempts < n.p.cfg.Retries && rmqNativeNotStored(err) && time.Now().Before(dl) && !fired.Load() {
-			attempts++
-			if c.Send(dl, s.encode, answer) == nil {
-				return
-			}
-		}
-		t.Stop()
+	a.t = time.AfterFunc(time.Until(dl), a.expire)
+	if err := c.Send(dl, s.encode, a.cb); err != nil {
+		a.t.Stop()
 		<-sem
-		finish(err)
-	}
-	if err := c.Send(dl, s.encode, answer); err != nil {
-		t.Stop()
-		<-sem
-		if fired.Swap(true) {
+		if !a.claim() {
 			return nil // the timer answered already
 		}
 		return n.result(n.sendRefused(err))
 	}
 	return nil
+}
+
+func (a *rmqAsync) expire() {
+	a.finish(publishers.Wrap(publishers.ErrTimeout, fmt.Errorf("rocketmq broker %s did not answer within the send timeout", a.s.broker)))
+}
+
+func (a *rmqAsync) answer(err error) {
+	n := a.n
+	n.answered(a.s.topic, err)
+	if err != nil && a.attempts < n.p.cfg.Retries && rmqNativeNotStored(err) && time.Now().Before(a.dl) && !a.hasFired() {
+		a.attempts++
+		if a.c.Send(a.dl, a.s.encode, a.cb) == nil {
+			return
+		}
+	}
+	a.t.Stop()
+	<-a.sem
+	a.finish(err)
+}
+
+// finish runs done with err unless it ran already.
+func (a *rmqAsync) finish(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.fired {
+		a.fired = true
+		a.done(a.n.result(err))
+	}
+}
+
+// claim marks done as run without running it: false when it ran already (waiting for it to return).
+func (a *rmqAsync) claim() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ok := !a.fired
+	a.fired = true
+	return ok
+}
+
+func (a *rmqAsync) hasFired() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.fired
 }
 
 // sendRefused is sendRefused for this publisher.
@@ -421,6 +557,16 @@ func (n *rmqNative) result(err error) error {
 // route returns topic's route, asking the name server when it is not cached; a stale one is refreshed
 // in the background.
 func (n *rmqNative) route(ctx context.Context, dl time.Time, topic string) (*rmqRoute, error) {
+	r, fetching, err := n.lookup(topic)
+	if fetching != nil {
+		return awaitRoute(ctx, dl, fetching) // a fetch is under way: wait for that
+	}
+	return r, err
+}
+
+// lookup is route without the wait: topic's route or why there is none, when that is known now;
+// otherwise the route being fetched (the fetch started here when none was), to wait for.
+func (n *rmqNative) lookup(topic string) (r, fetching *rmqRoute, err error) {
 	v, ok := n.routes.Load(topic)
 	if !ok {
 		v, ok = n.routes.LoadOrStore(topic, &rmqRoute{ready: make(chan struct{})})
@@ -428,30 +574,30 @@ func (n *rmqNative) route(ctx context.Context, dl time.Time, topic string) (*rmq
 			n.fetch(topic, v.(*rmqRoute), 0)
 		}
 	}
-	r := v.(*rmqRoute)
+	r = v.(*rmqRoute)
 	select {
 	case <-r.ready:
 	default:
-		return awaitRoute(ctx, dl, r) // a fetch is under way: wait for that
+		return nil, r, nil
 	}
 	if r.err != nil {
 		if r.age() < r.retry {
-			return nil, r.err
+			return nil, nil, r.err
 		}
 		// The failed route is swapped for the next fetch in one step, which counts on from its failures:
 		// deleting it first let another request store a fetch of its own, the backoff started afresh
 		// (20 name server connections in 0.5 s against a bound of 16).
 		next := &rmqRoute{ready: make(chan struct{})}
 		if !n.routes.CompareAndSwap(topic, r, next) {
-			return n.route(ctx, dl, topic) // another request replaced it: use what it stored
+			return n.lookup(topic) // another request replaced it: use what it stored
 		}
 		n.fetch(topic, next, r.failures)
-		return awaitRoute(ctx, dl, next)
+		return nil, next, nil
 	}
 	if age := r.age(); age > rmqRouteTTL || (r.deflt && age > rmqRouteRetry) {
 		n.refresh(topic, r)
 	}
-	return r, nil
+	return r, nil, nil
 }
 
 // awaitRoute waits within ctx and dl for r's fetch and returns its outcome.
@@ -476,6 +622,9 @@ func awaitRoute(ctx context.Context, dl time.Time, r *rmqRoute) (*rmqRoute, erro
 // against a bound of 16). A failed fetch is answered for a backoff period.
 func (n *rmqNative) fetch(topic string, r *rmqRoute, failures int) {
 	finish := func(queues []int, deflt bool, err error) {
+		if err != nil && n.root.Err() != nil {
+			err = publishers.ErrClosed // close ended the fetch
+		}
 		r.queues, r.deflt, r.err = queues, deflt, err
 		r.at.Store(time.Now().UnixNano())
 		if err != nil {
@@ -490,19 +639,24 @@ func (n *rmqNative) fetch(topic string, r *rmqRoute, failures int) {
 	}
 }
 
-// background runs f on a goroutine close waits for, with a send_timeout context; false (f not run)
-// once the publisher is closed.
+// background runs f on a goroutine close waits for, with a send_timeout context that close ends;
+// false (f not run) once the publisher is closed.
 func (n *rmqNative) background(f func(ctx context.Context)) bool {
+	return n.own(func() {
+		ctx, cancel := context.WithTimeout(n.root, n.p.cfg.SendTimeout)
+		defer cancel()
+		f(ctx)
+	})
+}
+
+// own runs f on a goroutine close waits for; false (f not run) once the publisher is closed.
+func (n *rmqNative) own(f func()) bool {
 	n.mu.Lock() // orders Add before close's Wait
 	defer n.mu.Unlock()
 	if n.closed {
 		return false
 	}
-	n.bg.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), n.p.cfg.SendTimeout)
-		defer cancel()
-		f(ctx)
-	})
+	n.bg.Go(f)
 	return true
 }
 
@@ -526,7 +680,9 @@ func (n *rmqNative) refresh(topic string, r *rmqRoute) {
 		fresh.at.Store(time.Now().UnixNano())
 		close(fresh.ready)
 		if fresh.err != nil {
-			n.p.log.Warn("rocketmq: refreshing a topic route failed", "topic", topic, "err", fresh.err)
+			if n.root.Err() == nil { // not close ending it
+				n.p.log.Warn("rocketmq: refreshing a topic route failed", "topic", topic, "err", fresh.err)
+			}
 			r.at.Store(time.Now().UnixNano()) // the old route serves another period
 			r.refreshing.Store(false)
 			return
@@ -573,10 +729,7 @@ func (n *rmqNative) fetchRoute(ctx context.Context, topic string) ([]int, bool, 
 // dial past its own deadline, and a handshake slower than every caller's deadline would never connect.
 func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*rmqConn, error) {
 	s := &n.conns[host]
-	if c := s.cur.Load(); rmqUsable(c) {
-		return c, nil
-	}
-	c, dialing, err := n.startDial(host)
+	c, dialing, err := n.connNow(host)
 	if dialing == nil {
 		return c, err
 	}
@@ -599,6 +752,15 @@ func (n *rmqNative) conn(ctx context.Context, dl time.Time, host int) (*rmqConn,
 	default: // it connected, and the connection is gone already
 		return nil, publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("%w: rocketmq broker %s: connection lost right after it was made", errRMQNotSent, n.p.brokers[host]))
 	}
+}
+
+// connNow is conn without the wait: host's live connection, or the dial to wait for (starting one when
+// there is none), or why there is neither.
+func (n *rmqNative) connNow(host int) (*rmqConn, <-chan struct{}, error) {
+	if c := n.conns[host].cur.Load(); rmqUsable(c) {
+		return c, nil, nil
+	}
+	return n.startDial(host)
 }
 
 // startDial returns host's usable connection, or the dial to wait for (starting one when there is
