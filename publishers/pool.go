@@ -259,6 +259,21 @@ func (p *Pool[L]) GetAsync(host int, use func(L) error, fail func(error)) error 
 	return use(c)
 }
 
+// Ready is the next slot's connection when it is live, without locking, dialing or waiting: the hot
+// path of a caller that would otherwise build GetAsync's callbacks (an allocation per publish).
+func (p *Pool[L]) Ready(host int) (L, bool) {
+	var zero L
+	if host < 0 || host >= len(p.slots) || p.closed.Load() {
+		return zero, false
+	}
+	slots := p.slots[host]
+	s := slots[int(p.next[host].Add(1))%len(slots)]
+	if r := s.ready.Load(); r != nil && !r.c.Dead() {
+		return r.c, true
+	}
+	return zero, false
+}
+
 // asyncWaiter is a GetAsync call waiting for its slot's dial.
 type asyncWaiter[L Link] struct {
 	use        func(L) error

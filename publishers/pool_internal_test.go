@@ -265,6 +265,9 @@ func TestPoolGetAsyncWaitsOnThePoolsGoroutine(t *testing.T) {
 	t.Run("served when the dial ends", func(t *testing.T) {
 		link := &fakeLink{}
 		p, release := newPool(func(context.Context) (*fakeLink, error) { return link, nil })
+		if _, ok := p.Ready(0); ok {
+			t.Error("Ready before any dial: a connection")
+		}
 		out := start(t, p, 3)
 		close(release)
 		served(t, p)
@@ -273,10 +276,18 @@ func TestPoolGetAsyncWaitsOnThePoolsGoroutine(t *testing.T) {
 				t.Errorf("request %d: used %d times, %d failures; want used once", i, o.used.Load(), len(o.failed))
 			}
 		}
+		if l, ok := p.Ready(0); !ok || l != link {
+			t.Errorf("Ready with a live connection: %v, %v; want it", l, ok)
+		}
 		var used *fakeLink
 		if err := p.GetAsync(0, func(l *fakeLink) error { used = l; return nil }, func(error) {}); err != nil || used != link {
 			t.Errorf("GetAsync with a live connection: %v, %v; want the connection at once", used, err)
 		}
+		link.dead.Store(true)
+		if _, ok := p.Ready(0); ok {
+			t.Error("Ready with the connection dead: a connection")
+		}
+		link.dead.Store(false)
 		refused := errors.New("queue full")
 		if err := p.GetAsync(0, func(*fakeLink) error { return refused }, func(error) { t.Error("fail called for a refusal returned") }); err != refused {
 			t.Errorf("use's error on the caller's goroutine: %v, want it returned", err)

@@ -123,13 +123,13 @@ func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bo
 // delays only the others), or when the connection fails (within maxWait), so it must be quick.
 // While host's connection is being made the publish waits for it on the pool's goroutine.
 func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
-	ctx := context.Background()
 	if err := p.check(host, topic); err != nil {
 		return err
 	}
-	return p.pool.GetAsync(host, func(l *link) error {
-		return l.enqueue(ctx, &request{ctx: ctx, topic: topic, bodies: [][]byte{body}, done: done, left: 1, at: time.Now(), async: true}, false)
-	}, done)
+	if l, ok := p.pool.Ready(host); ok {
+		return l.enqueueAsync(topic, body, done)
+	}
+	return p.pool.GetAsync(host, func(l *link) error { return l.enqueueAsync(topic, body, done) }, done)
 }
 
 // Ping implements publishers.Publisher: host's connection is up (made now if there is none) and the
@@ -618,6 +618,12 @@ func (l *link) enqueue(ctx context.Context, r *request, wait bool) error {
 	case <-l.stop:
 		return l.refused()
 	}
+}
+
+// enqueueAsync queues an async publish of body, failing at once when the writer's queue is full.
+func (l *link) enqueueAsync(topic string, body []byte, done func(error)) error {
+	ctx := context.Background()
+	return l.enqueue(ctx, &request{ctx: ctx, topic: topic, bodies: [][]byte{body}, done: done, left: 1, at: time.Now(), async: true}, false)
 }
 
 func (l *link) stopped() bool {

@@ -166,6 +166,9 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 	if err := checkNSQTopicFraming(host, topic); err != nil {
 		return err
 	}
+	if conn, ok := p.pool.Ready(host); ok {
+		return p.sendOn(conn, time.Time{}, host, topic, body, nil, done)
+	}
 	return p.pool.GetAsync(host, func(conn *nsqConn) error {
 		return p.sendOn(conn, time.Time{}, host, topic, body, nil, done)
 	}, done)

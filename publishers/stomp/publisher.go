@@ -242,6 +242,9 @@ func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bo
 // the connection's read loop when the receipt arrives (or the connection fails), so it must be quick.
 // While host's connection is being made the publish waits for it on the pool's goroutine.
 func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
+	if conn, ok := p.pool.Ready(host); ok {
+		return p.sendOn(conn, time.Time{}, topic, body, nil, done)
+	}
 	return p.pool.GetAsync(host, func(conn *stompConn) error {
 		return p.sendOn(conn, time.Time{}, topic, body, nil, done)
 	}, done)
