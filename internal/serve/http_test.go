@@ -354,6 +354,9 @@ type reconnectingClient struct {
 	sent, answered atomic.Int64
 	ok2xx          atomic.Int64
 	lastErr        atomic.Value // string: the last error after a request was sent
+	// raced counts requests lost as docs/operations.md says one still can be: the first request of a
+	// connection whose handshake completed in the instant the listener closed, reset.
+	raced atomic.Int64
 }
 
 func (rc *reconnectingClient) run(addr string, paths []string, stop <-chan struct{}) {
@@ -369,7 +372,7 @@ func (rc *reconnectingClient) run(addr string, paths []string, stop <-chan struc
 		}
 		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 		br := bufio.NewReader(c)
-		for {
+		for first := true; ; first = false {
 			p := paths[k%len(paths)]
 			k++
 			if _, err := io.WriteString(c, "GET "+p+" HTTP/1.1\r\nHost: mqtarget\r\n\r\n"); err != nil {
@@ -382,6 +385,9 @@ func (rc *reconnectingClient) run(addr string, paths []string, stop <-chan struc
 			resp, err := http.ReadResponse(br, nil)
 			if err != nil {
 				rc.lastErr.Store(p + ": " + err.Error())
+				if first && errors.Is(err, syscall.ECONNRESET) {
+					rc.raced.Add(1)
+				}
 				break
 			}
 			_, err = io.Copy(io.Discard, resp.Body)
@@ -460,12 +466,13 @@ func TestShutdownReconnectingClients(t *testing.T) {
 			}
 			close(stop) // a client still connecting to a port reused meanwhile stops
 			done.Wait()
-			var sent, answered, ok int64
+			var sent, answered, ok, raced int64
 			for i := range clients {
 				s, a := clients[i].sent.Load(), clients[i].answered.Load()
 				sent += s
 				answered += a
 				ok += clients[i].ok2xx.Load()
+				raced += clients[i].raced.Load()
 				if s != a {
 					t.Logf("client %d: %d sent, %d answered, last error %v", i, s, a, clients[i].lastErr.Load())
 				}
@@ -474,8 +481,12 @@ func TestShutdownReconnectingClients(t *testing.T) {
 			if tc.embedded && ok == 0 {
 				t.Error("no request was published")
 			}
-			if sent != answered {
-				t.Errorf("%d of %d requests sent got no answer", sent-answered, sent)
+			// At most one loss of the race docs/operations.md lists (a connection made in the instant the
+			// listener closes); any other loss, or more of those, fails.
+			if lost := sent - answered; lost > min(raced, 1) {
+				t.Errorf("%d of %d requests sent got no answer (%d of them the first on a connection made as the listener closed, reset)", lost, sent, raced)
+			} else if lost > 0 {
+				t.Logf("%d request lost to the race docs/operations.md lists: the first on a connection made as the listener closed, reset", lost)
 			}
 		})
 	}

@@ -32,6 +32,9 @@ func TestIntegrationConformance(t *testing.T) {
 		c.Login = h.Login
 		c.Passcode = publishers.Secret(h.Passcode)
 		c.Persistent = h.Persistent
+		// The JVM broker shares two cores with every test package of a CI run: its CONNECTED once took
+		// over the default second. The suite's publishes have opTimeout (10 s) for that.
+		c.DialTimeout = 10 * time.Second
 		p, err := stomp.New(c, publishertest.Logger(t))
 		if err != nil {
 			t.Fatal(err)
