@@ -205,13 +205,21 @@ func (p *Pool[L]) Get(ctx context.Context, host int) (L, error) {
 			return zero, CtxErr(ctx)
 		}
 	}
-	if err == nil || len(slots) == 1 || errors.Is(err, ErrClosed) || ctx.Err() != nil {
+	if ctx.Err() != nil {
 		return c, err
 	}
-	// This slot has no connection and cannot make one now (its dial failed, or the host's backoff
-	// runs), but a sibling may hold a live one: a host that still serves a connection takes the
-	// request. Otherwise one slow CONNECT on a busy broker fails requests its other connection serves.
-	if l, ok := p.live(host, i+1); ok {
+	return p.orSibling(host, i+1, c, err)
+}
+
+// orSibling is c and err, unless err says a slot has no connection and cannot make one now (its dial
+// failed, or the host's backoff runs) and a sibling of host's, looked for from slot next on, holds a
+// live one: a host that still serves a connection takes the request. Otherwise one slow CONNECT on a
+// busy broker fails requests its other connection serves.
+func (p *Pool[L]) orSibling(host, next int, c L, err error) (L, error) {
+	if err == nil || len(p.slots[host]) == 1 || errors.Is(err, ErrClosed) {
+		return c, err
+	}
+	if l, ok := p.live(host, next); ok {
 		return l, nil
 	}
 	return c, err
@@ -231,12 +239,7 @@ func (p *Pool[L]) GetAsync(host int, use func(L) error, fail func(error)) error 
 	s := slots[i]
 	c, dialing, err := s.get(p)
 	if dialing == nil {
-		if err != nil && len(slots) > 1 && !errors.Is(err, ErrClosed) {
-			if l, ok := p.live(host, i+1); ok { // as in Get: a sibling's live connection takes it
-				return use(l)
-			}
-		}
-		if err != nil {
+		if c, err = p.orSibling(host, i+1, c, err); err != nil {
 			return err
 		}
 		return use(c)
@@ -252,8 +255,7 @@ func (p *Pool[L]) GetAsync(host int, use func(L) error, fail func(error)) error 
 		return err
 	}
 	// The dial ended between get and wait: its outcome is known now.
-	c, err = s.dialed(p)
-	if err != nil {
+	if c, err = s.dialed(p); err != nil {
 		return err
 	}
 	return use(c)
@@ -262,16 +264,12 @@ func (p *Pool[L]) GetAsync(host int, use func(L) error, fail func(error)) error 
 // Ready is the next slot's connection when it is live, without locking, dialing or waiting: the hot
 // path of a caller that would otherwise build GetAsync's callbacks (an allocation per publish).
 func (p *Pool[L]) Ready(host int) (L, bool) {
-	var zero L
-	if host < 0 || host >= len(p.slots) || p.closed.Load() {
+	if p.CheckHost(host) != nil {
+		var zero L
 		return zero, false
 	}
 	slots := p.slots[host]
-	s := slots[int(p.next[host].Add(1))%len(slots)]
-	if r := s.ready.Load(); r != nil && !r.c.Dead() {
-		return r.c, true
-	}
-	return zero, false
+	return slots[int(p.next[host].Add(1))%len(slots)].readyConn(p)
 }
 
 // asyncWaiter is a GetAsync call waiting for its slot's dial.
@@ -304,12 +302,7 @@ func (s *slot[L]) serve(p *Pool[L], waiters []asyncWaiter[L]) {
 	}
 	c, err := s.dialed(p)
 	for _, w := range waiters {
-		use, werr := c, err
-		if werr != nil && !errors.Is(werr, ErrClosed) && len(p.slots[w.host]) > 1 {
-			if l, ok := p.live(w.host, w.next); ok {
-				use, werr = l, nil
-			}
-		}
+		use, werr := p.orSibling(w.host, w.next, c, err)
 		if werr == nil {
 			werr = w.use(use)
 		}
@@ -387,6 +380,16 @@ type slot[L Link] struct {
 	waiters []asyncWaiter[L]
 }
 
+// readyConn is the slot's live connection, read without its lock; false when there is none (or the
+// pool is closed).
+func (s *slot[L]) readyConn(p *Pool[L]) (L, bool) {
+	if r := s.ready.Load(); r != nil && !r.c.Dead() && !p.closed.Load() {
+		return r.c, true
+	}
+	var zero L
+	return zero, false
+}
+
 // liveConn boxes a slot's live connection for the lock-free path.
 type liveConn[L Link] struct{ c L }
 
@@ -394,8 +397,8 @@ type liveConn[L Link] struct{ c L }
 // and the host's backoff allows), or why there is neither.
 func (s *slot[L]) get(p *Pool[L]) (L, <-chan struct{}, error) {
 	var zero L
-	if r := s.ready.Load(); r != nil && !r.c.Dead() && !p.closed.Load() {
-		return r.c, nil, nil
+	if c, ok := s.readyConn(p); ok {
+		return c, nil, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -467,9 +467,7 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 	if st := h.readyStream(topic); st != nil {
 		cancel()
 		if _, err := p.send(nil, h, st, topic, [][]byte{body}, finish, true); err != nil {
-			free()
-			p.async.Done()
-			return err
+			return refuse(err)
 		}
 		return nil
 	}
