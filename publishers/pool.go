@@ -73,7 +73,7 @@ type HostConns struct {
 	// result learned before does not know (PingLimit).
 	events atomic.Uint64
 	// waiting counts the host's async publishes waiting for a dial (GetAsync), for their bound.
-	waiting atomic.Int64
+	waiting AsyncWaiting
 }
 
 // MayDial returns the error to fail with while the host's backoff runs; nil: a dial may start.
@@ -280,16 +280,15 @@ type asyncWaiter[L Link] struct {
 }
 
 // wait queues w for the dial in progress: false when there is none any more. A host's waiters are
-// bounded (MaxAsyncWaiting, over its slots): each holds a message.
+// bounded (HostConns.waiting, over its slots): each holds a message.
 func (s *slot[L]) wait(p *Pool[L], w asyncWaiter[L]) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.dialing == nil {
 		return false, nil
 	}
-	if s.counts.waiting.Add(1) > MaxAsyncWaiting {
-		s.counts.waiting.Add(-1)
-		return false, Wrap(ErrUnavailable, fmt.Errorf("%s %s: %d async publishes wait for a connection, the most allowed", p.name, s.addr, MaxAsyncWaiting))
+	if err := s.counts.waiting.Take(p.name+" "+s.addr, "a connection"); err != nil {
+		return false, err
 	}
 	s.waiters = append(s.waiters, w)
 	return true, nil
@@ -309,7 +308,7 @@ func (s *slot[L]) serve(p *Pool[L], waiters []asyncWaiter[L]) {
 		if werr != nil {
 			w.fail(werr)
 		}
-		s.counts.waiting.Add(-1)
+		s.counts.waiting.Done()
 	}
 }
 

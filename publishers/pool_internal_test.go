@@ -359,7 +359,7 @@ func served(t *testing.T, p *Pool[*fakeLink]) {
 	t.Helper()
 	settle(p)
 	testwait.Until(t, 5*time.Second, "the waiting requests served", func() error {
-		if n := p.conns[0].waiting.Load(); n != 0 {
+		if n := p.conns[0].waiting.Len(); n != 0 {
 			return fmt.Errorf("%d still waiting", n)
 		}
 		return nil

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -39,6 +40,43 @@ type Publisher interface {
 // Publisher.PublishAsync): above the handlers' default async.max_in_flight, so only a larger setting
 // meets it.
 const MaxAsyncWaiting = 16384
+
+// AsyncWaiting counts one host's async publishes waiting on a goroutine their publisher owns, for the
+// bound Publisher.PublishAsync promises: each holds its message. The zero value allows MaxAsyncWaiting.
+type AsyncWaiting struct {
+	n     atomic.Int64
+	limit int64 // 0: MaxAsyncWaiting; set before use (SetLimit)
+}
+
+// Take counts one more waiting publish, or refuses it with ErrUnavailable when the host has its limit
+// waiting already; who names the host and what the wait (the error reads "who: N async publishes wait
+// for what, the most allowed"). A nil error must be matched by one Done.
+func (w *AsyncWaiting) Take(who, what string) error {
+	limit := w.Limit()
+	if w.n.Add(1) > limit {
+		w.n.Add(-1)
+		return Wrap(ErrUnavailable, fmt.Errorf("%s: %d async publishes wait for %s, the most allowed", who, limit, what))
+	}
+	return nil
+}
+
+// Done ends a wait Take counted.
+func (w *AsyncWaiting) Done() { w.n.Add(-1) }
+
+// Len is how many wait now.
+func (w *AsyncWaiting) Len() int64 { return w.n.Load() }
+
+// Limit is how many may wait at once.
+func (w *AsyncWaiting) Limit() int64 {
+	if w.limit > 0 {
+		return w.limit
+	}
+	return MaxAsyncWaiting
+}
+
+// SetLimit changes the limit from MaxAsyncWaiting to n, before the first Take: for tests, which
+// cannot hold 16384 publishes waiting cheaply.
+func (w *AsyncWaiting) SetLimit(n int64) { w.limit = n }
 
 // Error kinds. Publishers wrap broker errors with one of these so the HTTP layer can answer with the
 // documented status code without knowing the broker.

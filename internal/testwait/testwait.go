@@ -38,3 +38,22 @@ func Until(t testing.TB, within time.Duration, what string, f func() error) {
 		}
 	}
 }
+
+// Receive takes n values from ch and fails t, naming what they are and how many are missing, when they
+// have not all come within within: for a test's callbacks (async publishes' dones) that report on a
+// channel.
+func Receive[T any](t testing.TB, within time.Duration, what string, ch <-chan T, n int) []T {
+	t.Helper()
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	got := make([]T, 0, n)
+	for len(got) < n {
+		select {
+		case v := <-ch:
+			got = append(got, v)
+		case <-timer.C:
+			t.Fatalf("waiting for %s: %d of %d not within %v", what, n-len(got), n, within)
+		}
+	}
+	return got
+}

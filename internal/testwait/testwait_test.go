@@ -95,3 +95,29 @@ func TestUntil(t *testing.T) {
 		}
 	})
 }
+
+func TestReceive(t *testing.T) {
+	t.Run("all come", func(t *testing.T) {
+		ch := make(chan int, 3)
+		go func() {
+			for i := range 3 {
+				ch <- i
+			}
+		}()
+		var got []int
+		if msg := fails(t, func(tb testing.TB) { got = Receive(tb, 5*time.Second, "three", ch, 3) }); msg != "" {
+			t.Fatalf("failed: %s", msg)
+		}
+		if len(got) != 3 || got[0] != 0 || got[2] != 2 {
+			t.Errorf("got %v, want [0 1 2]", got)
+		}
+	})
+	t.Run("some missing: fails counting them", func(t *testing.T) {
+		ch := make(chan int, 1)
+		ch <- 1
+		msg := fails(t, func(tb testing.TB) { Receive(tb, 50*time.Millisecond, "the dones", ch, 3) })
+		if !strings.Contains(msg, "the dones: 2 of 3") {
+			t.Errorf("failure %q, want it to name the dones and the 2 of 3 missing", msg)
+		}
+	})
+}

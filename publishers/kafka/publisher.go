@@ -38,9 +38,9 @@ type Publisher struct {
 	versions []atomic.Pointer[string] // per host: what its ApiVersions answer says it runs
 	pings    publishers.PingLimit     // Ping's connections: one per host and publishers.PingReuse
 	down     []hostDown               // per host: its produce connection's last failure
-	// waiting counts per host the async publishes queued on a topic lookup (publishers.MaxAsyncWaiting):
-	// each holds its message until the lookup ends.
-	waiting []atomic.Int32
+	// waiting counts per host the async publishes queued on a topic lookup, for their bound: each holds
+	// its message until the lookup ends.
+	waiting []publishers.AsyncWaiting
 }
 
 // hostDown is a host whose produce connection failed: publishes to it are refused as unavailable for
@@ -119,7 +119,7 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 		return nil, err
 	}
 	p := &Publisher{cluster: k, pending: map[*pending]struct{}{}, versions: make([]atomic.Pointer[string], len(k.hosts)),
-		down: make([]hostDown, len(k.hosts)), waiting: make([]atomic.Int32, len(k.hosts))}
+		down: make([]hostDown, len(k.hosts)), waiting: make([]publishers.AsyncWaiting, len(k.hosts))}
 	lost := p.failHost
 	k.lost.Store(&lost)
 	return p, nil
@@ -248,10 +248,8 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 // wait queues an async publish on its topic's lookup st, at most publishers.MaxAsyncWaiting per host.
 // It is registered now, open, so Close fails it and its deadline runs from the call.
 func (p *Publisher) wait(st *topicState, host int, topic string, body []byte, done func(error)) error {
-	if p.waiting[host].Add(1) > publishers.MaxAsyncWaiting {
-		p.waiting[host].Add(-1)
-		return kind(publishers.ErrUnavailable, fmt.Errorf("kafka: broker %d (%s): %d async publishes wait for a topic lookup, the most allowed",
-			p.nodes[host], p.hosts[host], publishers.MaxAsyncWaiting))
+	if err := p.waiting[host].Take(fmt.Sprintf("kafka: broker %d (%s)", p.nodes[host], p.hosts[host]), "a topic lookup"); err != nil {
+		return err
 	}
 	at := time.Now()
 	q := &pending{p: p, host: host, done: done}
@@ -259,7 +257,7 @@ func (p *Publisher) wait(st *topicState, host int, topic string, body []byte, do
 	p.gate.RLock()
 	if p.closed {
 		p.gate.RUnlock()
-		p.waiting[host].Add(-1)
+		p.waiting[host].Done()
 		return errClosed()
 	}
 	p.register(q, p.cfg.PublishTimeout)
@@ -278,7 +276,7 @@ func (p *Publisher) wait(st *topicState, host int, topic string, body []byte, do
 // client counts publish_timeout too (RecordDeliveryTimeout), so it does not outlive the deadline its
 // caller hears.
 func (p *Publisher) serve(q *pending, st *topicState, topic string, body []byte, at time.Time) {
-	p.waiting[q.host].Add(-1)
+	p.waiting[q.host].Done()
 	err := st.err
 	if err == nil {
 		var part int32

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
@@ -57,14 +58,7 @@ func publishAsyncN(t *testing.T, p *Publisher, n int) *asyncCalls {
 // wait waits for want done calls, within d.
 func (a *asyncCalls) wait(t *testing.T, want int, d time.Duration) {
 	t.Helper()
-	end := time.After(d)
-	for i := range want {
-		select {
-		case <-a.dones:
-		case <-end:
-			t.Fatalf("%d of %d dones missing after %v", want-i, want, d)
-		}
-	}
+	testwait.Receive(t, d, "the dones", a.dones, want)
 }
 
 // TestAsyncWaitsForDial: async publishes made while the host's connection is set up return at once and
@@ -161,7 +155,7 @@ func asyncClosedWhileWaiting(t *testing.T, version string) {
 	f := newFakeV(t, silentConnect, version)
 	p := asyncWaitPublisher(t, f.addr(), version, 10*time.Second)
 	const waiting = 3
-	p.hosts[0].maxWaiting = waiting
+	p.hosts[0].waiting.SetLimit(waiting)
 	a := publishAsyncN(t, p, waiting+1)
 	for i, err := range a.ret[:waiting] {
 		if err != nil {
@@ -195,7 +189,7 @@ func asyncClosedWhileWaiting(t *testing.T, version string) {
 	if c := a.calls[waiting].Load(); c != 0 {
 		t.Errorf("done of the refused publish ran %d times, want never", c)
 	}
-	if n := p.hosts[0].waiting.Load(); n != 0 {
+	if n := p.hosts[0].waiting.Len(); n != 0 {
 		t.Errorf("%d publishes still counted as waiting after Close", n)
 	}
 	if n := len(p.hosts[0].queue); n != 0 {

@@ -46,10 +46,9 @@ type host struct {
 	pingErr  error
 	pingNews uint64 // h.news() when pingErr was learned
 
-	// waiting counts the async publishes waiting for a connection being made (awaitSession), at most
-	// maxWaiting (publishers.MaxAsyncWaiting; tests lower it): each holds its message.
-	waiting    atomic.Int64
-	maxWaiting int64
+	// waiting counts the async publishes waiting for a connection being made (awaitSession), for
+	// their bound: each holds its message.
+	waiting publishers.AsyncWaiting
 
 	version                        atomic.Pointer[string]
 	opened, reopened, dialFailures atomic.Uint64
@@ -87,8 +86,6 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 			queue: make(chan struct{}, c.MaxInFlight),
 			ping:  make(chan struct{}, 1),
 			rd:    redial{b: publishers.DefaultBackoff()},
-
-			maxWaiting: publishers.MaxAsyncWaiting,
 		})
 	}
 	return p, nil
@@ -297,18 +294,17 @@ func (p *Publisher) goSend(h *host, s *session, topic string, body []byte, done 
 // most twice mqtt.dial_timeout: the dial waited for started no later than the call and ends within one,
 // and the second lets its outcome (which comes a moment after its own timeout) come before this wait's.
 // A failure of that wait goes to done. The caller holds a slot of h's in-flight window; at most
-// h.maxWaiting publishes wait per host, beyond which it is refused (and freed) at once.
+// h.waiting's limit publishes wait per host, beyond which it is refused (and freed) at once.
 func (p *Publisher) awaitSession(h *host, topic string, body []byte, done func(error)) error {
-	if h.waiting.Add(1) > h.maxWaiting {
-		h.waiting.Add(-1)
+	if err := h.waiting.Take("mqtt "+h.addr, "the connection being made"); err != nil {
 		<-h.queue
-		return fmt.Errorf("%w: mqtt %s: %d async publishes wait for the connection being made, the most allowed", publishers.ErrUnavailable, h.addr, h.maxWaiting)
+		return err
 	}
 	if !p.goOwned(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*p.d.cfg.DialTimeout)
 		s, err := p.session(ctx, h)
 		cancel()
-		h.waiting.Add(-1)
+		h.waiting.Done()
 		switch {
 		case err != nil && p.isClosed():
 			err = publishers.ErrClosed // the dial failed because Close ended it
@@ -320,7 +316,7 @@ func (p *Publisher) awaitSession(h *host, topic string, body []byte, done func(e
 		<-h.queue
 		done(err)
 	}) {
-		h.waiting.Add(-1)
+		h.waiting.Done()
 		<-h.queue
 		return publishers.ErrClosed
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/nats"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
@@ -211,14 +212,9 @@ func TestAsyncPublishDoesNotWaitForLookUp(t *testing.T) {
 				}
 				want = publishers.ErrClosed
 			}
-			for i := range n {
-				select {
-				case err := <-dones:
-					if !errors.Is(err, want) || (want == nil && err != nil) {
-						t.Errorf("done %d: %v, want %v", i, err, want)
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatalf("%d of %d dones missing after 10 s", n-i, n)
+			for i, err := range testwait.Receive(t, 10*time.Second, "the dones", dones, n) {
+				if !errors.Is(err, want) || (want == nil && err != nil) {
+					t.Errorf("done %d: %v, want %v", i, err, want)
 				}
 			}
 			if thaw {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
 )
 
@@ -225,14 +226,9 @@ func RunSlowDial(t *testing.T, c SlowDialCase) {
 				t.Fatalf("async publish %d: %v, want it taken while the connection is set up", i, err)
 			}
 		}
-		for i := range n {
-			select {
-			case err := <-dones:
-				if err != nil {
-					t.Errorf("async publish done %d: %v, want it published once connected", i, err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("%d of %d async publishes not done within 10 s", n-i, n)
+		for i, err := range testwait.Receive(t, 10*time.Second, "the async publishes' dones", dones, n) {
+			if err != nil {
+				t.Errorf("async publish done %d: %v, want it published once connected", i, err)
 			}
 		}
 	})

@@ -105,13 +105,7 @@ func TestAsyncHandsOver(t *testing.T) {
 				d := newAsyncDones()
 				const n = 3
 				bodies := publishAsyncAtOnce(t, p, "slow", n, d)
-				for i := range n {
-					select {
-					case <-d.any:
-					case <-time.After(10 * time.Second):
-						t.Fatalf("%d of %d async publishes not done within 10 s", n-i, n)
-					}
-				}
+				testwait.Receive(t, 10*time.Second, "the async publishes' dones", d.any, n)
 				stored := f.Stored()
 				for i, body := range bodies {
 					if errs := d.of(i); len(errs) != 1 || errs[0] != nil {

@@ -31,12 +31,15 @@ func CountClientSends(p *Publisher) *atomic.Int64 {
 	return n
 }
 
-// FillAsyncWaiting counts MaxAsyncWaiting async publishes as waiting on host, as if they were.
+// FillAsyncWaiting counts as many async publishes as may wait on host as waiting, as if they were.
 func FillAsyncWaiting(p publishers.Publisher, host int) {
+	var w *publishers.AsyncWaiting
 	switch p := p.(type) {
 	case *Native:
-		p.native.conns[host].waiting.Store(publishers.MaxAsyncWaiting)
+		w = &p.native.conns[host].waiting
 	case *Publisher:
-		p.asyncWaiting[host].Store(publishers.MaxAsyncWaiting)
+		w = &p.asyncWaiting[host]
+	}
+	for w.Take("", "") == nil {
 	}
 }

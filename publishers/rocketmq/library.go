@@ -159,7 +159,7 @@ type Publisher struct {
 	backoff publishers.Backoff
 	// asyncWaiting counts each host's async publishes waiting on a goroutine of ours (waitAsync), for
 	// their bound: each holds a message.
-	asyncWaiting []atomic.Int64
+	asyncWaiting []publishers.AsyncWaiting
 }
 
 // rmqRedial is one host's redial state on the library path.
@@ -301,7 +301,7 @@ func newShared(c Config, topics []string, log *slog.Logger) (_ *Publisher, err e
 		p.hosts = append(p.hosts, b.String())
 	}
 	p.redials = make([]rmqRedial, len(p.brokers))
-	p.asyncWaiting = make([]atomic.Int64, len(p.brokers))
+	p.asyncWaiting = make([]publishers.AsyncWaiting, len(p.brokers))
 	p.queues = make([]atomic.Uint32, len(p.brokers))
 	for i, b := range p.brokers {
 		p.targets = append(p.targets, &primitive.MessageQueue{BrokerName: b.Name, QueueId: i})
@@ -861,19 +861,18 @@ func (p *Publisher) sendAsync(ctx context.Context, release func(), s *rmqSlot, p
 // which it refuses at once.
 func (p *Publisher) waitAsync(s *rmqSlot, pr *rmqProducer, host int, topic string, msgs []*primitive.Message, done func(error)) error {
 	waiting := &p.asyncWaiting[host]
-	if waiting.Add(1) > publishers.MaxAsyncWaiting {
-		waiting.Add(-1)
-		return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("rocketmq broker %s: %d async publishes wait for a topic's creation or route, the most allowed", p.hosts[host], publishers.MaxAsyncWaiting))
+	if err := waiting.Take("rocketmq broker "+p.hosts[host], "a topic's creation or route"); err != nil {
+		return err
 	}
 	ctx, leave, err := p.handoffs.Enter(context.Background()) // Close ends ctx
 	if err != nil {
-		waiting.Add(-1)
+		waiting.Done()
 		return err
 	}
 	dl := time.Now().Add(p.cfg.SendTimeout)
 	go func() {
 		defer leave()
-		defer waiting.Add(-1)
+		defer waiting.Done()
 		ctx, cancel := context.WithDeadline(ctx, dl)
 		defer cancel()
 		err := p.ensureTopic(ctx, topic)

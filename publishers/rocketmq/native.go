@@ -119,7 +119,7 @@ type rmqNativeSlot struct {
 	mark     *publishers.AnswerMark // whether cur answered a request
 	// waiting counts the host's async publishes waiting on a goroutine of ours (waitAsync), for their
 	// bound: each holds a message.
-	waiting atomic.Int64
+	waiting publishers.AsyncWaiting
 }
 
 // rmqRoute is a topic's write queues per host, from the name server.
@@ -338,13 +338,11 @@ func (n *rmqNative) publishAsync(host int, topic string, body []byte, done func(
 // ended the wait. At most MaxAsyncWaiting wait per host, beyond which it refuses at once.
 func (n *rmqNative) waitAsync(host int, s *rmqSend, dl time.Time, done func(error)) error {
 	waiting := &n.conns[host].waiting
-	if waiting.Add(1) > publishers.MaxAsyncWaiting {
-		waiting.Add(-1)
-		return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("%w: rocketmq broker %s: %d async publishes wait for a connection or a topic route, the most allowed",
-			errRMQNotSent, n.p.brokers[host], publishers.MaxAsyncWaiting))
+	if err := waiting.Take(fmt.Sprint("rocketmq broker ", n.p.brokers[host]), "a connection or a topic route"); err != nil {
+		return fmt.Errorf("%w: %w", errRMQNotSent, err)
 	}
 	if !n.own(func() {
-		defer waiting.Add(-1)
+		defer waiting.Done()
 		ctx, cancel := context.WithDeadline(n.root, dl) // close cancels root
 		defer cancel()
 		err := n.ensureTopic(ctx, dl, s.topic)
@@ -362,7 +360,7 @@ func (n *rmqNative) waitAsync(host int, s *rmqSend, dl time.Time, done func(erro
 			done(n.result(err))
 		}
 	}) {
-		waiting.Add(-1)
+		waiting.Done()
 		return publishers.ErrClosed
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
@@ -118,14 +119,9 @@ func TestRMQNativeAsyncFullWindowHandsOver(t *testing.T) {
 		}
 	}
 	close(release)
-	for i := range n {
-		select {
-		case err := <-dones:
-			if err != nil {
-				t.Errorf("done %d: %v", i, err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%d of %d dones missing after 10 s", n-i, n)
+	for i, err := range testwait.Receive(t, 10*time.Second, "the dones", dones, n) {
+		if err != nil {
+			t.Errorf("done %d: %v", i, err)
 		}
 	}
 	if got := len(f.requests()); got != n+1 {
