@@ -300,8 +300,10 @@ func (f *fakeRMQProducer) Shutdown() error {
 func TestRocketMQClosePending(t *testing.T) {
 	fake := &fakeRMQProducer{sent: make(chan struct{}, 16)}
 	cfg := DefaultConfig()
-	// Close waits up to send_timeout+1s for the client's callbacks, which this fake gives only after it
-	cfg.SendTimeout = 10 * time.Millisecond
+	// Close waits up to send_timeout+1s for the client's callbacks, which this fake gives only after
+	// it; the blocked Publish must still be waiting when Close comes, on a CI machine too (at 10 ms
+	// it timed out first there).
+	cfg.SendTimeout = time.Second
 	p := &Publisher{
 		cfg:      cfg,
 		brokers:  []admin.Broker{{Name: "broker-a", Addr: "127.0.0.1:9"}},
