@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -682,5 +685,65 @@ func TestEnvNotSettings(t *testing.T) {
 				t.Errorf("Load: %v", err)
 			}
 		})
+	}
+}
+
+// TestRepositoryVariablesLetThrough: every MQTARGET_* variable the repository's Go code reads by name
+// (tests included) or its scripts set or read passes the unknown-variable check, so a shell prepared
+// for scripts/test.sh, or for one test as docs/ describes (MQTARGET_AMQP_HTTP_KILL=1), still starts
+// mqtarget: it once stopped every test of cmd/mqtarget that runs the binary.
+func TestRepositoryVariablesLetThrough(t *testing.T) {
+	read := regexp.MustCompile(`(?:Getenv|LookupEnv)\("(MQTARGET_[A-Z0-9_]+)"\)`)
+	named := regexp.MustCompile(`\bMQTARGET_[A-Z0-9_]*[A-Z0-9]\b`)
+	found := map[string]string{} // name -> a file that has it
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		var names []string
+		switch {
+		case d.IsDir():
+			return nil
+		case strings.HasSuffix(path, ".go"):
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range read.FindAllSubmatch(b, -1) {
+				names = append(names, string(m[1]))
+			}
+		case strings.HasSuffix(path, ".sh") || path == "../.ci/run":
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range named.FindAll(b, -1) {
+				names = append(names, string(m))
+			}
+		}
+		for _, n := range names {
+			found[n] = path
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) < 10 {
+		t.Fatalf("found only %d variables (%v): is the walk in the wrong directory?", len(found), found)
+	}
+	for name, file := range found {
+		_, _, err := config.Load(config.Sources{
+			LookupEnv: func(string) (string, bool) { return "", false }, // only the name is checked
+			Environ:   func() []string { return []string{name + "=1"} },
+			ReadFile:  os.ReadFile,
+			Output:    io.Discard,
+		})
+		if err != nil {
+			t.Errorf("%s (in %s): %v", name, file, err)
+		}
 	}
 }

@@ -154,7 +154,11 @@ func (c Config) checkFiles(readFile func(string) ([]byte, error)) error {
 var ReservedEnv = reservedEnv()
 
 func reservedEnv() []string {
-	out := []string{EnvPrefix + "CACHE", EnvPrefix + "DATA", EnvPrefix + "KEEP_RUN", EnvPrefix + "INTEGRATION", EnvPrefix + "TEST_MAIN"}
+	var out []string
+	for _, name := range []string{"CACHE", "DATA", "KEEP_RUN", "INTEGRATION", "TEST_MAIN", "TEST_PROXY_CHILD",
+		"APT_LOCK_TIMEOUT", "BROKER_LOCK_TIMEOUT", "CHROMIUM", "PAGE_SCREENSHOT"} {
+		out = append(out, EnvPrefix+name)
+	}
 	for _, name := range brokers.Env() {
 		out = append(out, EnvPrefix+name)
 	}
