@@ -146,6 +146,11 @@ func (w *wire) do(c *conn, want func(code int) bool) answer {
 // finish reads the rest of the answer whose head read gave resp and err.
 func (w *wire) finish(c *conn, resp *http.Response, err error, want func(code int) bool) answer {
 	if err != nil {
+		if c.r.limit > 0 && c.r.n >= c.r.limit {
+			// Past the bound, whatever the parser said: bufio hands over the line cut at the bound
+			// before the read's error, and a cut such as "X-Flo" reads as a malformed header.
+			err = errHeadTooLarge
+		}
 		c.close()
 		return answer{err: errorKind(err)}
 	}
