@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/mqtarget/mqtarget/publishers"
@@ -30,6 +31,18 @@ func badField(field, format string, args ...any) *Error {
 		}
 	}
 	return &Error{Status: http.StatusBadRequest, Field: cut(field), Msg: fmt.Sprintf(format, args...)}
+}
+
+// badTopic is the 400 for a topic the broker's rules refuse, err their answer, after prefix: the rules
+// quote the topic whole, so a long one is cut there as badField cuts any piece of the request.
+func badTopic(field, topic, prefix string, err error) *Error {
+	msg := err.Error()
+	if len(topic) > maxEcho {
+		short := cut(topic)
+		msg = strings.ReplaceAll(msg, strconv.Quote(topic), strconv.Quote(short))
+		msg = strings.ReplaceAll(msg, topic, short) // unquoted
+	}
+	return &Error{Status: http.StatusBadRequest, Field: field, Msg: prefix + msg}
 }
 
 // maxEcho bounds how much of one piece of input (a path, a parameter's name or value) an error answer

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -171,11 +172,11 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 		req.topic2 = q.val[pTopic2]
 	}
 	if err := req.pub.ValidateTopic(req.topic); err != nil {
-		return sendRequest{}, badField("topic", "%v", err)
+		return sendRequest{}, badTopic("topic", req.topic, "", err)
 	}
 	two := r.URL.Path == "/send2Topic" // the only endpoint that publishes to topic2
 	if err := req.pub.ValidateTopic(req.topic2); two && err != nil {
-		return sendRequest{}, badField("topic2", "%v", err)
+		return sendRequest{}, badTopic("topic2", req.topic2, "", err)
 	}
 	if v := q.val[pSize]; q.has[pSize] {
 		n, err := strconv.Atoi(v)
@@ -199,8 +200,10 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 		if n > 1 {
 			// The longest generated names must be valid too.
 			for i, base := range []string{req.topic, req.topic2} {
-				if err := req.pub.ValidateTopic(topicName(base, n-1)); err != nil && (i == 0 || two) {
-					return sendRequest{}, badField("topics", "topic names with suffix -%d are invalid: %v", n-1, err)
+				if name := topicName(base, n-1); i == 0 || two {
+					if err := req.pub.ValidateTopic(name); err != nil {
+						return sendRequest{}, badTopic("topics", name, fmt.Sprintf("topic names with suffix -%d are invalid: ", n-1), err)
+					}
 				}
 			}
 		}
