@@ -265,8 +265,8 @@ func findMaxRate(ctx context.Context, o load.Options, f load.FindOptions, format
 		fmt.Fprintf(stderr, "mqtarget load: %v\n", err)
 		return 1
 	}
-	if fr.MaxRate == 0 {
-		fmt.Fprintf(stderr, "mqtarget load: failed: no rate met %s (%s)\n", fr.SLO, fr.Broke)
+	if why := fr.Failures(); len(why) > 0 {
+		fmt.Fprintf(stderr, "mqtarget load: failed: %s\n", strings.Join(why, "; "))
 		return 1
 	}
 	return 0

@@ -174,6 +174,20 @@ func TestFindMaxDefaultMaxRate(t *testing.T) {
 	}
 }
 
+// TestFindMaxWithoutA2xx: a goal on latency alone, met by a target answering only 404 (a wrong path),
+// measured nothing: the search fails (exit 1) naming the step, as a sweep's find_max does, instead of
+// reporting the 404s' rate as the maximum.
+func TestFindMaxWithoutA2xx(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	var out, errOut bytes.Buffer
+	code := run([]string{"load", "-find-max", "-rate", "50", "-max-rate", "50", "-slo", "p99<5s",
+		"-duration", "200ms", srv.URL + "/nosuch"}, &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), "50/s met the goal with") || !strings.Contains(errOut.String(), "2xx") {
+		t.Fatalf("exit %d, want 1 naming the step met without a 2xx answer: %s%s", code, out.String(), errOut.String())
+	}
+}
+
 // bigFile is a sparse file one byte larger than a -body may be: no disk is used, and nothing reads it all.
 func bigFile(t *testing.T) string {
 	p := filepath.Join(t.TempDir(), "big")

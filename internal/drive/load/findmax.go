@@ -37,6 +37,22 @@ type FindStep struct {
 	Result *Result `json:"result"`
 }
 
+// Failures say why the search measured nothing, empty when it did: no rate met the goal, or a step met
+// it without a single 2xx answer (a goal on latency alone, and a target answering only errors: a wrong
+// URL, broker or size). A search with failures fails its command (exit 1).
+func (fr *FindResult) Failures() []string {
+	var why []string
+	if fr.MaxRate == 0 {
+		why = append(why, "no rate met "+fr.SLO+" ("+fr.Broke+")")
+	}
+	for _, st := range fr.Steps {
+		if st.Met && st.Result.OK == 0 {
+			why = append(why, fmt.Sprintf("%d/s met the goal with %v", st.Rate, st.Result.Check(1)))
+		}
+	}
+	return why
+}
+
 // Verdict is the step's judgement in words: "met", or "broken: " and why.
 func (s FindStep) Verdict() string {
 	if s.Met {

@@ -166,16 +166,7 @@ func (out *Outcome) Failures() (failures []string, total int) {
 		return failures, len(out.Results)
 	}
 	for i, fr := range out.Searches {
-		var why []string
-		if fr.MaxRate == 0 {
-			why = append(why, "no rate met "+fr.SLO+" ("+fr.Broke+")")
-		}
-		for _, st := range fr.Steps {
-			if st.Met && st.Result.OK == 0 {
-				why = append(why, fmt.Sprintf("%d/s met the goal with %v", st.Rate, st.Result.Check(1)))
-			}
-		}
-		if len(why) > 0 {
+		if why := fr.Failures(); len(why) > 0 {
 			r := fr.Steps[0].Result
 			failures = append(failures, fmt.Sprintf("search %d (%s %s): %s", i+1, r.Meta.Endpoint, r.Meta.Broker, strings.Join(why, "; ")))
 		}
