@@ -30,7 +30,7 @@ import (
 
 // Config configures the RocketMQ publisher. RocketMQ is enabled when NameServers is non-empty.
 type Config struct {
-	NameServers []string          `yaml:"name_servers" help:"RocketMQ name server addresses host:port, comma-separated; empty disables publishers.RocketMQ"`
+	NameServers []string          `yaml:"name_servers" help:"RocketMQ name server addresses host:port, comma-separated; empty disables RocketMQ"`
 	Group       string            `yaml:"group" help:"RocketMQ producer group"`
 	SendTimeout time.Duration     `yaml:"send_timeout" help:"RocketMQ send timeout per request, retries included (capped by publish_timeout)"`
 	Retries     int               `yaml:"retries" help:"RocketMQ sync send retries, to the same broker, only when the send certainly stored nothing (the broker refused it, or it never left); never after a timeout (0..16)"`
@@ -98,12 +98,12 @@ func (c Config) Validate(prefix string) error {
 // [%|a-zA-Z0-9_-], not the default topic TBW102 and not a system topic.
 func ValidateTopic(name string) error {
 	if name == "" || len(name) > 127 || !rmqName.All(name) {
-		return fmt.Errorf("%q is not a valid publishers.RocketMQ topic (1-127 of [%%|a-zA-Z0-9_-])", name)
+		return fmt.Errorf("%q is not a valid RocketMQ topic (1-127 of [%%|a-zA-Z0-9_-])", name)
 	}
 	upper := strings.ToUpper(name)
 	if name == "TBW102" || strings.HasPrefix(upper, "RMQ_SYS_") || strings.HasPrefix(name, "%RETRY%") ||
 		strings.HasPrefix(name, "%DLQ%") || name == "SCHEDULE_TOPIC_XXXX" || name == "OFFSET_MOVED_EVENT" {
-		return fmt.Errorf("%q is a publishers.RocketMQ system topic", name)
+		return fmt.Errorf("%q is a RocketMQ system topic", name)
 	}
 	return nil
 }
@@ -344,7 +344,7 @@ func rmqNewClient(useTLS bool, opts []producer.Option) (rocketmq.Producer, func(
 	defer m.mu.Unlock()
 	if useTLS != m.tls {
 		if m.live > 0 {
-			return nil, nil, fmt.Errorf("rocketmq.tls: %v here, but %d publishers.RocketMQ producers of this process use %v and rocketmq-client-go has one TLS switch per process", useTLS, m.live, m.tls)
+			return nil, nil, fmt.Errorf("rocketmq.tls: %v here, but %d RocketMQ producers of this process use %v and rocketmq-client-go has one TLS switch per process", useTLS, m.live, m.tls)
 		}
 		opts = append(opts, producer.WithTls(useTLS))
 	}
