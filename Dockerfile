@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # Multi-stage build: a static mqtarget binary on a distroless base, running as a non-root user.
 #   docker build --build-arg VERSION=v1.2.3 --build-arg REVISION=$(git rev-parse HEAD) -t mqtarget .
-# VERSION and REVISION land in `mqtarget -version`, mqtarget_build_info, GET / and the image's labels.
+# VERSION and REVISION land in `mqtarget -version`, mqtarget_build_info, /config, /stats and the image's labels.
 # .dockerignore keeps .git out of the context, so the Go toolchain has no VCS information to embed:
 # REVISION (internal/version.Revision) stands in for it; without the build arg it stays "unknown".
 ARG VERSION=devel
@@ -22,7 +22,7 @@ FROM gcr.io/distroless/static-debian12:nonroot
 ARG VERSION
 ARG REVISION
 LABEL org.opencontainers.image.title="mqtarget" \
-      org.opencontainers.image.description="HTTP endpoints that publish to NSQ, RocketMQ and STOMP brokers, for load-testing them" \
+      org.opencontainers.image.description="HTTP endpoints that publish to message brokers (NSQ, RocketMQ, STOMP, Kafka, NATS JetStream, AMQP 0-9-1, MQTT), for load-testing them" \
       org.opencontainers.image.source="https://github.com/mqtarget/mqtarget" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}"

@@ -3,12 +3,15 @@
 # 127.0.0.1, runs the static checks, then every test with the race detector.
 #
 #  1. packages  every missing Debian package (Java, Maven, python3, shellcheck, chromium, activemq,
-#               rabbitmq-server) in one apt-get call, before anything runs in the background
-#  2. downloads one after the other, so Maven never races on its local repository: nsqd built from the
-#               Go module proxy (scripts/nsqd.sh), RocketMQ jars and the Artemis distribution (Maven)
-#  3. brokers   Artemis, ActiveMQ Classic, RabbitMQ (STOMP) and RocketMQ (name server, two brokers)
-#               start in the background, their data in a per-run directory removed on exit; a broker
-#               that already runs (started by hand with the same settings) is reused and left running
+#               rabbitmq-server, mosquitto) in one apt-get call, before anything runs in the background
+#  2. downloads one after the other, so Maven never races on its local repository: nsqd and
+#               nats-server built from the Go module proxy (scripts/nsqd.sh, scripts/nats.sh), RocketMQ
+#               jars, the Artemis distribution and Kafka (Maven)
+#  3. brokers   Artemis, ActiveMQ Classic, RabbitMQ (STOMP and AMQP), RocketMQ (name server, two
+#               brokers), two Kafka clusters, two NATS servers and two Mosquitto start in the
+#               background, their data in a per-run directory removed on exit; an Artemis, ActiveMQ,
+#               RabbitMQ or RocketMQ that already runs (started by hand with the same settings) is
+#               reused and left running
 #  4. checks    gofmt over every Go file, go vet (running since step 1: on a new machine it compiles
 #               every dependency), `go mod tidy -diff`, shellcheck over scripts/, while the brokers start
 #     fuzz      every fuzz target for FUZZTIME (2000x: executions, not seconds) each (scripts/fuzz.sh),
