@@ -272,7 +272,7 @@ func (d *dialer) dial5(ctx context.Context, nc *netConn, id string, onPublish on
 		PacketTimeout: maxAckWait,
 		OnClientError: lost,
 		OnServerDisconnect: func(dp *paho.Disconnect) {
-			lost(fmt.Errorf("broker sent DISCONNECT, reason 0x%02x %s", dp.ReasonCode, reasonString(dp.Properties)))
+			lost(fmt.Errorf("broker sent DISCONNECT, reason 0x%02x%s", dp.ReasonCode, reasonString(dp.Properties)))
 		},
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
 			onPublish(pr.Packet.Topic, pr.Packet.Payload)
@@ -296,7 +296,7 @@ func (d *dialer) dial5(ctx context.Context, nc *netConn, id string, onPublish on
 	ca, err := client.Connect(ctx, cp)
 	if err != nil {
 		if ca != nil {
-			return nil, fmt.Errorf("CONNACK refused the connection: reason 0x%02x %s", ca.ReasonCode, reasonString(ca.Properties))
+			return nil, fmt.Errorf("CONNACK refused the connection: reason 0x%02x%s", ca.ReasonCode, reasonString(ca.Properties))
 		}
 		return nil, err
 	}
@@ -390,18 +390,24 @@ const maxAckWait = 10 * time.Second
 
 func ptr[T any](v T) *T { return &v }
 
+// reasonString is the reason string of a CONNACK's or DISCONNECT's properties after a space, or
+// nothing when the broker gave none.
 func reasonString(p any) string {
+	var s string
 	switch p := p.(type) {
 	case *paho.ConnackProperties:
 		if p != nil {
-			return p.ReasonString
+			s = p.ReasonString
 		}
 	case *paho.DisconnectProperties:
 		if p != nil {
-			return p.ReasonString
+			s = p.ReasonString
 		}
 	}
-	return ""
+	if s == "" {
+		return ""
+	}
+	return " " + s
 }
 
 // clientID is the client identifier of connection role to host index i.

@@ -86,7 +86,7 @@ func (c Config) Validate(prefix string) error {
 	if c.TLSConfig.CertFile != "" {
 		// The library's producers would go without it, and the native path's client certificate is
 		// untested (the test brokers ask for none): refused for both rather than promised.
-		add("tls_cert_file", "not supported: rocketmq-client-go cannot present a client certificate")
+		add("tls_cert_file", "not supported: mqtarget presents no client certificate to RocketMQ (rocketmq-client-go cannot; the native client's is untested)")
 	}
 	if c.Client != ClientNative && c.Client != ClientLibrary {
 		add("client", "must be %s or %s, got %q", ClientNative, ClientLibrary, c.Client)
