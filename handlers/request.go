@@ -200,10 +200,12 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 		if n > 1 {
 			// The longest generated names must be valid too.
 			for i, base := range []string{req.topic, req.topic2} {
-				if name := topicName(base, n-1); i == 0 || two {
-					if err := req.pub.ValidateTopic(name); err != nil {
-						return sendRequest{}, badTopic("topics", name, fmt.Sprintf("topic names with suffix -%d are invalid: ", n-1), err)
-					}
+				if i == 1 && !two {
+					break
+				}
+				name := topicName(base, n-1)
+				if err := req.pub.ValidateTopic(name); err != nil {
+					return sendRequest{}, badTopic("topics", name, fmt.Sprintf("topic names with suffix -%d are invalid: ", n-1), err)
 				}
 			}
 		}

@@ -8,8 +8,8 @@ import (
 	"github.com/mqtarget/mqtarget/publishers"
 )
 
-// TestAsyncWaiting: Take counts up to the limit and refuses past it as unavailable, naming who waits
-// for what; a refused Take counts nothing, and Done frees a place.
+// TestAsyncWaiting: Take counts up to the limit and refuses past it, Refusal is unavailable naming who
+// waits for what; a refused Take counts nothing, and Done frees a place.
 func TestAsyncWaiting(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -28,20 +28,23 @@ func TestAsyncWaiting(t *testing.T) {
 				t.Fatalf("Limit %d, want %d", w.Limit(), tc.want)
 			}
 			for i := range tc.want {
-				if err := w.Take("host h", "a dial"); err != nil {
-					t.Fatalf("Take %d of %d: %v", i, tc.want, err)
+				if !w.Take() {
+					t.Fatalf("Take %d of %d refused", i, tc.want)
 				}
 			}
-			err := w.Take("host h", "a dial")
+			if w.Take() {
+				t.Fatal("Take past the limit taken")
+			}
+			err := w.Refusal("host h", "a dial")
 			if !errors.Is(err, publishers.ErrUnavailable) || !strings.Contains(err.Error(), "host h") || !strings.Contains(err.Error(), "wait for a dial") {
-				t.Fatalf("Take past the limit: %v, want ErrUnavailable naming the host and the wait", err)
+				t.Fatalf("Refusal: %v, want ErrUnavailable naming the host and the wait", err)
 			}
 			if w.Len() != tc.want {
 				t.Fatalf("Len %d after a refused Take, want %d", w.Len(), tc.want)
 			}
 			w.Done()
-			if err := w.Take("host h", "a dial"); err != nil {
-				t.Fatalf("Take after a Done: %v", err)
+			if !w.Take() {
+				t.Fatal("Take after a Done refused")
 			}
 		})
 	}

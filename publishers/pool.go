@@ -287,8 +287,8 @@ func (s *slot[L]) wait(p *Pool[L], w asyncWaiter[L]) (bool, error) {
 	if s.dialing == nil {
 		return false, nil
 	}
-	if err := s.counts.waiting.Take(p.name+" "+s.addr, "a connection"); err != nil {
-		return false, err
+	if !s.counts.waiting.Take() {
+		return false, s.counts.waiting.Refusal(p.name+" "+s.addr, "a connection")
 	}
 	s.waiters = append(s.waiters, w)
 	return true, nil

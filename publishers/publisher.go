@@ -48,16 +48,20 @@ type AsyncWaiting struct {
 	limit int64 // 0: MaxAsyncWaiting; set before use (SetLimit)
 }
 
-// Take counts one more waiting publish, or refuses it with ErrUnavailable when the host has its limit
-// waiting already; who names the host and what the wait (the error reads "who: N async publishes wait
-// for what, the most allowed"). A nil error must be matched by one Done.
-func (w *AsyncWaiting) Take(who, what string) error {
-	limit := w.Limit()
-	if w.n.Add(1) > limit {
+// Take counts one more waiting publish: false, counting nothing, when the host has its limit waiting
+// already (refuse it with Refusal). A true must be matched by one Done.
+func (w *AsyncWaiting) Take() bool {
+	if w.n.Add(1) > w.Limit() {
 		w.n.Add(-1)
-		return Wrap(ErrUnavailable, fmt.Errorf("%s: %d async publishes wait for %s, the most allowed", who, limit, what))
+		return false
 	}
-	return nil
+	return true
+}
+
+// Refusal is the error for a publish Take refused: ErrUnavailable, reading "who: N async publishes
+// wait for what, the most allowed". Built only then, so Take's callers name the host for free.
+func (w *AsyncWaiting) Refusal(who, what string) error {
+	return Wrap(ErrUnavailable, fmt.Errorf("%s: %d async publishes wait for %s, the most allowed", who, w.Limit(), what))
 }
 
 // Done ends a wait Take counted.

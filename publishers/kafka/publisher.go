@@ -248,8 +248,8 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 // wait queues an async publish on its topic's lookup st, at most publishers.MaxAsyncWaiting per host.
 // It is registered now, open, so Close fails it and its deadline runs from the call.
 func (p *Publisher) wait(st *topicState, host int, topic string, body []byte, done func(error)) error {
-	if err := p.waiting[host].Take(fmt.Sprintf("kafka: broker %d (%s)", p.nodes[host], p.hosts[host]), "a topic lookup"); err != nil {
-		return err
+	if !p.waiting[host].Take() {
+		return p.waiting[host].Refusal(fmt.Sprintf("kafka: broker %d (%s)", p.nodes[host], p.hosts[host]), "a topic lookup")
 	}
 	at := time.Now()
 	q := &pending{p: p, host: host, done: done}

@@ -296,9 +296,9 @@ func (p *Publisher) goSend(h *host, s *session, topic string, body []byte, done 
 // A failure of that wait goes to done. The caller holds a slot of h's in-flight window; at most
 // h.waiting's limit publishes wait per host, beyond which it is refused (and freed) at once.
 func (p *Publisher) awaitSession(h *host, topic string, body []byte, done func(error)) error {
-	if err := h.waiting.Take("mqtt "+h.addr, "the connection being made"); err != nil {
+	if !h.waiting.Take() {
 		<-h.queue
-		return err
+		return h.waiting.Refusal("mqtt "+h.addr, "the connection being made")
 	}
 	if !p.goOwned(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*p.d.cfg.DialTimeout)

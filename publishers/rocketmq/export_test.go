@@ -40,6 +40,6 @@ func FillAsyncWaiting(p publishers.Publisher, host int) {
 	case *Publisher:
 		w = &p.asyncWaiting[host]
 	}
-	for w.Take("", "") == nil {
+	for w.Take() {
 	}
 }

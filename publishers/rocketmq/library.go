@@ -861,8 +861,8 @@ func (p *Publisher) sendAsync(ctx context.Context, release func(), s *rmqSlot, p
 // which it refuses at once.
 func (p *Publisher) waitAsync(s *rmqSlot, pr *rmqProducer, host int, topic string, msgs []*primitive.Message, done func(error)) error {
 	waiting := &p.asyncWaiting[host]
-	if err := waiting.Take("rocketmq broker "+p.hosts[host], "a topic's creation or route"); err != nil {
-		return err
+	if !waiting.Take() {
+		return waiting.Refusal("rocketmq broker "+p.hosts[host], "a topic's creation or route")
 	}
 	ctx, leave, err := p.handoffs.Enter(context.Background()) // Close ends ctx
 	if err != nil {

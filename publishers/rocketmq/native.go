@@ -338,8 +338,8 @@ func (n *rmqNative) publishAsync(host int, topic string, body []byte, done func(
 // ended the wait. At most MaxAsyncWaiting wait per host, beyond which it refuses at once.
 func (n *rmqNative) waitAsync(host int, s *rmqSend, dl time.Time, done func(error)) error {
 	waiting := &n.conns[host].waiting
-	if err := waiting.Take(fmt.Sprint("rocketmq broker ", n.p.brokers[host]), "a connection or a topic route"); err != nil {
-		return fmt.Errorf("%w: %w", errRMQNotSent, err)
+	if !waiting.Take() {
+		return fmt.Errorf("%w: %w", errRMQNotSent, waiting.Refusal(fmt.Sprint("rocketmq broker ", n.p.brokers[host]), "a connection or a topic route"))
 	}
 	if !n.own(func() {
 		defer waiting.Done()
