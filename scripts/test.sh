@@ -269,9 +269,11 @@ for b in kafka kafka-http nats nats-1 mosquitto-0 mosquitto-1; do wait_broker "$
 
 step "go test"
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
-# -p: four test binaries at once, not one per core: most of them wait on brokers, timers and each
-# other's lanes (a whole run used ~30% of two cores), and with two at a time the package queue, not
-# internal/itest, set the length of the step.
+# -p: four test binaries at once, not one per core: many of them wait on brokers, timers and each
+# other's lanes, and with two at a time the package queue, not internal/itest, set the length of the
+# step. It is CPU-bound now (vmstat, a warm run of 2026-12-04: both cores 85-100 % busy for the first
+# 220 s of a 281 s step, 10-35 % in the rest, the last packages waiting on their lanes); starting the
+# longest packages first and letting lane waits hold no -parallel slot gave 320 s against 333 s.
 # -parallel: the integration tests in lanes (internal/itest/lane.go) overlap, four at a time (a test
 # waiting for its lane holds a slot; 8 made a new-machine run slower, 496 s against 415 s of go test,
 # and timing bounds failed in four packages).
