@@ -703,29 +703,23 @@ func TestRepositoryVariablesLetThrough(t *testing.T) {
 		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
 			return filepath.SkipDir
 		}
-		var names []string
+		var re *regexp.Regexp // its last group (or the whole match) is the name
 		switch {
 		case d.IsDir():
 			return nil
 		case strings.HasSuffix(path, ".go"):
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			for _, m := range read.FindAllSubmatch(b, -1) {
-				names = append(names, string(m[1]))
-			}
+			re = read
 		case strings.HasSuffix(path, ".sh") || path == "../.ci/run":
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			for _, m := range named.FindAll(b, -1) {
-				names = append(names, string(m))
-			}
+			re = named
+		default:
+			return nil
 		}
-		for _, n := range names {
-			found[n] = path
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range re.FindAllSubmatch(b, -1) {
+			found[string(m[len(m)-1])] = path
 		}
 		return nil
 	})

@@ -174,9 +174,13 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 	if err := req.pub.ValidateTopic(req.topic); err != nil {
 		return sendRequest{}, badTopic("topic", req.topic, "", err)
 	}
-	two := r.URL.Path == "/send2Topic" // the only endpoint that publishes to topic2
-	if err := req.pub.ValidateTopic(req.topic2); two && err != nil {
-		return sendRequest{}, badTopic("topic2", req.topic2, "", err)
+	bases := [2]string{req.topic, req.topic2}
+	used := bases[:1]
+	if r.URL.Path == "/send2Topic" { // the only endpoint that publishes to topic2
+		if err := req.pub.ValidateTopic(req.topic2); err != nil {
+			return sendRequest{}, badTopic("topic2", req.topic2, "", err)
+		}
+		used = bases[:2]
 	}
 	if v := q.val[pSize]; q.has[pSize] {
 		n, err := strconv.Atoi(v)
@@ -199,10 +203,7 @@ func (s *Server) parseSend(w http.ResponseWriter, r *http.Request) (sendRequest,
 		req.topics = n
 		if n > 1 {
 			// The longest generated names must be valid too.
-			for i, base := range []string{req.topic, req.topic2} {
-				if i == 1 && !two {
-					break
-				}
+			for _, base := range used {
 				name := topicName(base, n-1)
 				if err := req.pub.ValidateTopic(name); err != nil {
 					return sendRequest{}, badTopic("topics", name, fmt.Sprintf("topic names with suffix -%d are invalid: ", n-1), err)

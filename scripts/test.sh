@@ -273,7 +273,8 @@ step "go test"
 # other's lanes, and with two at a time the package queue, not internal/itest, set the length of the
 # step. It is CPU-bound now (vmstat, a warm run of 2026-12-04: both cores 85-100 % busy for the first
 # 220 s of a 281 s step, 10-35 % in the rest, the last packages waiting on their lanes); starting the
-# longest packages first and letting lane waits hold no -parallel slot gave 320 s against 333 s.
+# longest packages first and letting lane waits hold no -parallel slot gave 320 s against 333 s,
+# one run each, within the noise: not kept (docs/testing.md, run 8).
 # -parallel: the integration tests in lanes (internal/itest/lane.go) overlap, four at a time (a test
 # waiting for its lane holds a slot; 8 made a new-machine run slower, 496 s against 415 s of go test,
 # and timing bounds failed in four packages).
