@@ -128,7 +128,23 @@ func (h *AMQP) Broker() string               { return "amqp" }
 func (h *AMQP) InvalidTopic() string         { return "amq.reserved" } // the broker's own names
 func (h *AMQP) Hosts() []string              { return h.names }
 func (h *AMQP) Configure(cfg *config.Config) { cfg.AMQP.URLs = h.URLs }
-func (h *AMQP) CanStop() bool                { return true } // frozen at least; stopped with Kill
+
+// BadLogin: every URL with a wrong password.
+func (h *AMQP) BadLogin(cfg *config.Config) bool {
+	cfg.AMQP.URLs = nil
+	for _, raw := range h.URLs {
+		u, err := url.Parse(raw)
+		if err != nil {
+			panic(err) // NewAMQP parsed them
+		}
+		pass, _ := u.User.Password()
+		u.User = url.UserPassword(u.User.Username(), pass+"-wrong")
+		cfg.AMQP.URLs = append(cfg.AMQP.URLs, u.String())
+	}
+	return true
+}
+
+func (h *AMQP) CanStop() bool { return true } // frozen at least; stopped with Kill
 
 // mayKill skips the test unless the node may be restarted.
 func (h *AMQP) mayKill(t testing.TB) {

@@ -67,6 +67,16 @@ func (h *STOMP) Configure(cfg *config.Config) {
 	cfg.STOMP.VHost = h.VHost
 	cfg.STOMP.TLSConfig = h.TLS
 }
+
+// BadLogin: a wrong passcode for the login the broker requires (an embedded go-stomp server takes any).
+func (h *STOMP) BadLogin(cfg *config.Config) bool {
+	if h.Login == "" {
+		return false
+	}
+	cfg.STOMP.Passcode = publishers.Secret(h.Passcode + "-wrong")
+	return true
+}
+
 func (h *STOMP) CanStop() bool                  { return len(h.Ctl) > 0 && h.Ctl[0] != nil }
 func (h *STOMP) StopHost(t testing.TB, i int)   { h.Ctl[i].Stop(t) }
 func (h *STOMP) StartHost(t testing.TB, i int)  { h.Ctl[i].Start(t) }

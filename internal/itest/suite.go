@@ -227,6 +227,42 @@ func RunSuite(t *testing.T, h Harness) {
 	t.Run("bad input", func(t *testing.T) { RunBadInput(t, h) })
 	t.Run("shutdown drains async", func(t *testing.T) { RunShutdownDrains(t, h) })
 	t.Run("broker down", func(t *testing.T) { RunBrokerDown(t, h) })
+	t.Run("refused login", func(t *testing.T) { RunRefusedLogin(t, h) })
+}
+
+// LoginRefuser is a Harness whose broker can refuse a login: BadLogin points cfg at it with one it
+// refuses (a wrong password), or reports false when the broker takes any.
+type LoginRefuser interface {
+	BadLogin(cfg *config.Config) bool
+}
+
+// RunRefusedLogin: with a login the broker refuses, mqtarget starts (connections are made on first
+// use), every sync send endpoint answers 503 with the broker's refusal within the publish timeout,
+// /readyz answers 503, and the broker holds nothing of it.
+func RunRefusedLogin(t *testing.T, h Harness) {
+	lr, ok := h.(LoginRefuser)
+	var cfg config.Config
+	if !ok || !lr.BadLogin(&cfg) {
+		t.Skip("the broker takes any login")
+	}
+	tg := StartTarget(t, h, func(c *config.Config) { lr.BadLogin(c) })
+	topic := uniqueTopic("itlogin")
+	bound := PublishTimeout + time.Second
+	for _, p := range []string{"/send1", "/send2", "/send2Topic", "/sendAsyncWait", "/send1"} {
+		r := tg.Get(t, p+"?topic="+topic)
+		if r.Status != http.StatusServiceUnavailable || !strings.Contains(strings.ToLower(r.Error), "refused") {
+			t.Errorf("%s: %d %q, want 503 naming the refused login", p, r.Status, r.Error)
+		}
+		if r.Took > bound {
+			t.Errorf("%s: answered after %v, want within %v", p, r.Took, bound)
+		}
+	}
+	if r := tg.Get(t, "/readyz"); r.Status != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with a refused login: %d, want 503", r.Status)
+	}
+	if n := h.Stored(t, 0, topic); n != 0 {
+		t.Errorf("the broker holds %d messages sent with a refused login", n)
+	}
 }
 
 // RunDelivery drives every send endpoint and checks the broker holds exactly the acknowledged messages,

@@ -91,6 +91,9 @@ type fakeOpts struct {
 	ignoreClose bool
 	// ignoreDeclare: a queue.declare of this queue gets no answer.
 	ignoreDeclare string
+	// refuseLogin: start-ok is answered with connection.close 403 ACCESS_REFUSED, as RabbitMQ answers
+	// a wrong password to a client that announces authentication_failure_close.
+	refuseLogin bool
 }
 
 type fakePublish struct {
@@ -357,6 +360,12 @@ func (f *fakeBroker) serve(c net.Conn) {
 		class, id, args := binary.BigEndian.Uint16(p), binary.BigEndian.Uint16(p[2:]), p[4:]
 		switch {
 		case class == 10 && id == 11: // start-ok
+			if f.opts.refuseLogin {
+				closeArgs := binary.BigEndian.AppendUint16(nil, 403)
+				closeArgs = shortstr(closeArgs, "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN")
+				w.method(0, 10, 50, append(closeArgs, 0, 0, 0, 0))
+				continue // the client's close-ok, then its hang-up, end the connection
+			}
 			w.method(0, 10, 30, []byte{0, 0, 0, 2, 0, 0, 0, 60}) // tune: channel-max 0, frame-max 131072, heartbeat 60
 		case class == 10 && id == 31: // tune-ok
 		case class == 10 && id == 40: // open

@@ -401,15 +401,16 @@ func (p *Publisher) connect(ctx context.Context, h *host) (*link, error) {
 	return l, nil
 }
 
-// handshakeErr classifies a failed AMQP handshake: refused credentials or vhost are the broker's
-// answer (rejected), the rest is unavailability.
+// handshakeErr classifies a failed AMQP handshake. All of it is ErrUnavailable (503), like every
+// broker's refused connection: no message can go through it. Refused credentials or vhost keep the
+// broker's own words (ErrRejected, 502, is a message's own refusal).
 func handshakeErr(ctx context.Context, err error, addr string) error {
 	var ae *amqp091.Error
 	if errors.As(err, &ae) && ae.Server {
-		return wrap(publishers.ErrRejected, fmt.Errorf("AMQP handshake with %s refused: %d %s", addr, ae.Code, ae.Reason))
+		return wrap(publishers.ErrUnavailable, fmt.Errorf("AMQP handshake with %s refused: %d %s", addr, ae.Code, ae.Reason))
 	}
 	if errors.Is(err, amqp091.ErrCredentials) {
-		return wrap(publishers.ErrRejected, fmt.Errorf("AMQP handshake with %s: %w", addr, err))
+		return wrap(publishers.ErrUnavailable, fmt.Errorf("AMQP handshake with %s refused: %w", addr, err))
 	}
 	if ctx.Err() != nil {
 		return wrap(publishers.ErrUnavailable, fmt.Errorf("AMQP handshake with %s: no answer within amqp.dial_timeout (%v)", addr, err))

@@ -280,6 +280,32 @@ func TestDeadlines(t *testing.T) {
 	})
 }
 
+// TestRefusedLogin: a handshake the broker refuses (403 ACCESS_REFUSED) fails every kind of publish
+// as unavailable (503, as a refused connection of every broker does; 502 is a message's own
+// refusal), naming the broker's reason and never the password, and nothing is published.
+func TestRefusedLogin(t *testing.T) {
+	f := newFakeWith(t, fakeOpts{refuseLogin: true}, acker)
+	p, lb := newTestPublisher(t, []string{f.url()}, nil)
+	syncErr, batchErr, asyncErr := publishAll(t, p, 2*time.Second)
+	for name, err := range map[string]error{"Publish": syncErr, "PublishBatch": batchErr, "PublishAsync": asyncErr} {
+		if !errors.Is(err, publishers.ErrUnavailable) || !strings.Contains(err.Error(), "403 ACCESS_REFUSED") {
+			t.Errorf("%s: %v, want ErrUnavailable with the broker's 403 ACCESS_REFUSED", name, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "secretpw") {
+			t.Errorf("%s: the password is shown: %v", name, err)
+		}
+	}
+	if strings.Contains(lb.String(), "secretpw") {
+		t.Errorf("the password is logged: %s", lb.String())
+	}
+	if n := len(f.publishes()); n != 0 {
+		t.Errorf("the broker got %d publishes through a refused login", n)
+	}
+	if err := p.Ping(ctxT(t, 2*time.Second), 0); err == nil {
+		t.Error("Ping passed with a refused login")
+	}
+}
+
 // TestRecovery: after the broker drops every connection (kill -9), what was pending fails as
 // unavailable and the next publishes redial and succeed; connections are counted.
 func TestRecovery(t *testing.T) {

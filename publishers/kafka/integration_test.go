@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -422,6 +423,21 @@ func TestIntegrationConformance(t *testing.T) {
 	}
 	if k.script == "" {
 		f.NoFreeze = "KAFKA_SCRIPT is not set: no broker PIDs to stop"
+	}
+	// The same brokers' SASL listener (TestIntegrationSASL's), with a wrong password.
+	if sasl := os.Getenv("KAFKA_SASL_BROKERS"); sasl != "" && os.Getenv("KAFKA_SASL_PASSWORD_FILE") != "" {
+		f.BadLogin = func(t testing.TB) (publishers.Publisher, error) {
+			b := c
+			b.Brokers = strings.Split(sasl, ",")
+			b.SASLMechanism, b.SASLUser = kafka.SASLScramSHA256, cmp.Or(os.Getenv("KAFKA_SASL_USER"), "mqtarget")
+			b.SASLPasswordFile = filepath.Join(t.TempDir(), "wrong")
+			if err := os.WriteFile(b.SASLPasswordFile, []byte("not-the-password\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return kafka.New(b, pt.Logger(t))
+		}
+	} else {
+		f.NoLogin = "KAFKA_SASL_BROKERS and KAFKA_SASL_PASSWORD_FILE are not set (scripts/kafka.sh with KAFKA_SASL_PORT makes a SASL listener)"
 	}
 	pt.Run(t, f, k, func(t testing.TB) publishers.Publisher { return newPublisher(t, c) })
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -66,13 +67,28 @@ func conformance(t *testing.T, servers []string, embedded bool) {
 				NoReject:         noReject,
 				IgnoreGoroutines: mochiGoroutines(),
 			}
-			publishertest.Run(t, f, b, func(t testing.TB) publishers.Publisher {
+			config := func() Config {
 				c := DefaultConfig()
 				c.Servers = addrs
 				c.QoS = qos
 				c.Version = tc.version
 				c.KeepAlive = 2 * time.Second // a frozen broker's connection is dropped within about 2 keep alives
-				p, err := New(c, publishertest.Logger(t))
+				return c
+			}
+			if embedded {
+				f.BadLogin = func(t testing.TB) (publishers.Publisher, error) {
+					c := config()
+					c.User, c.PasswordFile = refusedUser, filepath.Join(t.TempDir(), "password")
+					if err := os.WriteFile(c.PasswordFile, []byte("any\n"), 0o600); err != nil {
+						t.Fatal(err)
+					}
+					return New(c, publishertest.Logger(t))
+				}
+			} else {
+				f.NoLogin = "mosquitto as scripts/mosquitto.sh starts it takes anonymous clients; TestConformanceEmbedded refuses a login"
+			}
+			publishertest.Run(t, f, b, func(t testing.TB) publishers.Publisher {
+				p, err := New(config(), publishertest.Logger(t))
 				if err != nil {
 					t.Fatal(err)
 				}

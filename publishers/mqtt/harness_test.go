@@ -31,15 +31,21 @@ func mochiGoroutines() []goleak.Option {
 // deniedPrefix starts the topics the test servers refuse to take publishes on.
 const deniedPrefix = "denied"
 
-// denyHook lets every client connect and subscribe, and refuses publishes to deniedPrefix topics: a
-// broker's ACL refusing a message, answered with PUBACK (or PUBREC) reason 0x87, not authorized.
+// refusedUser is the user name the test servers refuse at CONNECT (a wrong login).
+const refusedUser = "refused"
+
+// denyHook lets every client connect and subscribe but refusedUser, and refuses publishes to
+// deniedPrefix topics: a broker's ACL refusing a message, answered with PUBACK (or PUBREC) reason
+// 0x87, not authorized.
 type denyHook struct{ mochi.HookBase }
 
 func (h *denyHook) ID() string { return "mqtarget-test-deny" }
 func (h *denyHook) Provides(b byte) bool {
 	return b == mochi.OnConnectAuthenticate || b == mochi.OnACLCheck
 }
-func (h *denyHook) OnConnectAuthenticate(*mochi.Client, packets.Packet) bool { return true }
+func (h *denyHook) OnConnectAuthenticate(_ *mochi.Client, pk packets.Packet) bool {
+	return string(pk.Connect.Username) != refusedUser
+}
 func (h *denyHook) OnACLCheck(_ *mochi.Client, topic string, write bool) bool {
 	return !write || !strings.HasPrefix(topic, deniedPrefix)
 }

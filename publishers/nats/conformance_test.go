@@ -102,6 +102,7 @@ func TestConformanceEmbedded(t *testing.T) {
 			}
 			f := publishertest.Features{
 				AsyncTimeout:     nats.AsyncMaxWait,
+				NoLogin:          "the embedded servers take every client (TestLogin refuses one on a server of its own)",
 				IgnoreGoroutines: embeddedServer(),
 				Rejections: []publishertest.Rejection{
 					{Name: "over max_payload", Topic: "rejected.big", Body: make([]byte, 100<<10), Kind: publishers.ErrTooLarge},

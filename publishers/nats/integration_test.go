@@ -130,6 +130,7 @@ func TestIntegrationConformance(t *testing.T) {
 	makeStream(t, b.addrs[0], jetstream.StreamConfig{Name: nats.StreamName(small), Subjects: []string{small}, MaxMsgSize: 16})
 	f := publishertest.Features{
 		AsyncTimeout: nats.AsyncMaxWait,
+		NoLogin:      "scripts/nats.sh starts the servers without authorization (TestLogin refuses one on a server of its own)",
 		Rejections: []publishertest.Rejection{
 			{Name: "over max_payload", Topic: "rejected.big", Body: make([]byte, 2<<20), Kind: publishers.ErrTooLarge},
 			{Name: "over the stream's max_msg_size", Topic: small, Body: make([]byte, 100)},

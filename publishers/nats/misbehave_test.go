@@ -142,17 +142,9 @@ func TestServerKilled(t *testing.T) {
 		t.Errorf("host 1 during host 0's outage: %v", err)
 	}
 	// A new, empty server on the same address.
-	host, port, _ := strings.Cut(addr, ":")
+	_, port, _ := strings.Cut(addr, ":") // the embedded servers listen on 127.0.0.1, as startServer does
 	portN, _ := strconv.Atoi(port)
-	s, err := server.NewServer(&server.Options{Host: host, Port: portN, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(5 * time.Second) {
-		t.Fatal("restarted server not ready")
-	}
+	startServer(t, server.Options{Port: portN})
 	testwait.Until(t, 10*time.Second, "host 0 back", func() error { return p.Publish(ctx(t), 0, topic, []byte("after")) })
 	if got := countStream(t, addr, nats.StreamName(topic)); got != 1 {
 		t.Errorf("the new server holds %d messages, 1 was acknowledged since it started", got)
@@ -276,15 +268,7 @@ func TestNothingListening(t *testing.T) {
 	}
 	_, port, _ := net.SplitHostPort(addr)
 	portN, _ := strconv.Atoi(port)
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: portN, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(5 * time.Second) {
-		t.Fatal("server not ready")
-	}
+	startServer(t, server.Options{Port: portN})
 	testwait.Until(t, 10*time.Second, "connected once the server listens", func() error { return p.Publish(ctx(t), 0, "down", []byte("up")) })
 	if got := countStream(t, addr, "down"); got != 1 {
 		t.Errorf("the server holds %d, 1 was acknowledged", got)

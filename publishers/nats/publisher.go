@@ -87,6 +87,10 @@ type hostConn struct {
 	version atomic.Pointer[string]
 	log     *slog.Logger
 
+	// dialErr: why the last dial failed, until a connection is made (a refused login, say), for the
+	// errors of the publishes it fails
+	dialErr atomic.Pointer[string]
+
 	opened, reopened, dialFailures, protocolErrors atomic.Uint64
 	protoLogged                                    atomic.Bool
 	forcedAt                                       atomic.Int64 // unix ns of the last redial a protocol error forced
@@ -191,6 +195,7 @@ func (p *Publisher) connect(host int, addr string, opts []nats.Option) (*hostCon
 	}
 	if nc.IsReconnecting() { // the first dial failed; nats.go redials in the background
 		h.dialFailures.Add(1)
+		h.dialFailed(nc.LastError())
 	} else {
 		if v := nc.ConnectedServerVersion(); v != "" { // known now, not only once the callback ran
 			s := "nats-server " + v
@@ -228,6 +233,7 @@ func hasSecure(opts []nats.Option) bool {
 // handlers are the callbacks that count connections and learn the server's version.
 func (h *hostConn) handlers(log *slog.Logger, role string) []nats.Option {
 	learn := func(nc *nats.Conn) {
+		h.dialErr.Store(nil)
 		h.connectedAt.Store(time.Now().UnixNano())
 		if v := nc.ConnectedServerVersion(); v != "" {
 			s := "nats-server " + v
@@ -250,6 +256,7 @@ func (h *hostConn) handlers(log *slog.Logger, role string) []nats.Option {
 		}),
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
 			h.dialFailures.Add(1)
+			h.dialFailed(err)
 			log.Debug("nats "+role+" redial failed", "addr", h.addr, "err", err)
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -784,9 +791,25 @@ func (h *hostConn) publishErr(err error) error {
 
 func (h *hostConn) unavailable(err error) error {
 	if errors.Is(err, nats.ErrReconnectBufExceeded) {
-		err = errors.New("not connected (redialling with backoff)")
+		if why := h.dialErr.Load(); why != nil {
+			err = fmt.Errorf("not connected (redialling with backoff; the last dial: %s)", *why)
+		} else {
+			err = errors.New("not connected (redialling with backoff)")
+		}
 	}
 	return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nats.servers[%d] %s: %w", h.host, h.addr, err))
+}
+
+// dialFailed keeps why a dial failed (nothing when nats.go gives no reason), cut at 256 bytes: a
+// server's -ERR text reaches it.
+func (h *hostConn) dialFailed(err error) {
+	if err != nil {
+		s := err.Error()
+		if len(s) > 256 {
+			s = strings.ToValidUTF8(s[:256], "") + "…"
+		}
+		h.dialErr.Store(&s)
+	}
 }
 
 // Ping implements publishers.Publisher: a PING/PONG round trip on host's connection within ctx.

@@ -19,16 +19,7 @@ import (
 func TestTLS(t *testing.T) {
 	pki := publishertest.NewPKI(t)
 	caFile, cert := pki.CA, pki.KeyPair(t)
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true, JetStream: true, StoreDir: t.TempDir(),
-		TLS: true, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, TLSTimeout: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(5 * time.Second) {
-		t.Fatal("TLS server not ready")
-	}
+	s := startServer(t, server.Options{TLS: true, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, TLSTimeout: 2})
 	addr := s.Addr().String()
 	for _, tc := range []struct {
 		name string

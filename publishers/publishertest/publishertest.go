@@ -11,6 +11,8 @@
 //     accepted publish's done has run: with nil or ErrClosed when publishes race Close, with ErrClosed
 //     when they were pending on a stalled broker (and a blocked Publish has returned ErrClosed);
 //   - a publish the broker refuses gives ErrRejected (or the kind the Rejection names), and the publisher goes on working;
+//   - a login the broker refuses gives ErrUnavailable (503) from New or from every publish, never a
+//     timeout or a message's refusal, and the broker holds nothing of those publishes;
 //   - a stalled broker (SIGSTOP) ends sync publishes with ErrTimeout by their deadline and async ones with
 //     ErrTimeout or ErrUnavailable within the publisher's documented bound, and the publisher recovers
 //     once the broker runs again;
@@ -60,10 +62,15 @@ type Features struct {
 	NoFreeze string
 	// NoReject: nothing a publisher can send makes the broker answer with an error.
 	NoReject string
+	// NoLogin: the broker takes every client (no login it could refuse).
+	NoLogin string
 
 	// Rejections are publishes the broker refuses (ValidateTopic is bypassed: Topic is used as given).
 	// Required unless NoReject is set.
 	Rejections []Rejection
+	// BadLogin makes a publisher for the broker with a login it refuses (a wrong password), or returns
+	// New's error. Required unless NoLogin is set.
+	BadLogin func(t testing.TB) (publishers.Publisher, error)
 	// AsyncTimeout is the publisher's documented bound for a PublishAsync to a broker that stopped
 	// answering: by then done must have run. Required unless NoFreeze is set.
 	AsyncTimeout time.Duration
@@ -111,6 +118,9 @@ func Run(t *testing.T, f Features, b Broker, newPublisher Constructor) {
 	if f.NoReject == "" && len(f.Rejections) == 0 {
 		t.Fatal("publishertest: Features.Rejections is empty and Features.NoReject gives no reason")
 	}
+	if f.NoLogin == "" && f.BadLogin == nil {
+		t.Fatal("publishertest: Features.BadLogin is nil and Features.NoLogin gives no reason")
+	}
 	t.Run("delivery", s.delivery)
 	t.Run("expired deadline", s.expiredDeadline)
 	t.Run("close", func(t *testing.T) {
@@ -120,6 +130,7 @@ func Run(t *testing.T, f Features, b Broker, newPublisher Constructor) {
 		t.Run("pending at close", s.closePending)
 	})
 	t.Run("rejected", s.rejected)
+	t.Run("refused login", s.refusedLogin)
 	t.Run("stalled broker", s.stalled)
 }
 
@@ -589,6 +600,55 @@ func (s *suite) rejected(t *testing.T) {
 			s.delivers(t, p, "after the rejection", 10*time.Second)
 		})
 	}
+}
+
+// refusedLogin: a login the broker refuses is a refused connection, ErrUnavailable (503) as with every
+// broker: from New, or else from every publish (the first waits for the handshake, the next find the
+// host failing), each by its deadline, never ErrTimeout or ErrRejected (a message's own refusal).
+func (s *suite) refusedLogin(t *testing.T) {
+	if s.f.NoLogin != "" {
+		t.Skip("broker takes every client: " + s.f.NoLogin)
+	}
+	ignore := goleak.IgnoreCurrent()
+	p, err := s.f.BadLogin(t)
+	if err != nil {
+		if !errors.Is(err, publishers.ErrUnavailable) || errors.Is(err, publishers.ErrRejected) {
+			t.Fatalf("New with a refused login: %v, want nil or ErrUnavailable", err)
+		}
+		goleak.VerifyNone(t, append([]goleak.Option{ignore}, s.f.IgnoreGoroutines...)...)
+		return
+	}
+	t.Cleanup(func() {
+		if err := closeWithin(p, 30*time.Second); err != nil {
+			t.Errorf("Close at cleanup: %v", err)
+		}
+		goleak.VerifyNone(t, append([]goleak.Option{ignore}, s.f.IgnoreGoroutines...)...)
+	})
+	unavailable := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, publishers.ErrUnavailable) || errors.Is(err, publishers.ErrRejected) {
+			t.Errorf("%s with a refused login: %v, want ErrUnavailable", what, err)
+		}
+	}
+	topic := freshTopic("login")
+	seq := 0
+	for i, body := range bodies(topic, &seq, 3) {
+		unavailable(fmt.Sprintf("Publish #%d", i+1), p.Publish(ctxFor(t, opTimeout), 0, topic, body))
+	}
+	if s.f.NoBatch == "" {
+		unavailable("PublishBatch", p.PublishBatch(ctxFor(t, opTimeout), 0, topic, bodies(topic, &seq, 2)))
+	}
+	var k tracker
+	if err := k.publish(p, 0, topic, bodies(topic, &seq, 1)[0]); err != nil {
+		unavailable("PublishAsync", err)
+	} else {
+		k.waitAll(t, opTimeout)
+		if c := k.snapshot()[0]; c.calls > 0 {
+			unavailable("PublishAsync's done", c.err)
+		}
+	}
+	k.verifyOnce(t)
+	expectExactly(t, s.b, 0, topic, nil)
 }
 
 // delivers checks that p works again within the given time (what names the moment, for errors): once

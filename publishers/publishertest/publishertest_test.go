@@ -63,6 +63,7 @@ func TestHelperSuite(t *testing.T) {
 	b := proxied{STOMP: &itest.STOMP{Addrs: srv.Addrs()}, proxies: []*publishertest.StallProxy{px}}
 	f := publishertest.Features{
 		NoReject:         "go-stomp accepts every SEND",
+		NoLogin:          "go-stomp takes any login",
 		AsyncTimeout:     30 * time.Second, // stompReceiptTimeout
 		IgnoreGoroutines: stomp.EmbeddedGoroutines(),
 	}

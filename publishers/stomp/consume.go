@@ -148,7 +148,7 @@ func (s *stompSession) subscribe(ctx context.Context) error {
 	case frame.CONNECTED:
 	case frame.ERROR:
 		conn.Close()
-		return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("CONNECT refused: %s", errorText(f)))
+		return connectRefused(f)
 	default:
 		return fail(publishers.ProtocolError("CONNECT answered with %s", f.Command))
 	}

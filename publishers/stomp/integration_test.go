@@ -26,7 +26,7 @@ func TestIntegrationConformance(t *testing.T) {
 			{Name: "fully qualified name without queue", Topic: "conformance::", Body: []byte("refused")},
 		},
 	}
-	publishertest.Run(t, f, h, func(t testing.TB) publishers.Publisher {
+	config := func() stomp.Config {
 		c := stomp.DefaultConfig()
 		c.Hosts = h.Addrs
 		c.Login = h.Login
@@ -35,7 +35,15 @@ func TestIntegrationConformance(t *testing.T) {
 		// The JVM broker shares two cores with every test package of a CI run: its CONNECTED once took
 		// over the default second. The suite's publishes have opTimeout (10 s) for that.
 		c.DialTimeout = 10 * time.Second
-		p, err := stomp.New(c, publishertest.Logger(t))
+		return c
+	}
+	f.BadLogin = func(t testing.TB) (publishers.Publisher, error) {
+		c := config()
+		c.Passcode = publishers.Secret(h.Passcode + "-wrong")
+		return stomp.New(c, publishertest.Logger(t))
+	}
+	publishertest.Run(t, f, h, func(t testing.TB) publishers.Publisher {
+		p, err := stomp.New(config(), publishertest.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}

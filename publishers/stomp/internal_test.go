@@ -305,12 +305,19 @@ func TestSTOMPErrors(t *testing.T) {
 			t.Fatalf("after the ERROR: %v", err)
 		}
 	})
-	t.Run("CONNECT refused is 502", func(t *testing.T) {
+	// A refused login is a refused connection (503), as with every broker; 502 is a message's own refusal.
+	t.Run("CONNECT refused is 503", func(t *testing.T) {
 		b := startFakeBroker(t, receipts)
-		b.connect = func(*frame.Frame) *frame.Frame { return frame.New(frame.ERROR, frame.Message, "bad credentials") }
+		b.connect = func(*frame.Frame) *frame.Frame {
+			f := frame.New(frame.ERROR, frame.Message, "bad credentials")
+			f.Body = []byte("bad credentials\n") // Artemis repeats the header in the body
+			return f
+		}
 		p := newTestSTOMP(t, nil, b.addr())
-		if err := p.Publish(ctxFor(t, 2*time.Second), 0, "t", []byte("x")); !errors.Is(err, publishers.ErrRejected) {
-			t.Fatalf("got %v, want publishers.ErrRejected", err)
+		err := p.Publish(ctxFor(t, 2*time.Second), 0, "t", []byte("x"))
+		if !errors.Is(err, publishers.ErrUnavailable) || errors.Is(err, publishers.ErrRejected) ||
+			!strings.HasSuffix(err.Error(), "CONNECT refused: bad credentials") {
+			t.Fatalf("got %v, want publishers.ErrUnavailable with the broker's message, once", err)
 		}
 	})
 	t.Run("no receipt is 504 at the deadline", func(t *testing.T) {

@@ -423,7 +423,7 @@ func (p *Publisher) handshake(ctx context.Context, addr string) (net.Conn, heart
 		if publishers.IsProtocolError(err) {
 			p.proto.Count(addr, err)
 		}
-		if errors.Is(err, publishers.ErrRejected) {
+		if errors.Is(err, publishers.ErrUnavailable) { // a refused CONNECT: the broker's answer, as it gave it
 			return nil, hb, err
 		}
 		return nil, hb, publishers.Wrap(publishers.ErrUnavailable, noAnswer(ctx, err))
@@ -492,7 +492,7 @@ func (p *Publisher) connect(conn net.Conn, addr string) (heartBeats, error) {
 		}
 		p.versions.Set(addr, f.Header.Get(frame.Server))
 	case frame.ERROR:
-		return heartBeats{}, publishers.Wrap(publishers.ErrRejected, fmt.Errorf("CONNECT refused: %s", errorText(f)))
+		return heartBeats{}, connectRefused(f)
 	default:
 		return heartBeats{}, publishers.ProtocolError("CONNECT answered with %s", f.Command)
 	}
@@ -515,6 +515,13 @@ func (p *Publisher) connectFrame(addr string) *frame.Frame {
 	return f
 }
 
+// connectRefused is the error for an ERROR answering CONNECT (a wrong login, an unknown virtual host):
+// ErrUnavailable (503), like every broker's refused connection, since no message can go through it;
+// ErrRejected (502) is a message's own refusal.
+func connectRefused(f *frame.Frame) error {
+	return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("CONNECT refused: %s", errorText(f)))
+}
+
 // negotiate applies the STOMP heart-beat rules to our offer (send, recv) and the broker's header
 // "sx,sy": we send every max(send, sy) when both are non-zero, the broker every max(recv, sx).
 func negotiate(send, recv time.Duration, header string) (heartBeats, error) {
@@ -535,9 +542,11 @@ func negotiate(send, recv time.Duration, header string) (heartBeats, error) {
 	return hb, nil
 }
 
+// errorText is what an ERROR frame says: its message header, then its body when short and different.
 func errorText(f *frame.Frame) string {
 	msg := f.Header.Get(frame.Message)
-	if body := strings.TrimSpace(string(f.Body)); body != "" && len(body) < 512 {
+	// Artemis repeats the message header in the body: said once.
+	if body := strings.TrimSpace(string(f.Body)); body != "" && len(body) < 512 && body != strings.TrimSpace(msg) {
 		msg += ": " + body
 	}
 	return msg
