@@ -70,6 +70,10 @@ func TestValidateLimits(t *testing.T) {
 		{"nsq.embedded_max_disk huge", "nsq.embedded_max_disk", func(c *config.Config) { c.NSQ.EmbeddedMaxDisk = 1<<40 + 1 }},
 		{"nsq.embedded_max_memory negative", "nsq.embedded_max_memory", func(c *config.Config) { c.NSQ.EmbeddedMaxMemory = -1 }},
 		{"nsq.embedded_max_memory huge", "nsq.embedded_max_memory", func(c *config.Config) { c.NSQ.EmbeddedMaxMemory = 1<<40 + 1 }},
+		{"nsq.auth_secret with embedded nsqd", "nsq.auth_secret", func(c *config.Config) { c.NSQ.AuthSecret = "s" }},
+		{"nsq.auth_secret over 1024 bytes", "nsq.auth_secret", func(c *config.Config) {
+			c.NSQ.Hosts, c.NSQ.AuthSecret = []string{"127.0.0.1:4150"}, publishers.Secret(strings.Repeat("s", 1025))
+		}},
 		{"stomp.embedded_max_bytes huge", "stomp.embedded_max_bytes", func(c *config.Config) { c.STOMP.EmbeddedMaxBytes = 1<<40 + 1 }},
 		{"stomp.dial_timeout an hour", "stomp.dial_timeout", func(c *config.Config) { c.STOMP.DialTimeout = time.Hour }},
 		{"stomp.heartbeat a day", "stomp.heartbeat", func(c *config.Config) { c.STOMP.HeartBeat = 24 * time.Hour }},

@@ -109,6 +109,8 @@ type NSQ struct {
 	HTTP  []string
 	Procs []*NSQDProc          // nil for embedded instances, which cannot be stopped from outside
 	TLS   publishers.TLSConfig // mqtarget's and the harness consumer's nsq.tls* settings
+	// AuthSecret is the harness consumer's nsq.auth_secret (an nsqd started with --auth-http-address)
+	AuthSecret publishers.Secret
 }
 
 // NewNSQProcs starts n nsqd processes from bin.
@@ -170,6 +172,7 @@ func (h *NSQ) consume(t testing.TB, host int, topic string, want int, grace, dea
 	cfg := nsq.DefaultConfig()
 	cfg.Hosts = []string{h.TCP[host]}
 	cfg.TLSConfig = h.TLS
+	cfg.AuthSecret = h.AuthSecret
 	cons, err := nsq.NewConsumer(cfg, publishers.ConsumerOptions{Group: "itest"}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)

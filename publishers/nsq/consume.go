@@ -91,7 +91,7 @@ func (c *Consumer) Consume(ctx context.Context, topic string, handle func(publis
 			return err
 		}
 		conss = append(conss, cons)
-		if err := c.checkTLS(ctx, h); err != nil {
+		if err := c.check(ctx, h); err != nil {
 			stop()
 			return fmt.Errorf("nsq.hosts[%d] %s: %w", i, h, err)
 		}
@@ -115,6 +115,7 @@ func (c *Consumer) hostConsumer(topic string, i int, handle func(publishers.Deli
 	cfg.OutputBufferSize = -1
 	cfg.DialTimeout = c.cfg.DialTimeout
 	cfg.LookupdPollInterval = nsqReconnectInterval
+	cfg.AuthSecret = string(c.cfg.AuthSecret)
 	if c.tls != nil {
 		cfg.TlsV1 = true
 		cfg.TlsConfig = publishers.VerifyAsConfigured(c.tls)
@@ -131,13 +132,10 @@ func (c *Consumer) hostConsumer(topic string, i int, handle func(publishers.Deli
 	return cons, nil
 }
 
-// checkTLS connects to addr once with our own handshake when nsq.tls is set: go-nsq carries on in plain
-// text when nsqd does not offer TLS, and its errors do not say that TLS was the problem.
-func (c *Consumer) checkTLS(ctx context.Context, addr string) error {
-	if c.tls == nil {
-		return nil
-	}
-	conn, _, err := nsqHandshake(ctx, addr, c.cfg.DialTimeout, c.tls)
+// check connects to addr once with our own handshake: go-nsq carries on in plain text when nsqd does
+// not offer TLS, and its errors say neither that TLS was the problem nor which setting AUTH lacks.
+func (c *Consumer) check(ctx context.Context, addr string) error {
+	conn, _, err := nsqHandshake(ctx, addr, c.cfg.DialTimeout, c.tls, string(c.cfg.AuthSecret))
 	if err != nil {
 		return err
 	}

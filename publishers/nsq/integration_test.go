@@ -26,7 +26,7 @@ func TestIntegrationConformance(t *testing.T) {
 		h.Procs = append(h.Procs, p)
 	}
 	f := publishertest.Features{
-		NoLogin: "mqtarget sends nsqd no AUTH (nsqd's --auth-http-address is not supported)",
+		NoLogin: "these nsqd run without --auth-http-address (TestIntegrationAuth refuses secrets on one of its own)",
 		// nsqWriteTimeout (5 s) is the deadline of a publish without one; a command unanswered a second
 		// (nsqStallGrace) past its deadline marks the connection stalled.
 		AsyncTimeout: 6 * time.Second,

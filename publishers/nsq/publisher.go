@@ -43,9 +43,15 @@ type Config struct {
 	// Coalesce sends concurrent single-message publishes to the same host and topic as one MPUB while
 	// the previous command is in flight (no timer); each request still waits for its own message.
 	Coalesce bool `yaml:"coalesce" help:"send concurrent /send1 publishes to one host and topic as one MPUB while the previous is in flight"`
+	// AuthSecret is sent in AUTH to an nsqd that requires it (started with --auth-http-address: it asks
+	// its auth server what the secret may do); an nsqd without auth is not sent it.
+	AuthSecret publishers.Secret `yaml:"auth_secret" help:"secret for AUTH, sent to an nsqd started with --auth-http-address (never printed)"`
 	// TLS: negotiated in IDENTIFY (tls_v1), for publishing and consuming alike.
 	publishers.TLSConfig `yaml:",inline"`
 }
+
+// maxAuthSecret bounds nsq.auth_secret: nsqd passes it to its auth server in a URL query.
+const maxAuthSecret = 1024
 
 // DefaultConfig returns the NSQ defaults.
 func DefaultConfig() Config {
@@ -73,6 +79,11 @@ func (c Config) Validate(prefix string) error {
 	if len(c.Hosts) == 0 && c.Embedded > 0 && (c.EmbeddedMaxMemory < 0 || c.EmbeddedMaxMemory > publishers.MaxEmbeddedBytes) {
 		errs = append(errs, fmt.Errorf("%s.embedded_max_memory: must be 0..%d (1 TiB; 0: no bound), got %d", prefix, int64(publishers.MaxEmbeddedBytes), c.EmbeddedMaxMemory))
 	}
+	if len(c.AuthSecret) > maxAuthSecret {
+		errs = append(errs, fmt.Errorf("%s.auth_secret: at most %d bytes, got %d", prefix, maxAuthSecret, len(c.AuthSecret)))
+	} else if c.AuthSecret != "" && len(c.Hosts) == 0 {
+		errs = append(errs, fmt.Errorf("%s.auth_secret: needs %s.hosts (embedded nsqd runs without auth)", prefix, prefix))
+	}
 	if c.TLSConfig.Enabled && len(c.Hosts) == 0 {
 		errs = append(errs, fmt.Errorf("%s.tls: needs %s.hosts (embedded nsqd runs without TLS)", prefix, prefix))
 	}
@@ -90,6 +101,7 @@ type Publisher struct {
 	pool       *publishers.Pool[*nsqConn]
 	dial       time.Duration
 	tls        *tls.Config // nil: plain TCP
+	secret     string      // nsq.auth_secret
 	log        *slog.Logger
 	coalesce   bool
 	coalescers sync.Map             // coalesceKey → *coalescer, while busy
@@ -124,7 +136,7 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 		return nil, err
 	}
 	log = publishers.LimitLog(log) // a failing nsqd must not flood the log (lograte)
-	p := &Publisher{dial: c.DialTimeout, tls: tc, log: log, coalesce: c.Coalesce, proto: publishers.NewProtocolErrors("nsq", c.Hosts, log)}
+	p := &Publisher{dial: c.DialTimeout, tls: tc, secret: string(c.AuthSecret), log: log, coalesce: c.Coalesce, proto: publishers.NewProtocolErrors("nsq", c.Hosts, log)}
 	p.pool = publishers.NewPool("nsq", c.Hosts, c.ProducersPerHost, p.connect)
 	p.pool.Log = log
 	return p, nil
@@ -318,7 +330,7 @@ func (c *nsqConn) checkOne(host int, body []byte) error {
 // answer: JSON, from which it takes max_msg_size should nsqd announce it (v1.3.0 does not: limit 0).
 // With nsq.tls, IDENTIFY asks for tls_v1 and, once nsqd agreed, the connection continues over TLS.
 func (p *Publisher) handshake(ctx context.Context, addr string) (net.Conn, int64, error) {
-	conn, ans, err := nsqHandshake(ctx, addr, p.dial, p.tls)
+	conn, ans, err := nsqHandshake(ctx, addr, p.dial, p.tls, p.secret)
 	if err == nil && ans.Version != "" {
 		p.versions.Set(addr, "nsqd "+ans.Version)
 	}
@@ -328,9 +340,10 @@ func (p *Publisher) handshake(ctx context.Context, addr string) (net.Conn, int64
 	return conn, ans.MaxMsgSize, err
 }
 
-// nsqHandshake is handshake for the publisher and the consumer's TLS check: within ctx and timeout,
-// over TLS with tc when it is not nil.
-func nsqHandshake(ctx context.Context, addr string, timeout time.Duration, tc *tls.Config) (net.Conn, nsqIdentifyAnswer, error) {
+// nsqHandshake is handshake for the publisher and the consumer's check: within ctx and timeout, over TLS
+// with tc when it is not nil, then AUTH with secret when nsqd requires it. Every refusal is
+// ErrUnavailable (503), as a refused connection is on every broker.
+func nsqHandshake(ctx context.Context, addr string, timeout time.Duration, tc *tls.Config, secret string) (net.Conn, nsqIdentifyAnswer, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var d net.Dialer
@@ -344,9 +357,12 @@ func nsqHandshake(ctx context.Context, addr string, timeout time.Duration, tc *t
 	if err == nil && tc != nil {
 		conn, err = nsqUpgrade(ctx, conn, addr, tc, ans.TLSv1)
 	}
+	if err == nil && ans.AuthRequired {
+		err = nsqAuth(conn, addr, secret)
+	}
 	if err != nil {
 		conn.Close()
-		if errors.Is(err, publishers.ErrRejected) || errors.Is(err, publishers.ErrUnavailable) {
+		if errors.Is(err, publishers.ErrUnavailable) {
 			return nil, nsqIdentifyAnswer{}, err
 		}
 		return nil, nsqIdentifyAnswer{}, publishers.Wrap(publishers.ErrUnavailable, err)
@@ -370,11 +386,43 @@ func nsqUpgrade(ctx context.Context, conn net.Conn, addr string, tc *tls.Config,
 	case err != nil:
 		return tlsConn, err
 	case frameType == nsq.FrameTypeError:
-		return tlsConn, publishers.Wrap(publishers.ErrRejected, fmt.Errorf("TLS upgrade answered %q", data))
+		return tlsConn, publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("TLS upgrade answered %q", data))
 	case frameType != nsq.FrameTypeResponse || string(data) != "OK":
 		return tlsConn, publishers.ProtocolError("nsqd answered the TLS upgrade with frame type %d %s", frameType, publishers.Truncate(data))
 	}
 	return tlsConn, nil
+}
+
+// nsqAuth sends AUTH with secret to nsqd at addr, which requires it, and reads the answer: JSON naming
+// the identity and how many authorizations it has, or an error (E_AUTH_FAILED, E_UNAUTHORIZED: no
+// authorizations) after which nsqd closes the connection.
+func nsqAuth(conn net.Conn, addr, secret string) error {
+	if secret == "" {
+		return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nsqd %s requires AUTH (--auth-http-address): set nsq.auth_secret", addr))
+	}
+	cmd, err := nsq.Auth(secret)
+	if err != nil {
+		return err
+	}
+	if _, err := cmd.WriteTo(conn); err != nil {
+		return err
+	}
+	frameType, data, err := readNSQFrame(conn)
+	switch {
+	case err != nil:
+		return err
+	case frameType == nsq.FrameTypeError:
+		return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nsqd %s refused AUTH with nsq.auth_secret: %s", addr, publishers.Truncate(data)))
+	case frameType != nsq.FrameTypeResponse:
+		return publishers.ProtocolError("nsqd answered AUTH with frame type %d", frameType)
+	}
+	var answer struct {
+		PermissionCount *int `json:"permission_count"`
+	}
+	if err := json.Unmarshal(data, &answer); err != nil || answer.PermissionCount == nil {
+		return publishers.ProtocolError("AUTH answer %s is not nsqd's JSON (permission_count)", publishers.Truncate(data))
+	}
+	return nil
 }
 
 // errNSQTLSRequired: nsqd refused a command because the connection is not TLS (--tls-required).
@@ -382,9 +430,10 @@ var errNSQTLSRequired = errors.New("nsqd requires TLS")
 
 // nsqIdentifyAnswer is what the handshake uses of nsqd's IDENTIFY answer.
 type nsqIdentifyAnswer struct {
-	MaxMsgSize int64  `json:"max_msg_size"`
-	TLSv1      bool   `json:"tls_v1"`
-	Version    string `json:"version"`
+	MaxMsgSize   int64  `json:"max_msg_size"`
+	TLSv1        bool   `json:"tls_v1"`
+	AuthRequired bool   `json:"auth_required"`
+	Version      string `json:"version"`
 }
 
 func identify(conn net.Conn, wantTLS bool) (nsqIdentifyAnswer, error) {
@@ -406,7 +455,7 @@ func identify(conn net.Conn, wantTLS bool) (nsqIdentifyAnswer, error) {
 	case err != nil:
 		return answer, err
 	case frameType == nsq.FrameTypeError:
-		return answer, publishers.Wrap(publishers.ErrRejected, fmt.Errorf("IDENTIFY answered %q", data))
+		return answer, publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("IDENTIFY refused: %s", publishers.Truncate(data)))
 	case frameType != nsq.FrameTypeResponse:
 		return answer, publishers.ProtocolError("nsqd answered IDENTIFY with frame type %d", frameType)
 	case string(data) == "OK": // nsqd without feature negotiation
