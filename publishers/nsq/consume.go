@@ -93,6 +93,9 @@ func (c *Consumer) Consume(ctx context.Context, topic string, handle func(publis
 		conss = append(conss, cons)
 		if err := c.check(ctx, h); err != nil {
 			stop()
+			if ctx.Err() != nil { // ended (or closed) while connecting: a stop, not a failure
+				return nil
+			}
 			return fmt.Errorf("nsq.hosts[%d] %s: %w", i, h, err)
 		}
 		if err := cons.ConnectToNSQD(h); err != nil {
