@@ -84,6 +84,16 @@ func (c *Consumer) Consume(ctx context.Context, topic string, handle func(publis
 			<-cons.StopChan // every connection closed and the handler goroutine gone
 		}
 	}
+	// Every host is checked before any is subscribed to: a host failing after another took messages
+	// would make the caller's retry have nsqd deliver those again (at least once, as nsqd promises).
+	for i, h := range c.cfg.Hosts {
+		if err := c.check(ctx, h); err != nil {
+			if ctx.Err() != nil { // ended (or closed) while connecting: a stop, not a failure
+				return nil
+			}
+			return fmt.Errorf("nsq.hosts[%d] %s: %w", i, h, err)
+		}
+	}
 	for i, h := range c.cfg.Hosts {
 		cons, err := c.hostConsumer(topic, i, handle)
 		if err != nil {
@@ -91,13 +101,6 @@ func (c *Consumer) Consume(ctx context.Context, topic string, handle func(publis
 			return err
 		}
 		conss = append(conss, cons)
-		if err := c.check(ctx, h); err != nil {
-			stop()
-			if ctx.Err() != nil { // ended (or closed) while connecting: a stop, not a failure
-				return nil
-			}
-			return fmt.Errorf("nsq.hosts[%d] %s: %w", i, h, err)
-		}
 		if err := cons.ConnectToNSQD(h); err != nil {
 			stop()
 			return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nsq.hosts[%d] %s: %w", i, h, err))
