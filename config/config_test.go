@@ -690,7 +690,7 @@ func TestEnvNotSettings(t *testing.T) {
 
 // TestRepositoryVariablesLetThrough: every MQTARGET_* variable the repository's Go code reads by name
 // (tests included) or its scripts set or read passes the unknown-variable check, so a shell prepared
-// for scripts/test.sh, or for one test as docs/ describes (MQTARGET_AMQP_HTTP_KILL=1), still starts
+// for scripts/test.sh, or for one test as docs/ describes (MQTARGET_AMQP_KILL=1), still starts
 // mqtarget: it once stopped every test of cmd/mqtarget that runs the binary.
 func TestRepositoryVariablesLetThrough(t *testing.T) {
 	read := regexp.MustCompile(`(?:Getenv|LookupEnv)\("(MQTARGET_[A-Z0-9_]+)"\)`)

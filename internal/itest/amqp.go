@@ -176,6 +176,14 @@ func (h *AMQP) RecoveryReport(t testing.TB) string {
 // there is no such queue.
 func (h *AMQP) queued(t testing.TB, host int, topic string) int {
 	t.Helper()
+	n, _ := h.declarePassive(t, host, topic)
+	return n
+}
+
+// declarePassive asks host for queue topic over a connection of its own: its ready messages, and
+// whether it exists. With the connection's channel still open, it runs more with it.
+func (h *AMQP) declarePassive(t testing.TB, host int, topic string, more ...func(*amqp091.Channel)) (int, bool) {
+	t.Helper()
 	conn, err := amqp091.DialConfig(h.URLs[host], amqp091.Config{Dial: amqp091.DefaultDial(10 * time.Second)})
 	if err != nil {
 		t.Fatalf("amqp %s: %v", h.names[host], err)
@@ -188,12 +196,28 @@ func (h *AMQP) queued(t testing.TB, host int, topic string) int {
 	q, err := ch.QueueDeclarePassive(topic, true, false, false, false, nil)
 	var ae *amqp091.Error
 	if errors.As(err, &ae) && ae.Code == amqp091.NotFound {
-		return 0
+		return 0, false
 	}
 	if err != nil {
 		t.Fatalf("amqp %s: passive declare of %s: %v", h.names[host], topic, err)
 	}
-	return q.Messages
+	for _, f := range more {
+		f(ch)
+	}
+	return q.Messages, true
+}
+
+// TopicDurable implements TopicLoser: queue topic exists on host and is durable, which declaring it
+// non-durable tells (406 PRECONDITION_FAILED, inequivalent arg 'durable').
+func (h *AMQP) TopicDurable(t testing.TB, host int, topic string) bool {
+	t.Helper()
+	durable := false
+	_, exists := h.declarePassive(t, host, topic, func(ch *amqp091.Channel) {
+		_, err := ch.QueueDeclare(topic, false, false, false, false, nil)
+		var ae *amqp091.Error
+		durable = errors.As(err, &ae) && ae.Code == amqp091.PreconditionFailed && strings.Contains(ae.Reason, "durable")
+	})
+	return exists && durable
 }
 
 // Stored is every message queue topic on host took: what Consume read from it so far plus what it
