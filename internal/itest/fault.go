@@ -60,7 +60,7 @@ type Fault struct {
 type CrashLoser interface{ CrashLoss() time.Duration }
 
 // TopicLoser is a FaultHarness whose broker, killed, may lose a topic whole, its acknowledged messages
-// with it (RabbitMQ 3.10 lost a durable queue made shortly before a kill -9, docs/amqp.md). For a crash
+// with it (RabbitMQ 3.10 lost a durable queue made shortly before a kill -9: see its harness). For a crash
 // TopicDurable must hold just before the kill; the load stops before the restart, and TopicDurable is
 // asked again after it, before mqtarget publishes again (which would make the topic anew). A run in
 // which the broker lost the topic says nothing about what mqtarget acknowledged: it is skipped once
