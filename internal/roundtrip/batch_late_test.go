@@ -75,7 +75,7 @@ func TestBatchLateEchoDelivery(t *testing.T) {
 	acks := &countAcks{memConsumer: newMemConsumer(b), size: size, n: count, all: make(chan struct{})}
 	echo := &roundtrip.EchoOptions{Consumer: &redeliverLate{memConsumer: newMemConsumer(b), after: acks.all, late: late},
 		Handoff: roundtrip.Queue, Workers: 1}
-	roundtrip.SetCopies(echo, func(id string) int { // its ack, through the correlator, would order the redelivery before Batch's read
+	roundtrip.SetCopies(echo, func(id string, _ int) int { // its ack, through the correlator, would order the redelivery before Batch's read
 		if id == lateID {
 			return 0
 		}

@@ -13,7 +13,7 @@ import (
 // TestBatch: a batch comes back exactly once through either handoff; an echo that drops one id or sends
 // one twice shows as lost = 1 or duplicates = 1; no latency exceeds the batch's time.
 func TestBatch(t *testing.T) {
-	const n = 500
+	const n, batchSize = 500, 1024
 	cases := []struct {
 		name       string
 		handoff    roundtrip.Handoff
@@ -33,14 +33,19 @@ func TestBatch(t *testing.T) {
 					echo := &roundtrip.EchoOptions{Consumer: b.consumer(t, "mqtarget-echo"), Handoff: c.handoff, Workers: 4, Timeout: 5 * time.Second}
 					if c.copies != nil {
 						var seen atomic.Int64 // the direct handoff's consumer publishes beside the workers
-						roundtrip.SetCopies(echo, func(string) int { return c.copies(seen.Add(1)) })
+						roundtrip.SetCopies(echo, func(_ string, size int) int {
+							if size != batchSize { // a probe, of which Batch sends more while a consumer subscribes
+								return 1
+							}
+							return c.copies(seen.Add(1))
+						})
 					}
 					var reports []roundtrip.Progress // one goroutine reports; read after Batch returned
 					start := time.Now()
 					r, err := roundtrip.Batch(context.Background(), roundtrip.BatchOptions{
 						Progress: func(p roundtrip.Progress) { reports = append(reports, p) },
 						Broker:   b.name, Publisher: b.pub, Acks: b.consumer(t, "mqtarget-roundtrip"), Echo: echo,
-						Topic: itest.FreshTopic("batch"), Count: n, Size: 1024, Producers: 4,
+						Topic: itest.FreshTopic("batch"), Count: n, Size: batchSize, Producers: 4,
 						Wait: map[bool]time.Duration{true: 2 * time.Second, false: 30 * time.Second}[c.lost > 0], Grace: 300 * time.Millisecond,
 					})
 					total := time.Since(start)

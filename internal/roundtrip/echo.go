@@ -64,8 +64,9 @@ type EchoOptions struct {
 
 	// observe, when set, sees every message the echo receives, before its handoff (Batch's timing).
 	observe func(publishers.Delivery)
-	// copies, for tests, says how many times to publish id's ack (0 drops it, 2 duplicates it).
-	copies func(id string) int
+	// copies, for tests, says how many times to publish the ack of id, a message of size bytes (0
+	// drops it, 2 duplicates it).
+	copies func(id string, size int) int
 }
 
 // Echo consumes topics and publishes every message unchanged (id and original send time kept) to the
@@ -194,7 +195,7 @@ func (e *Echo) publish(d publishers.Delivery) {
 	n := 1
 	if e.o.copies != nil {
 		id, _, _ := message.Parse(d.Body)
-		n = e.o.copies(id)
+		n = e.o.copies(id, len(d.Body))
 	}
 	hosts := len(e.o.Publisher.Hosts())
 	for range n {

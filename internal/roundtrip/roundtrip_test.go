@@ -174,7 +174,7 @@ func TestEchoAccounting(t *testing.T) {
 					o := roundtrip.EchoOptions{Broker: b.name, Consumer: b.consumer(t, "mqtarget-echo"), Publisher: b.pub,
 						Topics: []string{topic}, Handoff: c.handoff, Workers: c.workers, Timeout: 5 * time.Second, Metrics: m, Log: quiet}
 					if c.copies != nil {
-						roundtrip.SetCopies(&o, func(id string) int {
+						roundtrip.SetCopies(&o, func(id string, _ int) int {
 							if seen.Add(1) == 10 {
 								victim.Store(id)
 							}
