@@ -176,13 +176,13 @@ func (h *AMQP) RecoveryReport(t testing.TB) string {
 // there is no such queue.
 func (h *AMQP) queued(t testing.TB, host int, topic string) int {
 	t.Helper()
-	n, _ := h.declarePassive(t, host, topic)
+	n, _ := h.declarePassive(t, host, topic, nil)
 	return n
 }
 
 // declarePassive asks host for queue topic over a connection of its own: its ready messages, and
-// whether it exists. With the connection's channel still open, it runs more with it.
-func (h *AMQP) declarePassive(t testing.TB, host int, topic string, more ...func(*amqp091.Channel)) (int, bool) {
+// whether it exists. When it exists and then is not nil, then runs on the connection's channel.
+func (h *AMQP) declarePassive(t testing.TB, host int, topic string, then func(*amqp091.Channel)) (int, bool) {
 	t.Helper()
 	conn, err := amqp091.DialConfig(h.URLs[host], amqp091.Config{Dial: amqp091.DefaultDial(10 * time.Second)})
 	if err != nil {
@@ -201,8 +201,8 @@ func (h *AMQP) declarePassive(t testing.TB, host int, topic string, more ...func
 	if err != nil {
 		t.Fatalf("amqp %s: passive declare of %s: %v", h.names[host], topic, err)
 	}
-	for _, f := range more {
-		f(ch)
+	if then != nil {
+		then(ch)
 	}
 	return q.Messages, true
 }

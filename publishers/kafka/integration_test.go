@@ -430,10 +430,7 @@ func TestIntegrationConformance(t *testing.T) {
 			b := c
 			b.Brokers = strings.Split(sasl, ",")
 			b.SASLMechanism, b.SASLUser = kafka.SASLScramSHA256, cmp.Or(os.Getenv("KAFKA_SASL_USER"), "mqtarget")
-			b.SASLPasswordFile = filepath.Join(t.TempDir(), "wrong")
-			if err := os.WriteFile(b.SASLPasswordFile, []byte("not-the-password\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			b.SASLPasswordFile = wrongPasswordFile(t)
 			return kafka.New(b, pt.Logger(t))
 		}
 	} else {
@@ -598,10 +595,7 @@ func TestIntegrationSASL(t *testing.T) {
 	if base.SASLPasswordFile == "" {
 		t.Fatal("KAFKA_SASL_BROKERS is set without KAFKA_SASL_PASSWORD_FILE (scripts/kafka.sh writes $KAFKA_DATA/sasl/password)")
 	}
-	wrong := filepath.Join(t.TempDir(), "wrong")
-	if err := os.WriteFile(wrong, []byte("not-the-password\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	wrong := wrongPasswordFile(t)
 	for _, mech := range []string{kafka.SASLPlain, kafka.SASLScramSHA256, kafka.SASLScramSHA512} {
 		t.Run(mech, func(t *testing.T) {
 			c := base
@@ -627,6 +621,16 @@ func TestIntegrationSASL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wrongPasswordFile is a password file the SASL listener refuses.
+func wrongPasswordFile(t testing.TB) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "wrong")
+	if err := os.WriteFile(f, []byte("not-the-password\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // everyHostHolds publishes one record and a batch of two to each of p's hosts (a fresh topic named

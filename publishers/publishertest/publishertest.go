@@ -141,19 +141,28 @@ type suite struct {
 	newP Constructor
 }
 
-// publisher makes the check's publisher. At cleanup it closes it (a second Close when the check closed it
-// already) and verifies that no goroutine started since just before the constructor ran is left.
+// publisher makes the check's publisher with the set-up's Constructor (see open).
 func (s *suite) publisher(t *testing.T) publishers.Publisher {
 	t.Helper()
+	p, _ := s.open(t, func(t testing.TB) (publishers.Publisher, error) { return s.newP(t), nil })
+	return p
+}
+
+// open makes a publisher with newP. At cleanup it closes it, unless newP failed (a second Close when the
+// check closed it already), and verifies that no goroutine started since just before newP ran is left.
+func (s *suite) open(t *testing.T, newP func(testing.TB) (publishers.Publisher, error)) (publishers.Publisher, error) {
+	t.Helper()
 	ignore := goleak.IgnoreCurrent()
-	p := s.newP(t)
+	p, err := newP(t)
 	t.Cleanup(func() {
-		if err := closeWithin(p, 30*time.Second); err != nil {
-			t.Errorf("Close at cleanup: %v", err)
+		if err == nil {
+			if err := closeWithin(p, 30*time.Second); err != nil {
+				t.Errorf("Close at cleanup: %v", err)
+			}
 		}
 		goleak.VerifyNone(t, append([]goleak.Option{ignore}, s.f.IgnoreGoroutines...)...)
 	})
-	return p
+	return p, err
 }
 
 // closeWithin calls Close and fails when it does not return within d. The Close goroutine is then left
@@ -609,26 +618,16 @@ func (s *suite) refusedLogin(t *testing.T) {
 	if s.f.NoLogin != "" {
 		t.Skip("broker takes every client: " + s.f.NoLogin)
 	}
-	ignore := goleak.IgnoreCurrent()
-	p, err := s.f.BadLogin(t)
-	if err != nil {
-		if !errors.Is(err, publishers.ErrUnavailable) || errors.Is(err, publishers.ErrRejected) {
-			t.Fatalf("New with a refused login: %v, want nil or ErrUnavailable", err)
-		}
-		goleak.VerifyNone(t, append([]goleak.Option{ignore}, s.f.IgnoreGoroutines...)...)
-		return
-	}
-	t.Cleanup(func() {
-		if err := closeWithin(p, 30*time.Second); err != nil {
-			t.Errorf("Close at cleanup: %v", err)
-		}
-		goleak.VerifyNone(t, append([]goleak.Option{ignore}, s.f.IgnoreGoroutines...)...)
-	})
 	unavailable := func(what string, err error) {
 		t.Helper()
 		if !errors.Is(err, publishers.ErrUnavailable) || errors.Is(err, publishers.ErrRejected) {
 			t.Errorf("%s with a refused login: %v, want ErrUnavailable", what, err)
 		}
+	}
+	p, err := s.open(t, s.f.BadLogin)
+	if err != nil { // refused at New: nothing to publish with
+		unavailable("New", err)
+		return
 	}
 	topic := freshTopic("login")
 	seq := 0
