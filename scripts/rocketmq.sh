@@ -30,6 +30,10 @@
 #                                    (plain and TLS clients on the same ports), enforcing (TLS only) or
 #                                    disabled. Not disabled: a test certificate for 127.0.0.1 is made in
 #                                    $ROCKETMQ_DATA/tls, clients trust tls/ca.pem
+#   ROCKETMQ_AUTH           []       USER:PASSWORD turns on the brokers' ACL 2.0 (authentication and
+#                                    authorization) with USER as their super user; mqadmin (and the
+#                                    probe) signs as USER. Create further users with `mqadmin createUser`
+#   ROCKETMQ_BROKERS        [broker-a broker-b]  the brokers start, stop, status and probe mean
 set -euo pipefail
 
 readonly ROCKETMQ_VERSION="5.3.3"
@@ -69,7 +73,8 @@ PROBE_TOPIC="mqtarget-probe"
 # RocketMQ shades logback; without this it dumps its config status into the .out files
 LOGBACK_QUIET="-Dlogback.statusListenerClass=org.apache.rocketmq.logging.ch.qos.logback.core.status.NopStatusListener"
 STARTED=() # components launched by this invocation (stopped again if they never get ready)
-BROKERS=(broker-a broker-b)
+read -ra BROKERS <<<"${ROCKETMQ_BROKERS:-broker-a broker-b}"
+AUTH="${ROCKETMQ_AUTH:-}"
 
 JAVA="java"
 if [[ -n "${JAVA_HOME:-}" && -x "$JAVA_HOME/bin/java" ]]; then
@@ -188,10 +193,18 @@ init_java() {
 }
 
 # mqadmin: runs org.apache.rocketmq.tools.command.MQAdminStartup against our name server.
+# With ROCKETMQ_AUTH it signs as the super user: MQAdminStartup reads the credentials from
+# <rocketmq.home.dir>/conf/tools.yml, so its home is a directory of its own.
 mqadmin() {
+    local home="$RMQ_HOME"
     mkdir -p "$DATA_DIR/tools"
+    if [[ -n $AUTH ]]; then
+        home="$DATA_DIR/tools/home"
+        mkdir -p "$home/conf"
+        printf 'accessKey: %s\nsecretKey: %s\n' "${AUTH%%:*}" "${AUTH#*:}" >"$home/conf/tools.yml"
+    fi
     "$JAVA" -Xms64m -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC "${JVM_OPENS[@]}" \
-        -Duser.home="$DATA_DIR/tools" -Drocketmq.home.dir="$RMQ_HOME" \
+        -Duser.home="$DATA_DIR/tools" -Drocketmq.home.dir="$home" \
         -Drmq.logback.configurationFile=rmq.tools.logback.xml "$LOGBACK_QUIET" \
         -Drocketmq.namesrv.addr="$NAMESRV_ADDR" "${TLS_ARGS[@]}" \
         -cp "$LIB_DIR/*" org.apache.rocketmq.tools.command.MQAdminStartup "$@"
@@ -319,6 +332,18 @@ maxIndexNum=400000
 diskMaxUsedSpaceRatio=90
 fileReservedTime=24
 EOF
+    if [[ -n $AUTH ]]; then
+        cat >> "$home/$name.properties" <<EOF
+authenticationEnabled=true
+authenticationProvider=org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider
+authenticationMetadataProvider=org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider
+initAuthenticationUser={"username":"${AUTH%%:*}","password":"${AUTH#*:}"}
+innerClientAuthenticationCredentials={"accessKey":"${AUTH%%:*}","secretKey":"${AUTH#*:}"}
+authorizationEnabled=true
+authorizationProvider=org.apache.rocketmq.auth.authorization.provider.DefaultAuthorizationProvider
+authorizationMetadataProvider=org.apache.rocketmq.auth.authorization.provider.LocalAuthorizationMetadataProvider
+EOF
+    fi
     launch "$name" org.apache.rocketmq.broker.BrokerStartup rmq.broker.logback.xml "$home/$name.out" \
         "-Xms$BROKER_HEAP" "-Xmx$BROKER_HEAP" "-XX:MaxDirectMemorySize=$BROKER_DIRECT"
     log "$name starting (pid $(cat "$(pid_file "$name")"), 127.0.0.1:$port)"

@@ -197,6 +197,15 @@ use_or_start rocketmq ROCKETMQ_DATA "${ROCKETMQ_NAMESRV_PORT:-9876}" "${ROCKETMQ
 # (TLS permissive by default: TestRocketMQTLS trusts the CA scripts/rocketmq.sh made)
 export MQTARGET_ROCKETMQ_NAMESRV="127.0.0.1:${ROCKETMQ_NAMESRV_PORT:-9876}" \
   MQTARGET_ROCKETMQ_TLS_CA="$ROCKETMQ_DATA/tls/ca.pem"
+# A second RocketMQ with ACL 2.0 (a name server and one broker; ROCKETMQ_AUTH is its super user) for
+# the tests of rocketmq.access_key and of a refused login (TestIntegrationACL, itest's TestRocketMQACL).
+rmq_ns_port=${ROCKETMQ_NAMESRV_PORT:-9876}
+rmq_acl=(ROCKETMQ_NAMESRV_PORT=$((rmq_ns_port + 1)) ROCKETMQ_BROKER_A_PORT=$((rmq_ns_port + 1065))
+  ROCKETMQ_BROKER_B_PORT=$((rmq_ns_port + 1075)) ROCKETMQ_BROKERS=broker-a ROCKETMQ_TLS=disabled
+  ROCKETMQ_AUTH=mqtarget:mqtarget-acl ROCKETMQ_DATA="$RUN/rocketmq-acl")
+start_instance rocketmq-acl rocketmq "${rmq_acl[@]}"
+export MQTARGET_ROCKETMQ_ACL_NAMESRV="127.0.0.1:$((rmq_ns_port + 1))" MQTARGET_ROCKETMQ_ACL_LOGIN=mqtarget:mqtarget-acl \
+  MQTARGET_ROCKETMQ_ACL_ENV="${rmq_acl[*]}"
 
 # Kafka (one controller, two brokers), NATS and MQTT (two independent servers each): the brokers of
 # publishers/{kafka,nats,mqtt}'s integration tests; AMQP's runs on the RabbitMQ node above (two vhosts
@@ -265,6 +274,7 @@ wait_broker artemis
 wait_broker activemq
 wait_broker rabbitmq
 wait_broker rocketmq
+wait_broker rocketmq-acl
 for b in kafka kafka-http nats nats-1 mosquitto-0 mosquitto-1; do wait_broker "$b"; done
 
 step "go test"

@@ -3,6 +3,7 @@ package itest
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -27,6 +28,10 @@ type RocketMQ struct {
 	NameSrv string
 	Brokers []admin.Broker
 	admin   admin.Client
+	// Login is the ACL user mqtarget and the harness sign as (the ROCKETMQ_AUTH cluster's super
+	// user); empty on a cluster without ACL.
+	Login admin.Credentials
+	env   []string // scripts/rocketmq.sh's variables for this cluster (none: the default one)
 }
 
 // RocketMQQueues is the queue count of the topics the tests create (fewer queues: faster read-back).
@@ -36,6 +41,32 @@ const RocketMQQueues = 4
 func NewRocketMQ(t testing.TB, namesrv string) *RocketMQ {
 	t.Helper()
 	h := &RocketMQ{NameSrv: namesrv}
+	h.discover(t, 2)
+	return h
+}
+
+// NewRocketMQACL is the harness of the RocketMQ with ACL 2.0 that scripts/test.sh starts beside the
+// first (MQTARGET_ROCKETMQ_ACL_NAMESRV; its super user's USER:PASSWORD in MQTARGET_ROCKETMQ_ACL_LOGIN,
+// its scripts/rocketmq.sh variables in MQTARGET_ROCKETMQ_ACL_ENV): one broker, broker-a.
+func NewRocketMQACL(t testing.TB) *RocketMQ {
+	t.Helper()
+	const hint = "scripts/test.sh starts a RocketMQ with ROCKETMQ_AUTH and sets it"
+	h := &RocketMQ{NameSrv: SetEnv(t, "MQTARGET_ROCKETMQ_ACL_NAMESRV", hint)}
+	user, pass, ok := strings.Cut(SetEnv(t, "MQTARGET_ROCKETMQ_ACL_LOGIN", hint), ":")
+	if !ok {
+		t.Fatal("MQTARGET_ROCKETMQ_ACL_LOGIN: want USER:PASSWORD")
+	}
+	h.Login = admin.Credentials{AccessKey: user, SecretKey: pass}
+	h.admin.Creds = h.Login
+	h.env = strings.Fields(SetEnv(t, "MQTARGET_ROCKETMQ_ACL_ENV", hint))
+	h.discover(t, 1)
+	return h
+}
+
+// discover waits until at least atLeast brokers are registered in the name server.
+func (h *RocketMQ) discover(t testing.TB, atLeast int) {
+	t.Helper()
+	namesrv := h.NameSrv
 	testwait.Until(t, 30*time.Second, "RocketMQ brokers registered in "+namesrv, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -43,13 +74,12 @@ func NewRocketMQ(t testing.TB, namesrv string) *RocketMQ {
 		if err != nil {
 			return err
 		}
-		if len(b) < 2 {
-			return fmt.Errorf("%d brokers registered (%v), want at least 2", len(b), b)
+		if len(b) < atLeast {
+			return fmt.Errorf("%d brokers registered (%v), want at least %d", len(b), b, atLeast)
 		}
 		h.Brokers = b
 		return nil
 	})
-	return h
 }
 
 func (h *RocketMQ) Broker() string       { return "rocketmq" }
@@ -68,6 +98,30 @@ func (h *RocketMQ) Configure(cfg *config.Config) {
 	cfg.RocketMQ.NameServers = []string{h.NameSrv}
 	cfg.RocketMQ.CreateTopics = true // the suite's fresh topics then exist on every broker
 	cfg.RocketMQ.Queues = RocketMQQueues
+	cfg.RocketMQ.AccessKey, cfg.RocketMQ.SecretKey = h.Login.AccessKey, publishers.Secret(h.Login.SecretKey)
+}
+
+// BadLogin implements LoginRefuser on a cluster with ACL: the right user with a wrong secret. Topics
+// are not created at start: that would fail the start (TestIntegrationACL checks it), and the check is
+// of the answers to requests.
+func (h *RocketMQ) BadLogin(cfg *config.Config) bool {
+	if h.Login.AccessKey == "" {
+		return false
+	}
+	h.Configure(cfg)
+	cfg.RocketMQ.SecretKey += "-wrong"
+	cfg.RocketMQ.CreateTopics = false
+	return true
+}
+
+// AddUser creates a user on every broker (scripts/rocketmq.sh mqadmin, as the super user) that may
+// publish to topic and nothing else.
+func (h *RocketMQ) AddUser(t testing.TB, user, pass, topic string) {
+	t.Helper()
+	for _, b := range h.Brokers {
+		h.script(t, 2*time.Minute, "mqadmin", "createUser", "-b", b.Addr, "-u", user, "-p", pass)
+		h.script(t, 2*time.Minute, "mqadmin", "createAcl", "-b", b.Addr, "-s", "User:"+user, "-r", "Topic:"+topic, "-a", "Pub", "-d", "Allow")
+	}
 }
 
 // queues returns how many queues topic has on host's broker, by the name server's route (0: none).
@@ -106,6 +160,7 @@ func (h *RocketMQ) Consume(t testing.TB, host int, topic string, want int, deadl
 	t.Helper()
 	cfg := rocketmq.DefaultConfig()
 	cfg.NameServers = []string{h.NameSrv}
+	cfg.AccessKey, cfg.SecretKey = h.Login.AccessKey, publishers.Secret(h.Login.SecretKey)
 	cons, err := rocketmq.NewConsumer(cfg, publishers.ConsumerOptions{Group: "mqtarget-itest"}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -117,8 +172,9 @@ func (h *RocketMQ) Consume(t testing.TB, host int, topic string, want int, deadl
 	return collect(t, cons, host, topic, want, 300*time.Millisecond, deadline)
 }
 
-// rocketmqScript runs scripts/rocketmq.sh with args, bounded by timeout, and returns its stdout.
-func rocketmqScript(t testing.TB, timeout time.Duration, args ...string) string {
+// script runs scripts/rocketmq.sh with args and the cluster's variables, bounded by timeout, and
+// returns its stdout.
+func (h *RocketMQ) script(t testing.TB, timeout time.Duration, args ...string) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "rocketmq.sh")
@@ -126,6 +182,7 @@ func rocketmqScript(t testing.TB, timeout time.Duration, args ...string) string 
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", script)
 	cmd.Args = append(cmd.Args, args...)
+	cmd.Env = append(os.Environ(), h.env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -137,12 +194,12 @@ func rocketmqScript(t testing.TB, timeout time.Duration, args ...string) string 
 
 func (h *RocketMQ) StopHost(t testing.TB, host int) {
 	t.Helper()
-	rocketmqScript(t, 2*time.Minute, "stop-broker", h.Brokers[host].Name)
+	h.script(t, 2*time.Minute, "stop-broker", h.Brokers[host].Name)
 }
 
 func (h *RocketMQ) StartHost(t testing.TB, host int) {
 	t.Helper()
-	rocketmqScript(t, 4*time.Minute, "start-broker", h.Brokers[host].Name)
+	h.script(t, 4*time.Minute, "start-broker", h.Brokers[host].Name)
 }
 
 // LaunchHost starts the broker (scripts/rocketmq.sh launch-broker) and returns once the name server
@@ -150,7 +207,7 @@ func (h *RocketMQ) StartHost(t testing.TB, host int) {
 func (h *RocketMQ) LaunchHost(t testing.TB, host int) {
 	t.Helper()
 	b := h.Brokers[host]
-	rocketmqScript(t, time.Minute, "launch-broker", b.Name)
+	h.script(t, time.Minute, "launch-broker", b.Name)
 	testwait.Until(t, 4*time.Minute, b.String()+" registered again (its log: $ROCKETMQ_DATA/"+b.Name+"/"+b.Name+".out)", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -167,7 +224,7 @@ func (h *RocketMQ) LaunchHost(t testing.TB, host int) {
 
 func (h *RocketMQ) pid(t testing.TB, host int) int {
 	t.Helper()
-	pid, err := strconv.Atoi(strings.TrimSpace(rocketmqScript(t, 30*time.Second, "pid", h.Brokers[host].Name)))
+	pid, err := strconv.Atoi(strings.TrimSpace(h.script(t, 30*time.Second, "pid", h.Brokers[host].Name)))
 	if err != nil {
 		t.Fatalf("pid of %s: %v", h.Brokers[host].Name, err)
 	}

@@ -14,7 +14,7 @@ var Broker = &publishers.Broker{
 	AddrsKey: "name_servers",
 	Batch:    "RocketMQ batch",
 	Group:    "RocketMQ consumer group",
-	Env:      []string{"ROCKETMQ_NAMESRV", "ROCKETMQ_TLS_CA"},
+	Env:      []string{"ROCKETMQ_NAMESRV", "ROCKETMQ_TLS_CA", "ROCKETMQ_ACL_"},
 	Hooks: publishers.Hooks{
 		Default:  func() any { return DefaultConfig() },
 		Addrs:    func(sec any) []string { return sec.(*Config).NameServers },

@@ -96,11 +96,41 @@ func (r *Consumer) Consume(ctx context.Context, topic string, handle func(publis
 		}
 		return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("rocketmq.name_servers: route of %s: %w", topic, err))
 	}
-	var wg sync.WaitGroup
+	if err := r.checkLogin(ctx); err != nil {
+		return err
+	}
+	// A pull the broker refuses for want of permission ends the whole subscription: it refuses the
+	// next ones alike, and a consumer that only logs would count nothing and look idle.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg      sync.WaitGroup
+		once    sync.Once
+		refusal error
+	)
 	for i, b := range r.brokers {
-		wg.Go(func() { r.pullBroker(ctx, i, b, topic, handle) })
+		wg.Go(func() {
+			if err := r.pullBroker(ctx, i, b, topic, handle); err != nil {
+				once.Do(func() { refusal = err; cancel() })
+			}
+		})
 	}
 	wg.Wait()
+	return refusal
+}
+
+// checkLogin asks every broker for its version, a request each signs and authenticates: a broker with
+// ACL that refuses the login fails Consume at once (ErrUnavailable), as the publisher's does. Any other
+// failure (a broker down) is left to the pulls, which retry.
+func (r *Consumer) checkLogin(ctx context.Context) error {
+	for _, b := range r.brokers {
+		cctx, cancel := context.WithTimeout(ctx, rmqPullCallTimeout)
+		_, err := r.admin.BrokerVersion(cctx, b.Addr)
+		cancel()
+		if err != nil && rmqLoginRefused(err) {
+			return fmt.Errorf("%s: %w", b, errRMQLoginRefused(r.cfg, err))
+		}
+	}
 	return nil
 }
 
@@ -119,8 +149,10 @@ func (r *Consumer) route(ctx context.Context, topic string) (map[string]int, err
 	return nil, errors.Join(errs...)
 }
 
-// pullBroker pulls topic from every queue of broker b until ctx ends.
-func (r *Consumer) pullBroker(ctx context.Context, host int, b admin.Broker, topic string, handle func(publishers.Delivery)) {
+// pullBroker pulls topic from every queue of broker b until ctx ends, or returns the error of a pull
+// the broker refused for want of permission: a refused login (ErrUnavailable) or a topic the user may
+// not read (ErrRejected).
+func (r *Consumer) pullBroker(ctx context.Context, host int, b admin.Broker, topic string, handle func(publishers.Delivery)) error {
 	offsets := map[int]int64{}
 	queues := 0
 	var routed time.Time
@@ -148,9 +180,16 @@ func (r *Consumer) pullBroker(ctx context.Context, host int, b admin.Broker, top
 			msgs, next, err := r.admin.Pull(cctx, b.Addr, r.opts.Group, topic, q, offsets[q], rmqPullBatch)
 			cancel()
 			if err != nil {
-				if ctx.Err() == nil {
-					warn("rocketmq consumer: pull", err)
+				if ctx.Err() != nil {
+					continue
 				}
+				if rmqLoginRefused(err) {
+					return fmt.Errorf("%s: %w", b, errRMQLoginRefused(r.cfg, err))
+				}
+				if _, denied := rmqNoPermission(err); denied {
+					return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("%s refused to let this login read %s: %w", b, topic, err))
+				}
+				warn("rocketmq consumer: pull", err)
 				continue
 			}
 			now := time.Now()
@@ -180,6 +219,7 @@ func (r *Consumer) pullBroker(ctx context.Context, host int, b admin.Broker, top
 		t.Stop()
 		idle = min(2*idle, rmqPullIdleMax)
 	}
+	return nil
 }
 
 // Close implements Consumer.

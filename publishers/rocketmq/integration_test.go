@@ -24,7 +24,7 @@ func TestIntegrationConformance(t *testing.T) {
 	const sendTimeout = 2 * time.Second
 	f := publishertest.Features{
 		AsyncTimeout: sendTimeout, // rocketmq.send_timeout bounds every send, retries included
-		NoLogin:      "scripts/rocketmq.sh starts the brokers without ACL",
+		NoLogin:      "this cluster runs without ACL; TestIntegrationACL checks refused logins on the ACL cluster scripts/test.sh starts beside it",
 		Rejections: []publishertest.Rejection{
 			// The broker's maxMessageSize is 4 MiB; the client does not check it (and compression is off).
 			{Name: "over maxMessageSize", Topic: "conformance_oversize", Body: bytes.Repeat([]byte("x"), 4<<20+1)},

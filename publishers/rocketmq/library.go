@@ -934,6 +934,9 @@ func (p *Publisher) result(ctx context.Context, res *primitive.SendResult, err e
 	if errors.As(err, &ne) {
 		return publishers.Wrap(publishers.ErrUnavailable, err)
 	}
+	if rmqLoginRefused(err) {
+		return errRMQLoginRefused(p.cfg, err)
+	}
 	if n, ok := rmqCode(err); ok {
 		switch n {
 		case 1, 2, 14: // SYSTEM_ERROR, SYSTEM_BUSY (flow control), SERVICE_NOT_AVAILABLE
@@ -1092,6 +1095,9 @@ func (p *Publisher) createTopic(ctx context.Context, topic string) error {
 				return publishers.CtxErr(ctx)
 			}
 			var ce *admin.CodeError
+			if rmqLoginRefused(err) {
+				return fmt.Errorf("creating topic on %s: %w", b, errRMQLoginRefused(p.cfg, err))
+			}
 			if errors.As(err, &ce) {
 				return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("creating topic on %s: %w", b, err))
 			}
@@ -1153,6 +1159,9 @@ func (p *Publisher) ping(ctx context.Context, host int) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			return publishers.CtxErr(ctx)
+		}
+		if rmqLoginRefused(err) {
+			return errRMQLoginRefused(p.cfg, err)
 		}
 		return publishers.Wrap(publishers.ErrUnavailable, err)
 	}

@@ -539,6 +539,9 @@ func (n *rmqNative) result(err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return publishers.Wrap(publishers.ErrTimeout, err)
 	case errors.As(err, &ce):
+		if rmqLoginRefused(err) {
+			return errRMQLoginRefused(n.p.cfg, err)
+		}
 		switch ce.Code {
 		case rmqResSystemError, rmqResSystemBusy, rmqResServiceNotAvail:
 			return publishers.Wrap(publishers.ErrUnavailable, err)
@@ -967,6 +970,10 @@ func (s *rmqSend) encodeSigned(b []byte, id int32, code int) []byte {
 		"a": s.n.p.cfg.Group, "b": s.topic, "c": rmqDefaultTopic, "d": strconv.Itoa(rmqDefaultTopicQueues),
 		"e": strconv.Itoa(s.queue), "f": "0", "g": strconv.FormatInt(time.Now().UnixMilli(), 10), "h": "0",
 		"i": props, "j": "0", "k": "false", "l": "0", "m": strconv.FormatBool(len(s.bodies) > 1), "n": s.broker,
+	}
+	if props == "" {
+		// The broker reads a value of length 0 as null and signs it as "null": leave it out instead.
+		delete(ext, "i")
 	}
 	admin.Sign(ext, body, s.n.credentials())
 	b, at := rmqAppendHeader(b, code, id)
