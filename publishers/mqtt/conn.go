@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/mqtarget/mqtarget/publishers"
@@ -272,7 +273,8 @@ func (d *dialer) dial5(ctx context.Context, nc *netConn, id string, onPublish on
 		PacketTimeout: maxAckWait,
 		OnClientError: lost,
 		OnServerDisconnect: func(dp *paho.Disconnect) {
-			lost(fmt.Errorf("broker sent DISCONNECT, reason 0x%02x%s", dp.ReasonCode, reasonString(dp.Properties)))
+			lost(fmt.Errorf("broker sent DISCONNECT, reason 0x%02x%s%s", dp.ReasonCode,
+				reasonName((&packets.Disconnect{ReasonCode: dp.ReasonCode}).Reason()), reasonString(dp.Properties)))
 		},
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
 			onPublish(pr.Packet.Topic, pr.Packet.Payload)
@@ -296,7 +298,8 @@ func (d *dialer) dial5(ctx context.Context, nc *netConn, id string, onPublish on
 	ca, err := client.Connect(ctx, cp)
 	if err != nil {
 		if ca != nil {
-			return nil, fmt.Errorf("CONNACK refused the connection: reason 0x%02x%s", ca.ReasonCode, reasonString(ca.Properties))
+			return nil, fmt.Errorf("CONNACK refused the connection: reason 0x%02x%s%s", ca.ReasonCode,
+				reasonName((&packets.Connack{ReasonCode: ca.ReasonCode}).Reason()), reasonString(ca.Properties))
 		}
 		return nil, err
 	}
@@ -408,6 +411,17 @@ func reasonString(p any) string {
 		return ""
 	}
 	return " " + s
+}
+
+// reasonName is the name of an MQTT 5 reason code, from paho's description of it ("Not authorized - The
+// Client is not authorized to connect."), in parentheses: brokers seldom add a reason string, and a
+// bare 0x87 means nothing to whoever reads the 503.
+func reasonName(description string) string {
+	name, _, _ := strings.Cut(description, " - ")
+	if name == "" {
+		return ""
+	}
+	return " (" + name + ")"
 }
 
 // clientID is the client identifier of connection role to host index i.

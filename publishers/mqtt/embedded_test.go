@@ -65,8 +65,8 @@ func TestPingAndVersion(t *testing.T) {
 	if err := p.Ping(ctx, 0); err != nil {
 		t.Errorf("Ping(0): %v", err)
 	}
-	if err := p.Ping(ctx, 1); !errors.Is(err, publishers.ErrUnavailable) {
-		t.Errorf("Ping(1): %v, want ErrUnavailable", err)
+	if err := p.Ping(ctx, 1); !errors.Is(err, publishers.ErrUnavailable) || !strings.Contains(err.Error(), "reason 0x87 (Not authorized)") {
+		t.Errorf("Ping(1): %v, want ErrUnavailable naming CONNACK's reason 0x87", err)
 	}
 	if err := p.Ping(ctx, 2); err == nil {
 		t.Error("Ping(2): nil for a host out of range")
