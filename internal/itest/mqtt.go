@@ -30,23 +30,44 @@ type MQTT struct {
 	Version string   // mqtt.version mqtarget speaks ("": the default)
 	Ctl     []ScriptBroker
 	recs    []*mqttRecorder
+	// user and the files holding its password and a wrong one; empty: anonymous brokers
+	user, passwordFile, wrongFile string
 }
 
-// NewMQTT starts n mosquitto brokers and a recording subscriber on each.
-func NewMQTT(t testing.TB, n int) *MQTT {
+// NewMQTT starts n mosquitto brokers that take anonymous clients and a recording subscriber on each.
+func NewMQTT(t testing.TB, n int) *MQTT { t.Helper(); return newMQTT(t, n, "") }
+
+// NewMQTTLogin is NewMQTT with brokers that take one login only (MOSQUITTO_LOGIN), which mqtarget and
+// the recorder use; the harness then implements LoginRefuser.
+func NewMQTTLogin(t testing.TB, n int) *MQTT {
+	t.Helper()
+	return newMQTT(t, n, "mqtarget-itest:"+randomHex(8))
+}
+
+func newMQTT(t testing.TB, n int, login string) *MQTT {
 	t.Helper()
 	h := &MQTT{}
+	var env []string
+	var pass string
+	if login != "" {
+		h.user, pass, _ = strings.Cut(login, ":")
+		dir := t.TempDir()
+		h.passwordFile, h.wrongFile = filepath.Join(dir, "password"), filepath.Join(dir, "wrong")
+		must(t, os.WriteFile(h.passwordFile, []byte(pass+"\n"), 0o600))
+		must(t, os.WriteFile(h.wrongFile, []byte(pass+"-wrong\n"), 0o600))
+		env = append(env, "MOSQUITTO_LOGIN="+login)
+	}
 	for range n {
 		addr, data := testport.Addr(t), t.TempDir()
 		traversable(t, data)
 		_, port, _ := net.SplitHostPort(addr)
 		h.Addrs = append(h.Addrs, addr)
 		h.Ctl = append(h.Ctl, ScriptBroker{Script: scriptPath("mosquitto"), PIDFile: filepath.Join(data, "mqtarget-broker.pid"),
-			Env: []string{"MOSQUITTO_PORT=" + port, "MOSQUITTO_DATA=" + data}})
+			Env: append([]string{"MOSQUITTO_PORT=" + port, "MOSQUITTO_DATA=" + data}, env...)})
 	}
 	startAll(t, h.Ctl)
 	for i, addr := range h.Addrs {
-		rec := startRecorder(t, addr, "mqtarget-itest-"+randomHex(4))
+		rec := startRecorder(t, addr, "mqtarget-itest-"+randomHex(4), h.user, pass)
 		h.recs = append(h.recs, rec)
 		// SIGUSR1: mosquitto writes its persistence file now, the recorder's session in it.
 		db := filepath.Join(filepath.Dir(h.Ctl[i].PIDFile), "data", "mosquitto.db")
@@ -82,6 +103,17 @@ func (h *MQTT) Configure(cfg *config.Config) {
 	if h.Version != "" {
 		cfg.MQTT.Version = h.Version
 	}
+	cfg.MQTT.User, cfg.MQTT.PasswordFile = h.user, h.passwordFile
+}
+
+// BadLogin implements LoginRefuser for brokers made by NewMQTTLogin: the user with a wrong password.
+func (h *MQTT) BadLogin(cfg *config.Config) bool {
+	if h.user == "" {
+		return false
+	}
+	h.Configure(cfg)
+	cfg.MQTT.PasswordFile = h.wrongFile
+	return true
 }
 func (h *MQTT) CanStop() bool                  { return true }
 func (h *MQTT) StopHost(t testing.TB, i int)   { t.Helper(); h.Ctl[i].Stop(t) }
@@ -124,14 +156,18 @@ type mqttRecorder struct {
 }
 
 // startRecorder starts mosquitto_sub -d (its debug lines say when the SUBACK came) on addr with client
-// id and clean session off, printing topic and hex payload per message, and waits for the SUBACK.
-func startRecorder(t testing.TB, addr, id string) *mqttRecorder {
+// id and clean session off (and user's login, unless empty), printing topic and hex payload per
+// message, and waits for the SUBACK.
+func startRecorder(t testing.TB, addr, id, user, pass string) *mqttRecorder {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(addr)
 	r := &mqttRecorder{done: make(chan struct{}), got: map[string][][]byte{}}
 	// stdbuf: piped, mosquitto_sub's stdio would hold lines back in its buffer.
-	r.cmd = exec.Command("stdbuf", "-oL", "mosquitto_sub", "-d", "-h", host, "-p", port, "-t", "#", "-q", "1",
-		"-c", "-i", id, "-F", "%t %x")
+	args := []string{"-oL", "mosquitto_sub", "-d", "-h", host, "-p", port, "-t", "#", "-q", "1", "-c", "-i", id, "-F", "%t %x"}
+	if user != "" {
+		args = append(args, "-u", user, "-P", pass)
+	}
+	r.cmd = exec.Command("stdbuf", args...)
 	out, err := r.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -16,14 +16,15 @@ import (
 // The MQTT tests run against mosquitto brokers of scripts/mosquitto.sh that each test starts on ports
 // of its own (MQTARGET_INTEGRATION=1; scripts/test.sh installs mosquitto and mosquitto-clients).
 
-// TestMQTT, at both protocol versions: two brokers, two hosts: every endpoint's ledger against
-// mosquitto_sub, bad input, the async drain, a stopped and a frozen broker, and /send3Host with two.
+// TestMQTT, at both protocol versions: two brokers that take one login, two hosts: every endpoint's
+// ledger against mosquitto_sub, bad input, the async drain, a stopped and a frozen broker, a wrong
+// password (503), and /send3Host with two.
 func TestMQTT(t *testing.T) {
 	Lane(t, "mqtt-itest") // brokers of its own: no turn behind publishers/mqtt's tests of the shared ones
 	Integration(t)
 	for _, v := range []string{"5", "3.1.1"} {
 		t.Run("v"+v, func(t *testing.T) {
-			h := NewMQTT(t, 2)
+			h := NewMQTTLogin(t, 2)
 			h.Version = v
 			RunSuite(t, h)
 			t.Run("send3Host with 2 servers", func(t *testing.T) { RunTooFewHosts(t, h, "mqtt.servers") })
