@@ -329,17 +329,7 @@ func (h *Kafka) run(t testing.TB, timeout time.Duration, args ...string) []byte 
 	if h.script == "" {
 		t.Fatal("the Kafka harness has no script environment (MQTARGET_KAFKA_TEST_HTTP_ENV)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", append([]string{h.script}, args...)...)
-	cmd.Env = append(os.Environ(), h.Env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("scripts/kafka.sh %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return out
+	return runScript(t, h.script, h.Env, timeout, args...)
 }
 
 func (h *Kafka) pid(t testing.TB, host int) int {

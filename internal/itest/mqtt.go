@@ -35,27 +35,26 @@ type MQTT struct {
 }
 
 // NewMQTT starts n mosquitto brokers that take anonymous clients and a recording subscriber on each.
-func NewMQTT(t testing.TB, n int) *MQTT { t.Helper(); return newMQTT(t, n, "") }
+func NewMQTT(t testing.TB, n int) *MQTT { t.Helper(); return newMQTT(t, n, "", "") }
 
 // NewMQTTLogin is NewMQTT with brokers that take one login only (MOSQUITTO_LOGIN), which mqtarget and
 // the recorder use; the harness then implements LoginRefuser.
 func NewMQTTLogin(t testing.TB, n int) *MQTT {
 	t.Helper()
-	return newMQTT(t, n, "mqtarget-itest:"+randomHex(8))
+	return newMQTT(t, n, "mqtarget-itest", randomHex(8))
 }
 
-func newMQTT(t testing.TB, n int, login string) *MQTT {
+// newMQTT is NewMQTT with brokers that take only user's login, unless user is empty.
+func newMQTT(t testing.TB, n int, user, pass string) *MQTT {
 	t.Helper()
-	h := &MQTT{}
+	h := &MQTT{user: user}
 	var env []string
-	var pass string
-	if login != "" {
-		h.user, pass, _ = strings.Cut(login, ":")
+	if user != "" {
 		dir := t.TempDir()
 		h.passwordFile, h.wrongFile = filepath.Join(dir, "password"), filepath.Join(dir, "wrong")
 		must(t, os.WriteFile(h.passwordFile, []byte(pass+"\n"), 0o600))
 		must(t, os.WriteFile(h.wrongFile, []byte(pass+"-wrong\n"), 0o600))
-		env = append(env, "MOSQUITTO_LOGIN="+login)
+		env = append(env, "MOSQUITTO_LOGIN="+user+":"+pass)
 	}
 	for range n {
 		addr, data := testport.Addr(t), t.TempDir()

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,6 +80,23 @@ func (b ScriptBroker) start() error {
 func scriptPath(name string) string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "scripts", name+".sh")
+}
+
+// runScript runs script with args and env added to ours, bounded by timeout, and returns its stdout;
+// a failure fails t with the script's stderr.
+func runScript(t testing.TB, script string, env []string, timeout time.Duration, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("scripts/%s %s: %v\n%s", filepath.Base(script), strings.Join(args, " "), err, stderr.String())
+	}
+	return out
 }
 
 func (h *NATS) Broker() string                 { return "nats" }

@@ -3,10 +3,6 @@ package itest
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -176,20 +172,7 @@ func (h *RocketMQ) Consume(t testing.TB, host int, topic string, want int, deadl
 // returns its stdout.
 func (h *RocketMQ) script(t testing.TB, timeout time.Duration, args ...string) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "rocketmq.sh")
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", script)
-	cmd.Args = append(cmd.Args, args...)
-	cmd.Env = append(os.Environ(), h.env...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("scripts/rocketmq.sh %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return string(out)
+	return string(runScript(t, scriptPath("rocketmq"), h.env, timeout, args...))
 }
 
 func (h *RocketMQ) StopHost(t testing.TB, host int) {
