@@ -15,7 +15,9 @@ import (
 
 // BenchmarkPublish: mqtarget's JetStream publish (checked PubAcks, own reply subjects) against nats.go's
 // jetstream.Publish on one in-process server, b.N publishes from GOMAXPROCS×4 goroutines each waiting
-// for its PubAck. Read ns/op side by side in one run and allocs/op (docs/benchmarks.md, "NATS").
+// for its PubAck; and mqtarget's core NATS publish (its round trip, the permission check after it)
+// against nats.go's Publish and Flush. Read ns/op side by side in one run and allocs/op
+// (docs/benchmarks.md, "NATS").
 func BenchmarkPublish(b *testing.B) {
 	e, err := nats.StartEmbedded(1, nats.EmbeddedOptions{MaxStore: 1 << 30}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -52,5 +54,28 @@ func BenchmarkPublish(b *testing.B) {
 			b.Fatal(err)
 		}
 		publishertest.BenchParallel(b, func(ctx context.Context) error { _, err := js.Publish(ctx, "bench-js", body); return err })
+	})
+	b.Run("mqtarget-core", func(b *testing.B) {
+		c := nats.DefaultConfig()
+		c.Servers, c.JetStream = e.Addrs(), false
+		p, err := nats.New(c, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		publishertest.BenchParallel(b, func(ctx context.Context) error { return p.Publish(ctx, 0, "bench-core", body) })
+	})
+	b.Run("core", func(b *testing.B) {
+		nc, err := natsgo.Connect("nats://" + e.Addrs()[0])
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer nc.Close()
+		publishertest.BenchParallel(b, func(ctx context.Context) error {
+			if err := nc.Publish("bench-core", body); err != nil {
+				return err
+			}
+			return nc.FlushWithContext(ctx)
+		})
 	})
 }

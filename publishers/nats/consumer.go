@@ -76,8 +76,9 @@ func (k *Consumer) Consume(ctx context.Context, topic string, handle func(publis
 			s()
 		}
 	}()
+	refused := make(chan error, len(k.hosts))
 	for i, addr := range k.hosts {
-		s, err := k.subscribe(ctx, i, addr, topic, handle)
+		s, err := k.subscribe(ctx, i, addr, topic, handle, refused)
 		if err != nil && ctx.Err() != nil {
 			// Ended (its context, Close, or a handler that had enough from the hosts before) while
 			// subscribing: as if it had ended a moment later, not a broker failure.
@@ -88,13 +89,40 @@ func (k *Consumer) Consume(ctx context.Context, topic string, handle func(publis
 		}
 		subs = append(subs, s)
 	}
-	<-ctx.Done()
-	return nil
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-refused:
+		return err
+	}
 }
 
-// subscribe starts reading topic from one server; the function it returns stops and waits.
-func (k *Consumer) subscribe(ctx context.Context, host int, addr, topic string, handle func(publishers.Delivery)) (func(), error) {
+// subscribe starts reading topic from one server; the function it returns stops and waits. A
+// permission violation on its connection, while subscribing or after, is sent on refused: the server
+// drops what it refuses and keeps the connection, so nothing else would tell.
+func (k *Consumer) subscribe(ctx context.Context, host int, addr, topic string, handle func(publishers.Delivery), refused chan<- error) (stop func(), err error) {
 	h := &hostConn{host: host, addr: addr}
+	ctx, refuse := context.WithCancelCause(ctx)
+	h.perms.watch(func(v violation) {
+		err := h.consumeRefused(topic, v)
+		refuse(err)
+		select {
+		case refused <- err:
+		default:
+		}
+	})
+	defer func() {
+		switch {
+		case err != nil && ctx.Err() != nil && context.Cause(ctx) != ctx.Err():
+			err = context.Cause(ctx) // the refusal, not the request it cut short
+			refuse(nil)
+		case err != nil:
+			refuse(nil)
+		default:
+			s := stop
+			stop = func() { s(); refuse(nil) }
+		}
+	}()
 	opts := append(k.opts[:len(k.opts):len(k.opts)], h.handlers(k.log, "consumer")...)
 	opts = append(opts, nats.RetryOnFailedConnect(false))
 	nc, err := nats.Connect(serverURL(addr, hasSecure(opts)), opts...)
@@ -162,4 +190,18 @@ func (k *Consumer) subscribe(ctx context.Context, host int, addr, topic string, 
 func (k *Consumer) Close() error {
 	k.scope.Close()
 	return nil
+}
+
+// consumeRefused is Consume's error when the server refuses what v names: unavailable when it is
+// where JetStream's answers come (_INBOX), else rejected (the topic, its stream's API, its acks).
+func (h *hostConn) consumeRefused(topic string, v violation) error {
+	what := "publish to"
+	if v.subscribe {
+		what = "subscription to"
+	}
+	err := fmt.Errorf("nats.servers[%d] %s: consume %q: the server refused the %s %q: permissions violation", h.host, h.addr, topic, what, v.subject)
+	if v.subscribe && strings.HasPrefix(v.subject, "_INBOX.") {
+		return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("%w (let the user subscribe to _INBOX.>)", err))
+	}
+	return publishers.Wrap(publishers.ErrRejected, err)
 }

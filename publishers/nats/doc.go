@@ -76,6 +76,18 @@
 // write them after the reconnect (possibly long after their callers gave up), is disabled
 // (ReconnectBufSize -1): a publish while disconnected fails at once as ErrUnavailable (503).
 //
+// # Permissions
+//
+// nats-server drops a publish or subscription its user may not make and says so only with an -ERR
+// on the connection, which it keeps: no PubAck comes and a core NATS round trip succeeds all the
+// same. mqtarget reads those refusals (perms.go): a publish to a subject refused fails as
+// ErrRejected (502), with JetStream as soon as the refusal is read, with core NATS after its round
+// trip (nats.go records the refusal before the PONG that follows it); a refused JetStream API
+// request fails the stream's look-up as ErrRejected; a refused subscription to the reply subject
+// fails JetStream publishes and Ping as ErrUnavailable (503) until the next connection. A subject
+// refused is refused without being sent for 10 s (at most 1024 per server). Consume ends with any
+// refusal on its connections.
+//
 // # Consumer
 //
 // The Consumer reads a topic from every server: with JetStream a durable consumer named after the

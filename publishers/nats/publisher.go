@@ -66,8 +66,8 @@ type hostConn struct {
 	host  int
 	addr  string
 	nc    *nats.Conn
-	sub   *nats.Subscription // the PubAcks, on prefix+"*"
-	reply string             // reply subject prefix, ending in '.'
+	sub   *nats.Subscription // the PubAcks, on prefix+"*" (JetStream only)
+	reply string             // reply subject prefix, ending in '.' (JetStream only)
 	out   chan outJob        // the writer's queue (writer.go)
 	quit  chan struct{}      // closed by Close once nothing is enqueued any more: the writer drains and ends
 
@@ -84,8 +84,11 @@ type hostConn struct {
 	answered answeredSet         // tokens recently answered: a second answer is a violation
 
 	streams streams
-	version atomic.Pointer[string]
-	log     *slog.Logger
+	perms   perms // what the server refused (perms.go)
+	// replyRefused: why the server refused the reply subscription, until the next connection
+	replyRefused atomic.Pointer[string]
+	version      atomic.Pointer[string]
+	log          *slog.Logger
 
 	// dialErr: why the last dial failed, until a connection is made (a refused login, say), for the
 	// errors of the publishes it fails
@@ -98,11 +101,12 @@ type hostConn struct {
 
 // waiting is one publish's outstanding answer.
 type waiting struct {
-	check func(*nats.Msg) error // checks the answer
-	done  func(error)
-	timer *time.Timer // async publishes: asyncMaxWait
-	async bool
-	nonce uint64 // the reply subject's second half
+	check   func(*nats.Msg) error // checks the answer
+	done    func(error)
+	timer   *time.Timer // async publishes: asyncMaxWait
+	async   bool
+	subject string // what the publish went to: a refusal of it fails the publish
+	nonce   uint64 // the reply subject's second half
 }
 
 // New creates the publisher and starts one connection per server (in parallel, each within
@@ -188,6 +192,10 @@ func (p *Publisher) connect(host int, addr string, opts []nats.Option) (*hostCon
 	h := &hostConn{host: host, addr: addr, pending: map[uint64]*waiting{}, log: p.log, out: make(chan outJob, outQueue), quit: make(chan struct{})}
 	h.streams.m = map[string]*streamState{}
 	h.streams.update = make(chan struct{}, 1)
+	if p.jetstream {
+		// set before the connection's callbacks can read it (a refused reply subscription)
+		h.reply = nats.NewInbox() + "."
+	}
 	opts = append(opts[:len(opts):len(opts)], h.handlers(p.log, "publisher")...)
 	nc, err := nats.Connect(serverURL(addr, hasSecure(opts)), opts...)
 	if err != nil {
@@ -204,14 +212,17 @@ func (p *Publisher) connect(host int, addr string, opts []nats.Option) (*hostCon
 		h.maxPayload.Store(nc.MaxPayload())
 	}
 	h.nc = nc
-	h.reply = nc.NewInbox() + "."
-	h.sub, err = nc.Subscribe(h.reply+"*", h.answer)
-	if err == nil {
-		err = h.sub.SetPendingLimits(replyPending, -1)
-	}
-	if err != nil {
-		nc.Close()
-		return nil, publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nats.servers[%d] %s: reply subscription: %w", host, addr, err))
+	// Core NATS has no answers: its connection subscribes to nothing, so that only a permission
+	// violation changes its last error (refusedSince).
+	if p.jetstream {
+		h.sub, err = nc.Subscribe(h.reply+"*", h.answer)
+		if err == nil {
+			err = h.sub.SetPendingLimits(replyPending, -1)
+		}
+		if err != nil {
+			nc.Close()
+			return nil, publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nats.servers[%d] %s: reply subscription: %w", host, addr, err))
+		}
 	}
 	p.writers.Add(1)
 	go func() {
@@ -234,6 +245,7 @@ func hasSecure(opts []nats.Option) bool {
 func (h *hostConn) handlers(log *slog.Logger, role string) []nats.Option {
 	learn := func(nc *nats.Conn) {
 		h.dialErr.Store(nil)
+		h.replyRefused.Store(nil) // subscribed anew: refused again, if at all, by the server's answer
 		h.connectedAt.Store(time.Now().UnixNano())
 		if v := nc.ConnectedServerVersion(); v != "" {
 			s := "nats-server " + v
@@ -276,6 +288,7 @@ func (h *hostConn) handlers(log *slog.Logger, role string) []nats.Option {
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			log.Warn("nats "+role+" error", "addr", h.addr, "err", err)
+			h.onError(err)
 		}),
 	}
 }
@@ -374,7 +387,11 @@ func (p *Publisher) publishSync(ctx context.Context, host int, topic string, bod
 	if err := h.checkSize(bodies); err != nil {
 		return err
 	}
+	if err := h.refused(topic); err != nil {
+		return err
+	}
 	if !p.jetstream {
+		m := h.mark()
 		written := make(chan error, 1)
 		if err := p.enqueue(ctx, h, outJob{msgs: coreMsgs(topic, bodies), written: func(err error) { written <- err }}); err != nil {
 			return err
@@ -389,7 +406,16 @@ func (p *Publisher) publishSync(ctx context.Context, host int, topic string, bod
 		case <-p.root.Done():
 			return publishers.ErrClosed
 		}
-		return p.flushOwned(ctx, h)
+		if err := p.flushOwned(ctx, h); err != nil {
+			return err
+		}
+		if err := h.refusedSince(ctx, topic, m); err != nil {
+			if ctx.Err() != nil {
+				return p.ended(ctx)
+			}
+			return err
+		}
+		return nil
 	}
 	st, err := p.streamFor(ctx, h, topic)
 	if err != nil {
@@ -425,6 +451,9 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 	if err := h.checkSize([][]byte{body}); err != nil {
 		return err
 	}
+	if err := h.refused(topic); err != nil {
+		return err
+	}
 	select {
 	case p.slots <- struct{}{}:
 	default:
@@ -443,6 +472,7 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 	ctx, cancel := context.WithTimeout(p.root, asyncMaxWait)
 	refuse := func(err error) error { cancel(); free(); p.async.Done(); return err }
 	if !p.jetstream {
+		m := h.mark()
 		written := func(err error) {
 			if err != nil {
 				cancel()
@@ -451,13 +481,16 @@ func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(
 			}
 			go func() { // owned: Close waits for p.async
 				err := flush(ctx, h.nc)
+				if err != nil && ctx.Err() == nil {
+					err = h.unavailable(err)
+				} else if err == nil {
+					err = h.refusedSince(ctx, topic, m)
+				}
 				switch {
 				case err != nil && p.root.Err() != nil:
 					err = publishers.ErrClosed
 				case err != nil && ctx.Err() != nil:
 					err = publishers.CtxErr(ctx)
-				case err != nil:
-					err = h.unavailable(err)
 				}
 				cancel()
 				finish(err)
@@ -551,7 +584,7 @@ func (p *Publisher) send(ctx context.Context, h *hostConn, st *streamState, topi
 			done = together(n, done)
 		}
 	}
-	tokens, nonces := h.register(checks, done, async)
+	tokens, nonces := h.register(topic, checks, done, async)
 	for i, t := range tokens {
 		msgs[replyAt[i]].Reply = replySubject(h.reply, t, nonces[i])
 	}
@@ -599,14 +632,14 @@ func together(n int, done func(error)) func(error) {
 // register records answers awaited, one token per check, and a random nonce for each, which its reply
 // subject carries beside the token: a server that guesses the next token's answer before it got the
 // publish (an answer ahead) cannot guess the nonce.
-func (h *hostConn) register(checks []func(*nats.Msg) error, done func(error), async bool) ([]uint64, []uint64) {
+func (h *hostConn) register(subject string, checks []func(*nats.Msg) error, done func(error), async bool) ([]uint64, []uint64) {
 	tokens, nonces := make([]uint64, len(checks)), make([]uint64, len(checks))
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i, c := range checks {
 		h.issued++
 		t := h.issued
-		w := &waiting{check: c, done: done, async: async, nonce: rand.Uint64()}
+		w := &waiting{check: c, done: done, async: async, nonce: rand.Uint64(), subject: subject}
 		nonces[i] = w.nonce
 		if async {
 			w.timer = time.AfterFunc(asyncMaxWait, func() {
@@ -818,7 +851,10 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 	if err != nil {
 		return err
 	}
-	return p.flushOwned(ctx, h)
+	if err := p.flushOwned(ctx, h); err != nil {
+		return err
+	}
+	return h.replyErr() // no PubAck can come back: not ready
 }
 
 // Close fails what is pending with ErrClosed, closes the connections and waits until every accepted

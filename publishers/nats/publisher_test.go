@@ -57,6 +57,12 @@ func countStream(t testing.TB, addr, stream string) uint64 {
 		t.Fatal(err)
 	}
 	defer nc.Close()
+	return stored(t, nc, stream)
+}
+
+// stored is what stream holds (0: no such stream), asked on nc.
+func stored(t testing.TB, nc *natsgo.Conn, stream string) uint64 {
+	t.Helper()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

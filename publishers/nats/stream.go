@@ -143,6 +143,21 @@ func (p *Publisher) lookUp(ctx context.Context, h *hostConn, st *streamState) er
 		}
 	}
 	st.name = cfg.Name
+	if info := "$JS.API.STREAM.INFO." + cfg.Name; h.perms.isDenied(info) {
+		return h.apiDenied(cfg.Name, info)
+	}
+	// A request the server refuses for want of permission gets no answer: the refusal, reported on
+	// the connection, ends the look-up instead of its timeout.
+	ctx, refuse := context.WithCancelCause(ctx)
+	defer refuse(nil)
+	defer h.perms.watch(func(v violation) {
+		switch {
+		case !v.subscribe && strings.HasPrefix(v.subject, "$JS.API.") && v.subject[strings.LastIndexByte(v.subject, '.')+1:] == cfg.Name:
+			refuse(h.apiDenied(cfg.Name, v.subject))
+		case v.subscribe && strings.HasPrefix(v.subject, "_INBOX."):
+			refuse(h.unavailable(fmt.Errorf("stream %q: the server refused the subscription to %q, where JetStream's answers come (permissions violation): let the user subscribe to _INBOX.>", cfg.Name, v.subject)))
+		}
+	})()
 	js, err := jetstream.New(h.nc)
 	if err != nil {
 		return h.unavailable(err)
@@ -176,9 +191,12 @@ func (p *Publisher) lookUp(ctx context.Context, h *hostConn, st *streamState) er
 
 func (p *Publisher) lookUpErr(ctx context.Context, h *hostConn, stream string, err error) error {
 	var apiErr *jetstream.APIError
+	cause := context.Cause(ctx)
 	switch {
 	case p.root.Err() != nil:
 		return publishers.ErrClosed
+	case errors.Is(cause, publishers.ErrRejected), errors.Is(cause, publishers.ErrUnavailable): // refused (lookUp's watch)
+		return cause
 	case ctx.Err() != nil:
 		return publishers.Wrap(publishers.ErrTimeout, fmt.Errorf("nats.servers[%d] %s: stream %q: no answer within %v", h.host, h.addr, stream, lookUpTimeout))
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
@@ -208,4 +226,9 @@ func subjectMatches(pattern, subject string) bool {
 		}
 	}
 	return len(pt) == len(st)
+}
+
+// apiDenied is a look-up's error when the server refuses its JetStream API request.
+func (h *hostConn) apiDenied(stream, subject string) error {
+	return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("nats.servers[%d] %s: stream %q: the server refused the JetStream API request to %q: permissions violation (let the user publish to $JS.API.>, or to the stream's subjects under it)", h.host, h.addr, stream, subject))
 }
