@@ -39,6 +39,14 @@ func rmqNoPermission(err error) (remark string, ok bool) {
 	return "", false
 }
 
+// rmqDenied reports whether err is a NO_PERMISSION answer, which stored nothing but is not resent:
+// mqtarget resends to the same broker, which refuses it the same way (a login or topic its ACL
+// refuses, or its writes switched off), where the Java client retries on another broker.
+func rmqDenied(err error) bool {
+	_, ok := rmqNoPermission(err)
+	return ok
+}
+
 // rmqLoginRefused reports whether err is a broker's NO_PERMISSION answer refusing the login itself.
 func rmqLoginRefused(err error) bool {
 	remark, ok := rmqNoPermission(err)

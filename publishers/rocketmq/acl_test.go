@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,9 +64,12 @@ func TestRMQLoginRefused(t *testing.T) {
 }
 
 // TestRMQNativeLoginRefusedSend: through the native connection, a broker refusing the login answers
-// every publish, single and batch, with 503 by its deadline.
+// every publish, single and batch, with 503 by its deadline, each sent once (rocketmq.retries resends
+// only what may pass the second time).
 func TestRMQNativeLoginRefusedSend(t *testing.T) {
+	var sends atomic.Int32
 	f := newFakeRMQBroker(t, func(q rmqTestRequest) []byte {
+		sends.Add(1)
 		return rmqTestResponse(rmqResNoPermission, q.opaque, "check signature failed.", false)
 	})
 	p := newTestRMQNative(t, f, 2*time.Second, "t")
@@ -78,5 +82,8 @@ func TestRMQNativeLoginRefusedSend(t *testing.T) {
 		if !errors.Is(err, publishers.ErrUnavailable) || !strings.Contains(err.Error(), "refused") {
 			t.Errorf("%s: %v, want ErrUnavailable saying the login was refused", what, err)
 		}
+	}
+	if n := sends.Load(); n != 2 {
+		t.Errorf("the broker got %d sends for 2 publishes (rocketmq.retries %d), want 2: a refusal is not resent", n, p.cfg.Retries)
 	}
 }

@@ -668,7 +668,7 @@ func (p *Publisher) sendSync(ctx context.Context, host int, topic string, bodies
 		}
 		p.redialNote(host, err)
 		// Resent from this goroutine only, so never after the caller has left (wctx).
-		if err == nil || attempt >= p.cfg.Retries || wctx.Err() != nil || errors.Is(err, publishers.ErrClosed) || !rmqNotStored(err) {
+		if err == nil || attempt >= p.cfg.Retries || wctx.Err() != nil || errors.Is(err, publishers.ErrClosed) || !rmqNotStored(err) || rmqDenied(err) {
 			break
 		}
 	}

@@ -205,7 +205,7 @@ func (n *rmqNative) publish(ctx context.Context, host int, topic string, bodies 
 	for attempt := 0; ; attempt++ {
 		err = n.sendOnce(ctx, dl, host, s)
 		// Resend only what certainly stored nothing: never after a timeout or a lost connection.
-		if err == nil || attempt >= n.p.cfg.Retries || !time.Now().Before(dl) || !rmqNativeNotStored(err) {
+		if err == nil || attempt >= n.p.cfg.Retries || !time.Now().Before(dl) || !rmqNativeNotStored(err) || rmqDenied(err) {
 			break
 		}
 	}
@@ -425,7 +425,7 @@ func (a *rmqAsync) expire() {
 func (a *rmqAsync) answer(err error) {
 	n := a.n
 	n.answered(a.s.topic, err)
-	if err != nil && a.attempts < n.p.cfg.Retries && rmqNativeNotStored(err) && time.Now().Before(a.dl) && !a.hasFired() {
+	if err != nil && a.attempts < n.p.cfg.Retries && rmqNativeNotStored(err) && !rmqDenied(err) && time.Now().Before(a.dl) && !a.hasFired() {
 		a.attempts++
 		if a.c.Send(a.dl, a.s.encode, a.cb) == nil {
 			return
