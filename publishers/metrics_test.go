@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -230,6 +231,10 @@ func TestResult(t *testing.T) {
 		{wrapKind(publishers.ErrRejected, "x"), "rejected"},
 		{wrapKind(publishers.ErrUnavailable, "x"), "unavailable"},
 		{publishers.ErrClosed, "unavailable"},
+		// the outer kind decides: a connection lost for a rejected message is unavailable
+		{publishers.Wrap(publishers.ErrUnavailable, publishers.LostErr("stomp h:1", time.Second, wrapKind(publishers.ErrRejected, "ERROR"))), "unavailable"},
+		{fmt.Errorf("topic t: %w", publishers.Wrap(publishers.ErrRejected, wrapKind(publishers.ErrTimeout, "x"))), "rejected"},
+		{publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("x: %w", context.Canceled)), "unavailable"},
 		{fmt.Errorf("x: %w", context.Canceled), "canceled"},
 		{errors.New("x"), "error"},
 	} {
@@ -238,6 +243,17 @@ func TestResult(t *testing.T) {
 				t.Errorf("Result(%v) = %q, want %q", tc.err, got, tc.want)
 			}
 		})
+	}
+	// An inner kind is hidden from errors.Is, its text and its other causes are not.
+	inner := fmt.Errorf("read: %w", io.ErrUnexpectedEOF)
+	err := publishers.Wrap(publishers.ErrUnavailable, publishers.Wrap(publishers.ErrRejected, fmt.Errorf("%w; %w", inner, publishers.ErrClosed)))
+	switch {
+	case errors.Is(err, publishers.ErrRejected):
+		t.Errorf("%v is ErrRejected inside ErrUnavailable", err)
+	case !errors.Is(err, publishers.ErrUnavailable), !errors.Is(err, io.ErrUnexpectedEOF), !errors.Is(err, publishers.ErrClosed):
+		t.Errorf("%v lost its kind or a cause", err)
+	case !strings.Contains(err.Error(), "broker rejected the message: read: unexpected EOF"):
+		t.Errorf("%v lost the inner text", err)
 	}
 }
 

@@ -98,13 +98,35 @@ var (
 )
 
 // kindError attaches an error kind to the broker's own error, keeping both visible to errors.Is.
+// The outer kind decides: a kind inside err (a connection lost for a rejected message: unavailable,
+// its cause in the text) is hidden from errors.Is, so the answer's status is the one Wrap chose.
 type kindError struct {
 	kind error
 	err  error
 }
 
 func (e *kindError) Error() string   { return fmt.Sprintf("%v: %v", e.kind, e.err) }
-func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }
+func (e *kindError) Unwrap() []error { return []error{e.kind, kindless{e.err}} }
+
+// statusKinds are the kinds that choose an answer's status; ErrClosed, a state callers ask about,
+// stays visible inside another kind.
+var statusKinds = []error{ErrUnavailable, ErrTimeout, ErrRejected, ErrTooLarge}
+
+// kindless is err without the status kinds it carries, for errors.Is; its text and other causes stay.
+type kindless struct{ err error }
+
+func (k kindless) Error() string { return k.err.Error() }
+
+func (k kindless) Is(target error) bool {
+	for _, s := range statusKinds {
+		if target == s {
+			return false
+		}
+	}
+	return errors.Is(k.err, target)
+}
+
+func (k kindless) As(target any) bool { return errors.As(k.err, target) }
 
 func Wrap(kind, err error) error { return &kindError{kind: kind, err: err} }
 

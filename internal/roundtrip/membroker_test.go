@@ -27,6 +27,7 @@ type memBroker struct {
 	hold         string
 	dup          bool
 	releaseAfter int
+	refuse       string // a topic whose publishes are rejected (counted, not delivered)
 
 	mu        sync.Mutex
 	subs      map[memKey][]*memSub
@@ -64,6 +65,12 @@ func (p memPub) Publish(ctx context.Context, host int, topic string, body []byte
 	}
 	if host < 0 || host >= p.b.hosts {
 		return fmt.Errorf("no host %d", host)
+	}
+	if topic == p.b.refuse {
+		p.b.mu.Lock()
+		p.b.perHost[memKey{host, topic}]++
+		p.b.mu.Unlock()
+		return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("mem%d: not permitted: %s", host, topic))
 	}
 	p.b.publish(host, topic, body)
 	return nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mqtarget/mqtarget/message"
+	"github.com/mqtarget/mqtarget/publishers"
 )
 
 // Why a probe, and not a "subscribed" signal from publishers.Consumer: Consume returns only at its end,
@@ -88,9 +89,16 @@ func (c *Client) probeHost(ctx context.Context, host int, topic string, src *mes
 			tries++
 			id := src.NextID()
 			c.corr.expectProbe(message.FormatID(id), arrived) // before the publish: its ack cannot come first
-			if err := c.pub.Publish(ctx, host, topic, src.Build(id, message.RunHeaderLen)); err != nil {
+			err := c.pub.Publish(ctx, host, topic, src.Build(id, message.RunHeaderLen))
+			switch {
+			case errors.Is(err, publishers.ErrRejected):
+				// The broker refuses the topic (a user without permission for it, say): probing on
+				// would be refused the same way, and a broker that closes the connection with its
+				// refusal would cost a connection each time.
+				return fmt.Errorf(" (the broker rejected probe %d: %w)", tries, err)
+			case err != nil:
 				lastErr = err
-			} else {
+			default:
 				published++
 			}
 		}

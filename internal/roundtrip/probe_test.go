@@ -11,6 +11,7 @@ import (
 	"github.com/mqtarget/mqtarget/internal/roundtrip"
 	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/message"
+	"github.com/mqtarget/mqtarget/publishers"
 )
 
 // TestBatchWaitsForSubscriptions: on a broker that drops what is published before a subscription
@@ -127,6 +128,23 @@ func TestProbe(t *testing.T) {
 		}
 		if s := corr.Stats(); s != (roundtrip.Stats{}) {
 			t.Errorf("stats %+v after probes only, want nothing counted", s)
+		}
+	})
+
+	t.Run("topic rejected", func(t *testing.T) {
+		// a broker that refuses the topic: one probe per host, then Probe gives up at once saying why
+		b, topic := newMemBroker(2, 0), itest.FreshTopic("probe")
+		b.refuse = topic
+		memEcho(t, b, topic)
+		client, _ := memClient(t, b, topic)
+		err := client.Probe(context.Background(), topic, message.NewSource(), 5*time.Second)
+		if !errors.Is(err, roundtrip.ErrNotLive) || !errors.Is(err, publishers.ErrRejected) || !contains(err.Error(), "not permitted") {
+			t.Fatalf("err %v, want ErrNotLive with the rejection", err)
+		}
+		for h := range 2 {
+			if got := b.publishedTo(h, topic); got != 1 {
+				t.Errorf("host %d: %d probes published, want 1", h, got)
+			}
 		}
 	})
 
