@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -194,4 +195,24 @@ func (c *NameChars) All(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// Together returns a done for n outcomes that calls done once, when all came, with the first error:
+// a batch whose messages are acknowledged one by one.
+func Together(n int, done func(error)) func(error) {
+	var mu sync.Mutex
+	var first error
+	left := n
+	return func(err error) {
+		mu.Lock()
+		if first == nil {
+			first = err
+		}
+		left--
+		last, res := left == 0, first
+		mu.Unlock()
+		if last {
+			done(res)
+		}
+	}
 }

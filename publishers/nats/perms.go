@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -25,16 +23,8 @@ import (
 //     of letting it wait for its deadline;
 //   - core NATS: after the round trip, a changed last error means a violation came before the PONG;
 //     the publish waits for the ErrorHandler to have seen it and asks whether its subject was refused;
-//   - either way a subject refused is remembered (deniedFor, at most maxDenied per server) and
-//     refused at once, without being sent, until then.
-
-const (
-	// maxDenied bounds the publish subjects remembered as refused per server.
-	maxDenied = 1024
-	// deniedFor is how long a refused subject is refused without being sent: a permission granted
-	// by a server's reload is seen after it.
-	deniedFor = 10 * time.Second
-)
+//   - either way a subject refused is remembered (publishers.Refusals: 10 s, at most 1024 per
+//     server) and refused at once, without being sent, until then.
 
 // violation is one permission violation the server reported.
 type violation struct {
@@ -72,50 +62,13 @@ func parseViolation(err error) (violation, bool) {
 
 // perms is what one connection learned of its user's permissions, and who waits for news of them.
 type perms struct {
-	n atomic.Int32 // len(denied): 0 spares the publish path the lock
+	denied publishers.Refusals // publish subjects refused
 
 	mu       sync.Mutex
-	denied   map[string]time.Time // publish subjects refused: when last
 	watchers map[uint64]func(violation)
 	nextW    uint64
 	handled  error         // the last error the ErrorHandler has seen
 	seen     chan struct{} // closed when handled changes
-}
-
-// deny remembers subject as refused, forgetting the oldest when maxDenied are remembered.
-func (ps *perms) deny(subject string) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if ps.denied == nil {
-		ps.denied = map[string]time.Time{}
-	}
-	if _, ok := ps.denied[subject]; !ok && len(ps.denied) >= maxDenied {
-		oldest, at := "", time.Time{}
-		for s, t := range ps.denied {
-			if oldest == "" || t.Before(at) {
-				oldest, at = s, t
-			}
-		}
-		delete(ps.denied, oldest)
-	}
-	ps.denied[subject] = time.Now()
-	ps.n.Store(int32(len(ps.denied)))
-}
-
-// isDenied reports whether subject was refused within deniedFor.
-func (ps *perms) isDenied(subject string) bool {
-	if ps.n.Load() == 0 {
-		return false
-	}
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	at, ok := ps.denied[subject]
-	if ok && time.Since(at) >= deniedFor {
-		delete(ps.denied, subject)
-		ps.n.Store(int32(len(ps.denied)))
-		return false
-	}
-	return ok
 }
 
 // watch calls f with each violation from now until stop is called.
@@ -194,7 +147,7 @@ func (h *hostConn) onError(err error) {
 	}
 	switch {
 	case !v.subscribe:
-		h.perms.deny(v.subject)
+		h.perms.denied.Add(v.subject, "permissions violation")
 		h.failSubject(v.subject, h.deniedErr(v.subject))
 	case h.reply != "" && v.subject == h.reply+"*":
 		msg := fmt.Sprintf("the server refused mqtarget's subscription to its reply subject %q (permissions violation): "+
@@ -212,7 +165,7 @@ func (h *hostConn) deniedErr(subject string) error {
 
 // refused is the error of a publish to subject known to be refused (nil: not known so).
 func (h *hostConn) refused(subject string) error {
-	if h.perms.isDenied(subject) {
+	if h.perms.denied.Has(subject) {
 		return h.deniedErr(subject)
 	}
 	if h.replyRefused.Load() != nil {
@@ -270,7 +223,7 @@ func (h *hostConn) refusedSince(ctx context.Context, subject string, m roundTrip
 		if err := h.perms.awaitSeen(ctx, h.nc); err != nil {
 			return err
 		}
-		if h.perms.isDenied(subject) {
+		if h.perms.denied.Has(subject) {
 			return h.deniedErr(subject)
 		}
 	}

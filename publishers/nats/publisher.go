@@ -581,7 +581,7 @@ func (p *Publisher) send(ctx context.Context, h *hostConn, st *streamState, topi
 			replyAt = append(replyAt, i)
 		}
 		if n > 1 {
-			done = together(n, done)
+			done = publishers.Together(n, done)
 		}
 	}
 	tokens, nonces := h.register(topic, checks, done, async)
@@ -608,25 +608,6 @@ func replySubject(prefix string, token, nonce uint64) string {
 	b.WriteByte('_')
 	b.Write(strconv.AppendUint(digits[:0], nonce, 36))
 	return b.String()
-}
-
-// together returns a done for n answers that calls done once, when all came, with the first error.
-func together(n int, done func(error)) func(error) {
-	var mu sync.Mutex
-	var first error
-	left := n
-	return func(err error) {
-		mu.Lock()
-		if first == nil {
-			first = err
-		}
-		left--
-		last, res := left == 0, first
-		mu.Unlock()
-		if last {
-			done(res)
-		}
-	}
 }
 
 // register records answers awaited, one token per check, and a random nonce for each, which its reply

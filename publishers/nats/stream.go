@@ -143,8 +143,8 @@ func (p *Publisher) lookUp(ctx context.Context, h *hostConn, st *streamState) er
 		}
 	}
 	st.name = cfg.Name
-	if info := "$JS.API.STREAM.INFO." + cfg.Name; h.perms.isDenied(info) {
-		return h.apiDenied(cfg.Name, info)
+	if api := "$JS.API.STREAM.INFO." + cfg.Name; h.perms.denied.Has(api) {
+		return h.apiDenied(cfg.Name, api)
 	}
 	// A request the server refuses for want of permission gets no answer: the refusal, reported on
 	// the connection, ends the look-up instead of its timeout.

@@ -242,48 +242,71 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 }
 
 // The frames on the wire: CONNECT with vhost and credentials, SEND with prefix, persistent and receipt,
-// and the batch as BEGIN, SENDs in the transaction, COMMIT with the receipt.
+// and the batch as BEGIN, SENDs in the transaction, COMMIT with the receipt; to RabbitMQ, which answers
+// COMMIT before it stored anything (commitNotStored), as SENDs each with its receipt.
 func TestSTOMPFrames(t *testing.T) {
-	b := startFakeBroker(t, receipts)
-	p := newTestSTOMP(t, func(c *Config) {
-		c.Login, c.Passcode, c.VHost, c.Prefix, c.Persistent, c.ConnectionsPerHost = "u", "secret", "/", "/topic/", true, 1
-	}, b.addr())
-	if err := p.Publish(ctxFor(t, 2*time.Second), 0, "orders", []byte("one")); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.PublishBatch(ctxFor(t, 2*time.Second), 0, "orders", [][]byte{[]byte("a"), []byte("bb")}); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	if err := p.PublishAsync(0, "orders", []byte("async"), func(err error) { done <- err }); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, f := range b.received() {
-		var hs []string
-		for i := range f.Header.Len() {
-			k, v := f.Header.GetAt(i)
-			if k == frame.Receipt || k == frame.Transaction {
-				v = "*" // ids are the connection's own
-			}
-			hs = append(hs, k+"="+v)
-		}
-		got = append(got, f.Command+" "+strings.Join(hs, " ")+" "+string(f.Body))
-	}
-	want := []string{
-		"CONNECT accept-version=1.2 host=/ heart-beat=10000,0 login=u passcode=secret ",
-		"SEND destination=/topic/orders content-length=3 persistent=true receipt=* one",
+	transaction := []string{
 		"BEGIN transaction=* ",
 		"SEND destination=/topic/orders content-length=1 persistent=true transaction=* a",
 		"SEND destination=/topic/orders content-length=2 persistent=true transaction=* bb",
 		"COMMIT transaction=* receipt=* ",
-		"SEND destination=/topic/orders content-length=5 persistent=true receipt=* async",
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("frames:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	receipted := []string{
+		"SEND destination=/topic/orders content-length=1 persistent=true receipt=* a",
+		"SEND destination=/topic/orders content-length=2 persistent=true receipt=* bb",
+	}
+	for _, tc := range []struct {
+		name, server string
+		batch        []string
+	}{
+		{"no server header", "", transaction},
+		{"Artemis", "ActiveMQ-Artemis/2.40.0 ActiveMQ Artemis Messaging Engine", transaction},
+		{"RabbitMQ", "RabbitMQ/3.10.8", receipted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := startFakeBroker(t, receipts)
+			if tc.server != "" {
+				b.connect = func(*frame.Frame) *frame.Frame {
+					return frame.New(frame.CONNECTED, frame.Version, "1.2", frame.HeartBeat, "0,0", frame.Server, tc.server)
+				}
+			}
+			p := newTestSTOMP(t, func(c *Config) {
+				c.Login, c.Passcode, c.VHost, c.Prefix, c.Persistent, c.ConnectionsPerHost = "u", "secret", "/", "/topic/", true, 1
+			}, b.addr())
+			if err := p.Publish(ctxFor(t, 2*time.Second), 0, "orders", []byte("one")); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.PublishBatch(ctxFor(t, 2*time.Second), 0, "orders", [][]byte{[]byte("a"), []byte("bb")}); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			if err := p.PublishAsync(0, "orders", []byte("async"), func(err error) { done <- err }); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, f := range b.received() {
+				var hs []string
+				for i := range f.Header.Len() {
+					k, v := f.Header.GetAt(i)
+					if k == frame.Receipt || k == frame.Transaction {
+						v = "*" // ids are the connection's own
+					}
+					hs = append(hs, k+"="+v)
+				}
+				got = append(got, f.Command+" "+strings.Join(hs, " ")+" "+string(f.Body))
+			}
+			want := append([]string{
+				"CONNECT accept-version=1.2 host=/ heart-beat=10000,0 login=u passcode=secret ",
+				"SEND destination=/topic/orders content-length=3 persistent=true receipt=* one",
+			}, tc.batch...)
+			want = append(want, "SEND destination=/topic/orders content-length=5 persistent=true receipt=* async")
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("frames:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
 	}
 }
 
@@ -417,5 +440,85 @@ func TestSTOMPReceiptsOutOfOrder(t *testing.T) {
 	}
 	if got := len(b.received()); got != n+1 {
 		t.Errorf("broker received %d frames, want CONNECT and %d SENDs", got, n)
+	}
+}
+
+// TestSTOMPRefusalRemembered: a SEND refused for want of permission (the ERROR naming its receipt, or
+// its words naming the destination: RabbitMQ names no receipt) is refused again without being sent,
+// naming the broker's words; another refusal is not remembered, nor a permission refusal whose words
+// name another destination; other destinations go on.
+func TestSTOMPRefusalRemembered(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		named    bool   // the ERROR names the SEND's receipt
+		message  string // its message header
+		body     string
+		remember bool
+	}{
+		{"RabbitMQ", false, "access_refused", "ACCESS_REFUSED - access to queue 'secret' in vhost '/' refused for user 'u'", true},
+		{"Artemis", true, "AMQ229032: User: u does not have permission='SEND' on address secret", "", true},
+		{"ActiveMQ Classic", true, "User u is not authorized to write to: queue://secret", "", true},
+		{"another destination named", false, "access_refused", "ACCESS_REFUSED - access to queue 'secret.eu' in vhost '/' refused for user 'u'", false},
+		{"not a permission", true, "AMQ229216: Invalid queue name: secret", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			sends := map[string]int{}
+			b := startFakeBroker(t, func(w *frame.Writer, f *frame.Frame) {
+				dest := f.Header.Get(frame.Destination)
+				mu.Lock()
+				sends[dest]++
+				mu.Unlock()
+				if dest != "/queue/secret" {
+					receipts(w, f)
+					return
+				}
+				e := frame.New(frame.ERROR, frame.Message, tc.message)
+				if tc.named {
+					e.Header.Add(frame.ReceiptId, f.Header.Get(frame.Receipt))
+				}
+				e.Body = []byte(tc.body)
+				_ = w.Write(e)
+			})
+			p := newTestSTOMP(t, func(c *Config) { c.ConnectionsPerHost = 1 }, b.addr())
+			for try := range 2 {
+				err := p.Publish(ctxFor(t, 5*time.Second), 0, "secret", []byte("x"))
+				for deadline := time.Now().Add(5 * time.Second); errors.Is(err, publishers.ErrUnavailable) && time.Now().Before(deadline); {
+					time.Sleep(50 * time.Millisecond) // the connection the ERROR closed is being redialled
+					err = p.Publish(ctxFor(t, 5*time.Second), 0, "secret", []byte("x"))
+				}
+				if !errors.Is(err, publishers.ErrRejected) || !strings.Contains(err.Error(), tc.message) {
+					t.Fatalf("try %d: %v, want rejected with the broker's words", try, err)
+				}
+				t.Logf("try %d: %v", try, err)
+			}
+			testwaitPublish(t, p, "allowed")
+			mu.Lock()
+			defer mu.Unlock()
+			want := 2
+			if tc.remember {
+				want = 1
+			}
+			if sends["/queue/secret"] != want {
+				t.Errorf("%d SENDs to /queue/secret, want %d", sends["/queue/secret"], want)
+			}
+		})
+	}
+}
+
+// testwaitPublish publishes to topic until it succeeds (the connection an ERROR closed is redialled
+// after the redial policy's pause), within 5 s.
+func testwaitPublish(t *testing.T, p *Publisher, topic string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := p.Publish(ctxFor(t, time.Second), 0, topic, []byte("ok"))
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Publish to %s: %v", topic, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

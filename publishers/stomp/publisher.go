@@ -163,6 +163,7 @@ type Publisher struct {
 	versions publishers.Versions  // what each broker said it runs (CONNECTED's server header)
 	pings    publishers.PingLimit // Ping's connections: one per host and pingReuse
 	proto    *publishers.ProtocolErrors
+	refused  []publishers.Refusals // per host: destinations refused for want of permission (refusals.go)
 }
 
 // Timings of the connection handling.
@@ -188,13 +189,15 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 		return nil, err
 	}
 	log = publishers.LimitLog(log) // a failing broker must not flood the log (lograte)
-	p := &Publisher{cfg: c, tls: tc, log: log, proto: publishers.NewProtocolErrors("stomp", c.Hosts, log)}
+	p := &Publisher{cfg: c, tls: tc, log: log, proto: publishers.NewProtocolErrors("stomp", c.Hosts, log), refused: make([]publishers.Refusals, len(c.Hosts))}
 	p.pool = publishers.NewPool("stomp", c.Hosts, c.ConnectionsPerHost, func(ctx context.Context, addr string) (*stompConn, error) {
-		netConn, hb, err := p.handshake(ctx, addr)
+		netConn, hb, server, err := p.handshake(ctx, addr)
 		if err != nil {
 			return nil, err
 		}
-		return newSTOMPConn(netConn, addr, hb, p), nil
+		c := newSTOMPConn(netConn, addr, hb, p)
+		c.txNotStored = commitNotStored(server)
+		return c, nil
 	})
 	p.pool.Log = log
 	return p, nil
@@ -229,19 +232,34 @@ func validateSTOMPTopic(name string) error {
 
 // Publish implements Publisher with one SEND carrying a receipt header.
 func (p *Publisher) Publish(ctx context.Context, host int, topic string, body []byte) error {
-	return publishers.Await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, body, nil, done) })
+	if err := p.refusedBefore(host, topic); err != nil {
+		return err
+	}
+	err := publishers.Await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, body, nil, done) })
+	p.noteRefusal(host, topic, err)
+	return err
 }
 
 // PublishBatch implements Publisher with a transaction: BEGIN, one SEND per body, COMMIT with a receipt,
 // all queued at once. The broker acknowledges the commit once every message is in.
 func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
-	return publishers.Await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, nil, bodies, done) })
+	if err := p.refusedBefore(host, topic); err != nil {
+		return err
+	}
+	err := publishers.Await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, nil, bodies, done) })
+	p.noteRefusal(host, topic, err)
+	return err
 }
 
 // PublishAsync implements Publisher: it queues a SEND with a receipt header and returns; done runs on
 // the connection's read loop when the receipt arrives (or the connection fails), so it must be quick.
 // While host's connection is being made the publish waits for it on the pool's goroutine.
 func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
+	if err := p.refusedBefore(host, topic); err != nil {
+		return err
+	}
+	caller := done
+	done = func(err error) { p.noteRefusal(host, topic, err); caller(err) }
 	if conn, ok := p.pool.Ready(host); ok {
 		return p.sendOn(conn, time.Time{}, topic, body, nil, done)
 	}
@@ -267,11 +285,30 @@ func (p *Publisher) sendOn(conn *stompConn, by time.Time, topic string, body []b
 	dest := p.cfg.Prefix + topic
 	persistent := p.cfg.Persistent
 	rc := conn.receipts
-	if bodies == nil {
+	switch {
+	case bodies == nil:
 		err = conn.Send(by, func(b []byte, id uint64) []byte {
 			return appendSEND(b, dest, body, persistent, 0, rc, id)
 		}, done)
-	} else {
+	case conn.txNotStored:
+		// Acknowledged together, not atomic: done runs once every SEND's receipt (or the first
+		// failure's) is in; those queued before a refusal may be stored.
+		all := publishers.Together(len(bodies), done)
+		for i, body := range bodies {
+			err = conn.Send(by, func(b []byte, id uint64) []byte {
+				return appendSEND(b, dest, body, persistent, 0, rc, id)
+			}, all)
+			if err != nil && i == 0 {
+				break // nothing queued: refused as a whole, done never runs
+			}
+			if err != nil {
+				for range len(bodies) - i { // those never queued fail; the others answer as they come
+					all(publishers.SendRefused(p.pool.Closed(), err))
+				}
+				return nil
+			}
+		}
+	default:
 		err = conn.Send(by, func(b []byte, id uint64) []byte {
 			b = appendTxFrame(b, "BEGIN", id, rc, 0)
 			for _, body := range bodies {
@@ -390,7 +427,7 @@ func (p *Publisher) Ping(ctx context.Context, host int) error {
 }
 
 func (p *Publisher) ping(ctx context.Context, host int) error {
-	conn, _, err := p.handshake(ctx, p.pool.Addrs[host])
+	conn, _, _, err := p.handshake(ctx, p.pool.Addrs[host])
 	if err != nil {
 		return err
 	}
@@ -404,17 +441,17 @@ func (p *Publisher) ping(ctx context.Context, host int) error {
 type heartBeats struct{ send, recv time.Duration }
 
 // handshake dials addr and exchanges CONNECT/CONNECTED within ctx and the dial timeout.
-func (p *Publisher) handshake(ctx context.Context, addr string) (net.Conn, heartBeats, error) {
+func (p *Publisher) handshake(ctx context.Context, addr string) (net.Conn, heartBeats, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 	defer cancel()
 	conn, err := dialSTOMP(ctx, addr, p.tls)
 	if err != nil {
-		return nil, heartBeats{}, err
+		return nil, heartBeats{}, "", err
 	}
 	dl, _ := ctx.Deadline()
 	_ = conn.SetDeadline(dl)
 	stop := interruptible(ctx, conn)
-	hb, err := p.connect(conn, addr)
+	hb, server, err := p.connect(conn, addr)
 	if !stop() && err == nil {
 		err = errors.New("connected as the dial ended") // the interruption may have reached the socket
 	}
@@ -424,12 +461,12 @@ func (p *Publisher) handshake(ctx context.Context, addr string) (net.Conn, heart
 			p.proto.Count(addr, err)
 		}
 		if errors.Is(err, publishers.ErrUnavailable) { // a refused CONNECT: the broker's answer, as it gave it
-			return nil, hb, err
+			return nil, hb, "", err
 		}
-		return nil, hb, publishers.Wrap(publishers.ErrUnavailable, noAnswer(ctx, err))
+		return nil, hb, "", publishers.Wrap(publishers.ErrUnavailable, noAnswer(ctx, err))
 	}
 	_ = conn.SetDeadline(time.Time{})
-	return conn, hb, nil
+	return conn, hb, server, nil
 }
 
 // interruptible makes ctx's end interrupt what waits on conn: its deadline alone ignores cancellation,
@@ -470,17 +507,17 @@ func dialSTOMP(ctx context.Context, addr string, tc *tls.Config) (net.Conn, erro
 	return tlsConn, nil
 }
 
-// connect writes CONNECT and reads the answer.
-func (p *Publisher) connect(conn net.Conn, addr string) (heartBeats, error) {
+// connect writes CONNECT and reads the answer: the heart-beats agreed and the broker's server header.
+func (p *Publisher) connect(conn net.Conn, addr string) (heartBeats, string, error) {
 	if err := frame.NewWriter(conn).Write(p.connectFrame(addr)); err != nil {
-		return heartBeats{}, err
+		return heartBeats{}, "", err
 	}
 	r := bufio.NewReaderSize(conn, 4096)
 	var f *frame.Frame
 	for f == nil { // skip heart-beats, should a broker send one first
 		var err error
 		if f, err = readSTOMPFrame(r); err != nil {
-			return heartBeats{}, err
+			return heartBeats{}, "", err
 		}
 	}
 	switch f.Command {
@@ -488,15 +525,16 @@ func (p *Publisher) connect(conn net.Conn, addr string) (heartBeats, error) {
 		// What followed CONNECTED in the same read would be lost with r: heart-beats may, anything else
 		// (a RECEIPT before any SEND) is no answer to us.
 		if rest, _ := r.Peek(r.Buffered()); len(bytes.Trim(rest, "\r\n")) > 0 {
-			return heartBeats{}, publishers.ProtocolError("CONNECTED followed by %s before any command", publishers.Truncate(rest))
+			return heartBeats{}, "", publishers.ProtocolError("CONNECTED followed by %s before any command", publishers.Truncate(rest))
 		}
 		p.versions.Set(addr, f.Header.Get(frame.Server))
 	case frame.ERROR:
-		return heartBeats{}, connectRefused(f)
+		return heartBeats{}, "", connectRefused(f)
 	default:
-		return heartBeats{}, publishers.ProtocolError("CONNECT answered with %s", f.Command)
+		return heartBeats{}, "", publishers.ProtocolError("CONNECT answered with %s", f.Command)
 	}
-	return negotiate(p.cfg.HeartBeat, p.cfg.HeartBeatReceive, f.Header.Get(frame.HeartBeat))
+	hb, err := negotiate(p.cfg.HeartBeat, p.cfg.HeartBeatReceive, f.Header.Get(frame.HeartBeat))
+	return hb, f.Header.Get(frame.Server), err
 }
 
 func (p *Publisher) connectFrame(addr string) *frame.Frame {
@@ -564,6 +602,19 @@ type stompConn struct {
 	*wire.Conn
 	publishers.AnswerMark
 	receipts stompReceipts
+	// txNotStored: the broker answers COMMIT before it stored the transaction's messages
+	// (commitNotStored): a batch goes as SENDs each with its receipt
+	txNotStored bool
+}
+
+// commitNotStored reports whether the broker that introduced itself as server answers a COMMIT's
+// receipt before it stored what the transaction sent. RabbitMQ's STOMP adapter replays a
+// transaction's SENDs at COMMIT and answers the COMMIT at once, without the publisher confirms its
+// receipted SENDs wait for: a 200 for messages it then dropped (a queue the user may not use: the
+// ERROR came 35 ms after the COMMIT's receipt, RabbitMQ 3.10.8), or never stored. Its receipt for a
+// SEND waits for the confirm.
+func commitNotStored(server string) bool {
+	return strings.HasPrefix(server, "RabbitMQ/")
 }
 
 var (
@@ -615,8 +666,9 @@ func readSTOMPAnswer(r *bufio.Reader, rc stompReceipts) (wire.Answer, error) {
 		}
 		return wire.Answer{Kind: wire.ByID, ID: id}, nil
 	case frame.ERROR:
-		rejected := publishers.Wrap(publishers.ErrRejected, fmt.Errorf("broker ERROR: %s", errorText(f)))
-		if s, named := f.Header.Contains(frame.ReceiptId); named {
+		s, named := f.Header.Contains(frame.ReceiptId)
+		rejected := publishers.Wrap(publishers.ErrRejected, &sendError{text: errorText(f), named: named})
+		if named {
 			id, err := rc.parse(s)
 			if err != nil {
 				return wire.Answer{}, err

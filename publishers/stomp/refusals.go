@@ -1,0 +1,72 @@
+package stomp
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mqtarget/mqtarget/publishers"
+)
+
+// A STOMP broker answers a SEND it refuses with an ERROR and closes the connection (the protocol
+// says so). A destination refused for want of permission is refused the same way each time, so each
+// request to it would cost a connection, and the requests to other destinations on that connection
+// would wait for a redial: such a destination is remembered per host (publishers.Refusals) and
+// refused without being sent until then.
+
+// permissionWords are what the brokers say when they refuse a SEND for want of permission, lower
+// case: RabbitMQ's access_refused, Artemis' "User: x does not have permission='SEND' on address y",
+// ActiveMQ Classic's "User x is not authorized to write to: queue://y".
+var permissionWords = []string{"access_refused", "access refused", "does not have permission", "not authorized", "not authorised"}
+
+// sendError is an ERROR frame's refusal; named: it named the receipt of the request it refused (else
+// it refused every request outstanding, and only its words may tell which one caused it: RabbitMQ
+// names no receipt).
+type sendError struct {
+	text  string
+	named bool
+}
+
+func (e *sendError) Error() string { return "broker ERROR: " + e.text }
+
+// refusedBefore is the error of a publish to topic on host while the broker's refusal of it is
+// remembered; nil otherwise.
+func (p *Publisher) refusedBefore(host int, topic string) error {
+	if host < 0 || host >= len(p.refused) {
+		return nil
+	}
+	why, ago, ok := p.refused[host].Get(topic)
+	if !ok {
+		return nil
+	}
+	return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("stomp %s: %q not sent: the broker refused it for want of permission %v ago (%s); it is refused unsent for %v after each refusal",
+		p.pool.Addrs[host], p.cfg.Prefix+topic, ago.Round(time.Millisecond), why, publishers.RefusalFor))
+}
+
+// noteRefusal remembers topic on host when err is the broker's ERROR refusing a SEND to topic for
+// want of permission: one that named the SEND's receipt, or whose words name topic.
+func (p *Publisher) noteRefusal(host int, topic string, err error) {
+	var se *sendError
+	if err == nil || host < 0 || host >= len(p.refused) || !errors.As(err, &se) || (!se.named && !namesTopic(se.text, topic)) {
+		return
+	}
+	text := strings.ToLower(se.text)
+	for _, w := range permissionWords {
+		if strings.Contains(text, w) {
+			p.refused[host].Add(topic, se.text)
+			return
+		}
+	}
+}
+
+// namesTopic reports whether text names topic as a word of its own: RabbitMQ's "access to queue
+// 'orders' in vhost '/' refused", Artemis' "on address orders", ActiveMQ's "write to: queue://orders".
+func namesTopic(text, topic string) bool {
+	for _, w := range strings.FieldsFunc(text, func(r rune) bool { return strings.ContainsRune(" \t'\"`,;:=/()[]", r) }) {
+		if w == topic || strings.TrimSuffix(w, ".") == topic {
+			return true
+		}
+	}
+	return false
+}
