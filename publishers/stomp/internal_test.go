@@ -456,7 +456,8 @@ func TestSTOMPRefusalRemembered(t *testing.T) {
 		remember bool
 	}{
 		{"RabbitMQ", false, "access_refused", "ACCESS_REFUSED - access to queue 'secret' in vhost '/' refused for user 'u'", true},
-		{"Artemis", true, "AMQ229032: User: u does not have permission='SEND' on address secret", "", true},
+		{"Artemis", true, "AMQ229032 User u does not have permission='CREATE_ADDRESS' on address secret", "", true},
+		{"Artemis, an address that exists", true, "AMQ339011 Error sending message CoreMessage[messageID=192, address=secret]@220888076", "", false},
 		{"ActiveMQ Classic", true, "User u is not authorized to write to: queue://secret", "", true},
 		{"another destination named", false, "access_refused", "ACCESS_REFUSED - access to queue 'secret.eu' in vhost '/' refused for user 'u'", false},
 		{"not a permission", true, "AMQ229216: Invalid queue name: secret", "", false},
