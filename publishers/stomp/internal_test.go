@@ -523,3 +523,24 @@ func testwaitPublish(t *testing.T, p *Publisher, topic string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestErrorText: an ERROR's words are its message header and, when short and saying something else,
+// its body; a body that repeats the header, however punctuated, is left out.
+func TestErrorText(t *testing.T) {
+	for _, tc := range []struct{ name, message, body, want string }{
+		{"header only", "access_refused", "", "access_refused"},
+		{"body adds", "access_refused", "ACCESS_REFUSED - access to queue 'q' refused\n", "access_refused: ACCESS_REFUSED - access to queue 'q' refused"},
+		{"body repeats", "bad credentials", "bad credentials\n", "bad credentials"},
+		{"Artemis repeats, punctuated", "AMQ229032 User u does not have permission='CREATE_ADDRESS' on address q",
+			"AMQ229032: User: u does not have permission='CREATE_ADDRESS' on address q", "AMQ229032 User u does not have permission='CREATE_ADDRESS' on address q"},
+		{"long body left out", "failed", strings.Repeat("x", 600), "failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := frame.New(frame.ERROR, frame.Message, tc.message)
+			f.Body = []byte(tc.body)
+			if got := errorText(f); got != tc.want {
+				t.Errorf("errorText = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

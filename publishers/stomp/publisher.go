@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/go-stomp/stomp/v3/frame"
@@ -583,11 +584,22 @@ func negotiate(send, recv time.Duration, header string) (heartBeats, error) {
 // errorText is what an ERROR frame says: its message header, then its body when short and different.
 func errorText(f *frame.Frame) string {
 	msg := f.Header.Get(frame.Message)
-	// Artemis repeats the message header in the body: said once.
-	if body := strings.TrimSpace(string(f.Body)); body != "" && len(body) < 512 && body != strings.TrimSpace(msg) {
+	// Artemis repeats the message header in the body, punctuated differently ("AMQ229032 User x …" and
+	// "AMQ229032: User: x …"): said once.
+	if body := strings.TrimSpace(string(f.Body)); body != "" && len(body) < 512 && letters(body) != letters(msg) {
 		msg += ": " + body
 	}
 	return msg
+}
+
+// letters is s with only its letters and digits, for comparing two wordings of one message.
+func letters(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return r
+		}
+		return -1
+	}, s)
 }
 
 // Close closes every connection, failing what is still pending so every callback runs, and waits for
