@@ -1,6 +1,7 @@
 package publishers
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,4 +72,15 @@ func (r *Refusals) Get(key string) (why string, ago time.Duration, ok bool) {
 func (r *Refusals) Has(key string) bool {
 	_, _, ok := r.Get(key)
 	return ok
+}
+
+// Refused is the error of a publish to key while its refusal is remembered, nil otherwise: broker and
+// addr name where it would have gone, key what.
+func (r *Refusals) Refused(key, broker, addr string) error {
+	why, ago, ok := r.Get(key)
+	if !ok {
+		return nil
+	}
+	return Wrap(ErrRejected, fmt.Errorf("%s %s: %q not sent: the broker refused it for want of permission %v ago (%s); it is refused unsent for %v after each refusal",
+		broker, addr, key, ago.Round(time.Millisecond), why, RefusalFor))
 }

@@ -81,6 +81,16 @@ func TestIntegrationAuth(t *testing.T) {
 		if !errors.Is(err, publishers.ErrRejected) || !strings.Contains(err.Error(), "E_UNAUTHORIZED") {
 			t.Fatalf("Publish to a topic the secret may not publish to: %v, want ErrRejected naming E_UNAUTHORIZED", err)
 		}
+		// Remembered: refused again without being sent (nsqd would close another connection), each way.
+		for what, err := range map[string]error{
+			"Publish":      p.Publish(ctx(t), 0, "forbidden_topic", []byte("refused")),
+			"PublishBatch": p.PublishBatch(ctx(t), 0, "forbidden_topic", [][]byte{[]byte("a"), []byte("b")}),
+			"PublishAsync": p.PublishAsync(0, "forbidden_topic", []byte("refused"), func(error) { t.Error("PublishAsync's done ran for a refusal") }),
+		} {
+			if !errors.Is(err, publishers.ErrRejected) || !strings.Contains(err.Error(), "not sent") || !strings.Contains(err.Error(), "E_UNAUTHORIZED") {
+				t.Errorf("%s to the refused topic again: %v, want ErrRejected, not sent, naming E_UNAUTHORIZED", what, err)
+			}
+		}
 		// The connection nsqd closed is replaced.
 		testwait.Until(t, 5*time.Second, "a publish after the refusal", func() error { return p.Publish(ctx(t), 0, topic, []byte("five")) })
 		if err := p.Ping(ctx(t), 0); err != nil {

@@ -80,3 +80,21 @@ func TestNSQConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestUnauthorizedTopic: the topic is read from nsqd's E_UNAUTHORIZED words (CheckAuth's %q); any
+// other error names none.
+func TestUnauthorizedTopic(t *testing.T) {
+	for _, tc := range []struct{ name, reason, want string }{
+		{"PUB", `E_UNAUTHORIZED AUTH failed for PUB on "orders" ""`, "orders"},
+		{"MPUB", `E_UNAUTHORIZED AUTH failed for MPUB on "orders#ephemeral" ""`, "orders#ephemeral"},
+		{"no authorizations", "E_UNAUTHORIZED AUTH no authorizations found", ""},
+		{"another error", `E_BAD_TOPIC PUB topic name "a b" is not valid`, ""},
+		{"unquoted", "E_UNAUTHORIZED AUTH failed for PUB on orders", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := unauthorizedTopic(tc.reason); got != tc.want {
+				t.Errorf("unauthorizedTopic(%q) = %q, want %q", tc.reason, got, tc.want)
+			}
+		})
+	}
+}

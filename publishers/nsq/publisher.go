@@ -109,6 +109,10 @@ type Publisher struct {
 	sizes      nsqSizes             // each nsqd's message size limit, probed at most once a minute
 	pings      publishers.PingLimit // Ping's connections: one per host and pingReuse
 	proto      *publishers.ProtocolErrors
+	// refused: per host, topics nsqd refused (E_UNAUTHORIZED), shared by the hosts of one address
+	// (byAddr, which the connections' readers fill: refusals.go)
+	refused []*publishers.Refusals
+	byAddr  map[string]*publishers.Refusals
 }
 
 // Timings of the connection handling.
@@ -137,6 +141,7 @@ func New(c Config, log *slog.Logger) (*Publisher, error) {
 	}
 	log = publishers.LimitLog(log) // a failing nsqd must not flood the log (lograte)
 	p := &Publisher{dial: c.DialTimeout, tls: tc, secret: string(c.AuthSecret), log: log, coalesce: c.Coalesce, proto: publishers.NewProtocolErrors("nsq", c.Hosts, log)}
+	p.refused, p.byAddr = newRefusals(c.Hosts)
 	p.pool = publishers.NewPool("nsq", c.Hosts, c.ProducersPerHost, p.connect)
 	p.pool.Log = log
 	return p, nil
@@ -161,6 +166,9 @@ func validateNSQTopic(name string) error {
 
 // Publish implements Publisher with PUB, or through a coalescer with nsq.coalesce.
 func (p *Publisher) Publish(ctx context.Context, host int, topic string, body []byte) error {
+	if err := p.refusedBefore(host, topic); err != nil {
+		return err
+	}
 	if p.coalesce {
 		return p.publishCoalesced(ctx, host, topic, body)
 	}
@@ -169,6 +177,9 @@ func (p *Publisher) Publish(ctx context.Context, host int, topic string, body []
 
 // PublishBatch implements Publisher with one MPUB.
 func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
+	if err := p.refusedBefore(host, topic); err != nil {
+		return err
+	}
 	return publishers.Await(ctx, func(done func(error)) error { return p.send(ctx, host, topic, nil, bodies, done) })
 }
 
@@ -176,6 +187,9 @@ func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bo
 // While host's connection is being made the publish waits for it on the pool's goroutine.
 func (p *Publisher) PublishAsync(host int, topic string, body []byte, done func(error)) error {
 	if err := checkNSQTopicFraming(host, topic); err != nil {
+		return err
+	}
+	if err := p.refusedBefore(host, topic); err != nil {
 		return err
 	}
 	if conn, ok := p.pool.Ready(host); ok {
@@ -274,9 +288,20 @@ func (p *Publisher) connect(ctx context.Context, addr string) (*nsqConn, error) 
 		}
 	}
 	c := &nsqConn{maxMsg: limit}
+	refused := p.byAddr[addr]
+	read := func(r *bufio.Reader) (wire.Answer, error) {
+		a, err := readNSQAnswer(r)
+		var pe nsq.ErrProtocol
+		if a.Err != nil && errors.As(a.Err, &pe) && refused != nil {
+			if topic := unauthorizedTopic(pe.Reason); topic != "" {
+				refused.Add(topic, pe.Reason)
+			}
+		}
+		return a, err
+	}
 	c.Conn = wire.New(netConn, wire.Config{
 		Name:          "nsq",
-		Read:          c.Marking(readNSQAnswer),
+		Read:          c.Marking(read),
 		MaxWait:       nsqMaxWait,
 		StallGrace:    nsqStallGrace,
 		IdleTimeout:   nsqReadTimeout,

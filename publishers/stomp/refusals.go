@@ -2,11 +2,7 @@ package stomp
 
 import (
 	"errors"
-	"fmt"
 	"strings"
-	"time"
-
-	"github.com/mqtarget/mqtarget/publishers"
 )
 
 // A STOMP broker answers a SEND it refuses with an ERROR and closes the connection (the protocol
@@ -38,12 +34,7 @@ func (p *Publisher) refusedBefore(host int, topic string) error {
 	if host < 0 || host >= len(p.refused) {
 		return nil
 	}
-	why, ago, ok := p.refused[host].Get(topic)
-	if !ok {
-		return nil
-	}
-	return publishers.Wrap(publishers.ErrRejected, fmt.Errorf("stomp %s: %q not sent: the broker refused it for want of permission %v ago (%s); it is refused unsent for %v after each refusal",
-		p.pool.Addrs[host], p.cfg.Prefix+topic, ago.Round(time.Millisecond), why, publishers.RefusalFor))
+	return p.refused[host].Refused(topic, "stomp", p.pool.Addrs[host])
 }
 
 // noteRefusal remembers topic on host when err is the broker's ERROR refusing a SEND to topic for
