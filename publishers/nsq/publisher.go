@@ -291,11 +291,8 @@ func (p *Publisher) connect(ctx context.Context, addr string) (*nsqConn, error) 
 	refused := p.byAddr[addr]
 	read := func(r *bufio.Reader) (wire.Answer, error) {
 		a, err := readNSQAnswer(r)
-		var pe nsq.ErrProtocol
-		if a.Err != nil && errors.As(a.Err, &pe) && refused != nil {
-			if topic := unauthorizedTopic(pe.Reason); topic != "" {
-				refused.Add(topic, pe.Reason)
-			}
+		if a.Err != nil && refused != nil {
+			noteUnauthorized(refused, a.Err) // its own function: its error target would go to the heap on every read
 		}
 		return a, err
 	}

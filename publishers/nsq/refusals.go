@@ -1,8 +1,11 @@
 package nsq
 
 import (
+	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/nsqio/go-nsq"
 
 	"github.com/mqtarget/mqtarget/publishers"
 )
@@ -57,4 +60,14 @@ func (p *Publisher) refusedBefore(host int, topic string) error {
 		return nil
 	}
 	return p.refused[host].Refused(topic, "nsqd", p.pool.Addrs[host])
+}
+
+// noteUnauthorized remembers the topic when err is nsqd's E_UNAUTHORIZED naming one.
+func noteUnauthorized(refused *publishers.Refusals, err error) {
+	var pe nsq.ErrProtocol
+	if errors.As(err, &pe) {
+		if topic := unauthorizedTopic(pe.Reason); topic != "" {
+			refused.Add(topic, pe.Reason)
+		}
+	}
 }

@@ -40,8 +40,14 @@ func (p *Publisher) refusedBefore(host int, topic string) error {
 // noteRefusal remembers topic on host when err is the broker's ERROR refusing a SEND to topic for
 // want of permission: one that named the SEND's receipt, or whose words name topic.
 func (p *Publisher) noteRefusal(host int, topic string, err error) {
+	if err != nil && host >= 0 && host < len(p.refused) {
+		p.noteError(host, topic, err) // its own function: its error target would go to the heap on every call
+	}
+}
+
+func (p *Publisher) noteError(host int, topic string, err error) {
 	var se *sendError
-	if err == nil || host < 0 || host >= len(p.refused) || !errors.As(err, &se) || (!se.named && !namesTopic(se.text, topic)) {
+	if !errors.As(err, &se) || (!se.named && !namesTopic(se.text, topic)) {
 		return
 	}
 	text := strings.ToLower(se.text)
