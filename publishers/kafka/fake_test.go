@@ -51,6 +51,9 @@ type fakeBroker struct {
 	// lagging is how many more metadata answers say a named topic does not exist: a broker that has
 	// not caught up with a topic just created elsewhere
 	lagging atomic.Int32
+	// denied, when set before the broker is used, is a topic its metadata answers with
+	// TOPIC_AUTHORIZATION_FAILED (an ACL that refuses the user)
+	denied string
 	// advertised, when set, is the address its metadata names for it (a front that relays to it)
 	advertised atomic.Pointer[string]
 	// held, when set, holds every metadata answer that names a topic until it is closed: a topic
@@ -330,6 +333,11 @@ func (fc *fakeConn) answer(req kmsg.Request) (kmsg.Response, bool) {
 		for _, rt := range req.(*kmsg.MetadataRequest).Topics {
 			t := kmsg.NewMetadataResponseTopic()
 			t.Topic = rt.Topic
+			if rt.Topic != nil && *rt.Topic == f.denied && f.denied != "" {
+				t.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				r.Topics = append(r.Topics, t)
+				continue
+			}
 			if f.lagging.Load() > 0 && f.lagging.Add(-1) >= 0 {
 				t.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				r.Topics = append(r.Topics, t)

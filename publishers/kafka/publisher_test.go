@@ -385,3 +385,38 @@ func TestBatchNotYetKnown(t *testing.T) {
 		})
 	}
 }
+
+// TestTopicNotAuthorized: a topic an ACL refuses the user is rejected (502) naming Kafka's
+// TOPIC_AUTHORIZATION_FAILED, never acknowledged and not waited for until the deadline (a timeout):
+// refused in the topic's metadata, or in the produce answer of a topic the metadata showed.
+func TestTopicNotAuthorized(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		metadata bool // refused in the metadata, else in the produce answer
+	}{{"metadata", true}, {"produce", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, p := fakePublisher(t, pt.Honest, 0)
+			defer p.Close()
+			if tc.metadata {
+				f.denied = "denied"
+			} else {
+				f.refuseCode = kerr.TopicAuthorizationFailed.Code
+				f.refuse.Store(1000)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for what, err := range map[string]error{
+				"Publish":      p.Publish(ctx, 0, "denied", []byte("d1")),
+				"PublishBatch": p.PublishBatch(ctx, 0, "denied", [][]byte{[]byte("d2"), []byte("d3")}),
+			} {
+				if !errors.Is(err, publishers.ErrRejected) || errors.Is(err, publishers.ErrTimeout) || !strings.Contains(err.Error(), "TOPIC_AUTHORIZATION_FAILED") {
+					t.Errorf("%s: %v, want rejected naming TOPIC_AUTHORIZATION_FAILED", what, err)
+				}
+				t.Logf("%s: %v", what, err)
+			}
+			if n := len(f.Stored()); n != 0 {
+				t.Errorf("the broker stored %d records of refused publishes", n)
+			}
+		})
+	}
+}
