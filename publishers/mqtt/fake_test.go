@@ -344,7 +344,9 @@ func misbehaving(t *testing.T, f *fakeBroker, tc misbehavingCase) {
 		err := p.Publish(ctx, 0, "t", []byte("m"))
 		took := time.Since(start)
 		cancel()
-		if took > deadline+200*time.Millisecond {
+		// The slack is for a busy machine (a CI run with every broker's JVM on 2 cores took 937 ms);
+		// a publish held until the connection to the frozen broker is dropped would take seconds.
+		if took > deadline+400*time.Millisecond {
 			t.Errorf("publish %d took %v, past its deadline %v", i, took, deadline)
 		}
 		switch {
