@@ -242,7 +242,8 @@ func (p *Publisher) Publish(ctx context.Context, host int, topic string, body []
 }
 
 // PublishBatch implements Publisher with a transaction: BEGIN, one SEND per body, COMMIT with a receipt,
-// all queued at once. The broker acknowledges the commit once every message is in.
+// all queued at once. The broker acknowledges the commit once every message is in; RabbitMQ, which
+// answers COMMIT before that (commitNotStored), gets one SEND with a receipt per body instead.
 func (p *Publisher) PublishBatch(ctx context.Context, host int, topic string, bodies [][]byte) error {
 	if err := p.refusedBefore(host, topic); err != nil {
 		return err
