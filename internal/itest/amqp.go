@@ -141,6 +141,10 @@ func (h *AMQP) BadLogin(cfg *config.Config) bool {
 		u.User = url.UserPassword(u.User.Username(), pass+"-wrong")
 		cfg.AMQP.URLs = append(cfg.AMQP.URLs, u.String())
 	}
+	// Shorter than PublishTimeout (2 s, the dial timeout's default): a publish that waits for a redial
+	// RabbitMQ answers slowly (a CI run on 2 busy cores) gets the dial's failure, 503, before its own
+	// deadline's 504.
+	cfg.AMQP.DialTimeout = time.Second
 	return true
 }
 
