@@ -37,6 +37,8 @@ type fakeRocketMQ struct {
 	// UPDATE_AND_CREATE_TOPIC; negative: never answered.
 	routeDelay, createDelay time.Duration
 	creates                 atomic.Int32 // UPDATE_AND_CREATE_TOPIC requests the broker got
+	// holdRoutes, once set, leaves every later topic route request unanswered
+	holdRoutes atomic.Bool
 }
 
 // hold delays an answer by d; false: never answer (d negative).
@@ -179,7 +181,7 @@ func (f *fakeRocketMQ) serveNameServer(c *publishertest.FakeConn) {
 		case fakeRMQClusterInfo:
 			body = `{"brokerAddrTable":{"fake-a":` + brokerData + `},"clusterAddrTable":{"fake":["fake-a"]}}`
 		case fakeRMQRouteInfo:
-			if !hold(f.routeDelay) {
+			if !hold(f.routeDelay) || f.holdRoutes.Load() {
 				continue
 			}
 			body = `{"queueDatas":[{"brokerName":"fake-a","readQueueNums":4,"writeQueueNums":4,"perm":6}],"brokerDatas":[` + brokerData + `]}`
