@@ -148,7 +148,7 @@ func (h *hostConn) onError(err error) {
 	switch {
 	case !v.subscribe:
 		h.perms.denied.Add(v.subject, "permissions violation")
-		h.failSubject(v.subject, h.deniedErr(v.subject))
+		h.failWhere(func(w *waiting) bool { return w.subject == v.subject }, h.deniedErr(v.subject))
 	case h.reply != "" && v.subject == h.reply+"*":
 		msg := fmt.Sprintf("the server refused mqtarget's subscription to its reply subject %q (permissions violation): "+
 			"JetStream's PubAcks cannot come back; let the user subscribe to _INBOX.>", v.subject)
@@ -181,25 +181,6 @@ func (h *hostConn) replyErr() error {
 		return nil
 	}
 	return publishers.Wrap(publishers.ErrUnavailable, fmt.Errorf("nats.servers[%d] %s: %s", h.host, h.addr, *msg))
-}
-
-// failSubject fails every publish pending to subject with err.
-func (h *hostConn) failSubject(subject string, err error) {
-	h.mu.Lock()
-	var ws []*waiting
-	for t, w := range h.pending {
-		if w.subject == subject {
-			delete(h.pending, t)
-			if w.timer != nil {
-				w.timer.Stop()
-			}
-			ws = append(ws, w)
-		}
-	}
-	h.mu.Unlock()
-	for _, w := range ws {
-		w.done(err)
-	}
 }
 
 // roundTripMark is what a core NATS publish notes before it is written, to tell afterwards whether

@@ -663,10 +663,16 @@ func (h *hostConn) forget(tokens []uint64) int {
 }
 
 // failAll fails every pending answer with err (Close).
-func (h *hostConn) failAll(err error) {
+func (h *hostConn) failAll(err error) { h.failWhere(nil, err) }
+
+// failWhere fails each pending answer that match accepts (nil: every one) with err.
+func (h *hostConn) failWhere(match func(*waiting) bool, err error) {
 	h.mu.Lock()
 	var ws []*waiting
 	for t, w := range h.pending {
+		if match != nil && !match(w) {
+			continue
+		}
 		delete(h.pending, t)
 		if w.timer != nil {
 			w.timer.Stop()
