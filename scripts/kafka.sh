@@ -31,6 +31,9 @@
 #   KAFKA_SASL_PORT        [unset: none]  broker K also listens with SASL (SASL_PLAINTEXT) on KAFKA_SASL_PORT+K:
 #                          mechanisms PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, one user for all three; its
 #                          password is written to $KAFKA_DATA/sasl/password (mqtarget's kafka.sasl_password_file)
+#                          With it every node runs Kafka's StandardAuthorizer: a resource without ACLs is
+#                          open to everyone, ANONYMOUS (the plain listeners) is a super user, so ACLs added
+#                          over the plain listener can refuse SASL users a topic
 #   KAFKA_SASL_USER        [mqtarget]         that user (letters, digits, . _ -)
 #   KAFKA_SASL_PASSWORD    [mqtarget-secret]  its password (letters, digits, . _ -); test use only
 #   KAFKA_HEAP             [256m]  -Xmx and -Xms of each node
@@ -249,6 +252,13 @@ properties() {
     echo "controller.listener.names=CONTROLLER"
     echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
     echo "log.dirs=$home/data"
+    if [[ -n $SASL_PORT ]]; then
+      # ACLs, so a test can refuse the SASL user a topic: a resource without ACLs stays open to every
+      # principal, and ANONYMOUS (every plain listener: clients, brokers, the controller) may do anything
+      echo "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+      echo "allow.everyone.if.no.acl.found=true"
+      echo "super.users=User:ANONYMOUS"
+    fi
     if [[ $node == controller ]]; then
       echo "process.roles=controller"
       echo "node.id=$CONTROLLER_ID"

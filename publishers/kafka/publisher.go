@@ -339,9 +339,10 @@ func (p *Publisher) send(ctx context.Context, host int, topic string, bodies [][
 // caller holds gate for reading and found the publisher open; q is registered.
 func (p *Publisher) produce(q *pending, topic string, part int32, bodies [][]byte, at time.Time) {
 	host := q.host
-	promise := func(_ *kgo.Record, err error) {
+	promise := func(r *kgo.Record, err error) {
 		if err != nil {
-			q.finish(classify(err))
+			// named as the batch path names it: /send2Topic's answer must say which topic failed
+			q.finish(classify(fmt.Errorf("kafka: produce to %s/%d: %w", r.Topic, r.Partition, err)))
 			return
 		}
 		p.down[host].at.Store(0)
