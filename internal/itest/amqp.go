@@ -1,14 +1,10 @@
 package itest
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +14,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/mqtarget/mqtarget/config"
+	"github.com/mqtarget/mqtarget/internal/rabbitmqctl"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/amqp"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
@@ -77,52 +74,23 @@ func NewAMQP(t testing.TB) *AMQP {
 		}
 		// Most likely the vhost is missing. publishers/amqp's tests make it too, maybe at the same
 		// time: add_vhost failing because it exists is fine, set_permissions must not fail.
-		_, _ = h.ctlRun("add_vhost", vhost)
+		_, _ = h.node().Run("add_vhost", vhost)
 		h.ctl(t, "set_permissions", "-p", vhost, u.User.Username(), ".*", ".*", ".*")
 	}
 	return h
 }
 
-// ctl runs scripts/rabbitmq.sh ctl ARGS (rabbitmqctl against the node) and returns its output.
+// ctl runs rabbitmqctl ARGS against the node and returns its output.
 func (h *AMQP) ctl(t testing.TB, args ...string) string {
 	t.Helper()
-	out, err := h.ctlRun(args...)
+	out, err := h.node().Run(args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
 }
 
-func (h *AMQP) ctlRun(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "bash", append([]string{h.Ctl.Script, "ctl"}, args...)...).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("scripts/rabbitmq.sh ctl %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out), nil
-}
-
-// ctlQueues is `rabbitmqctl list_queues -p VHOST name messages` of host's vhost: messages by queue.
-func (h *AMQP) ctlQueues(host int) (map[string]int, error) {
-	out, err := h.ctlRun("list_queues", "-p", h.vhosts[host], "-q", "--no-table-headers", "name", "messages")
-	if err != nil {
-		return nil, err
-	}
-	queues := map[string]int{}
-	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
-		if line == "" {
-			continue
-		}
-		name, n, ok := strings.Cut(line, "\t")
-		v, err := strconv.Atoi(strings.TrimSpace(n))
-		if !ok || err != nil {
-			return nil, fmt.Errorf("list_queues -p %s: %q", h.vhosts[host], line)
-		}
-		queues[name] = v
-	}
-	return queues, nil
-}
+func (h *AMQP) node() rabbitmqctl.Node { return rabbitmqctl.Node{Script: h.Ctl.Script, Env: h.Ctl.Env} }
 
 func (h *AMQP) Broker() string               { return "amqp" }
 func (h *AMQP) InvalidTopic() string         { return "amq.reserved" } // the broker's own names

@@ -116,7 +116,7 @@ func runCtlLedger(t *testing.T, h *AMQP) {
 	errs := make([]error, len(hosts))
 	var wg sync.WaitGroup
 	for i := range hosts {
-		wg.Go(func() { got[i], errs[i] = h.ctlQueues(i) })
+		wg.Go(func() { got[i], errs[i] = h.node().Queues(h.vhosts[i]) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/mqtarget/mqtarget/internal/rabbitmqctl"
 	"github.com/mqtarget/mqtarget/internal/testlane"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
@@ -52,30 +53,27 @@ func integrationURLs(t *testing.T) []string {
 	return urls
 }
 
-// ctl runs scripts/rabbitmq.sh ctl ARGS and returns its output.
+// ctl runs rabbitmqctl ARGS against the node (scripts/rabbitmq.sh with the RABBITMQ_* variables of
+// the environment) and returns its output.
 func ctl(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("../../scripts/rabbitmq.sh", append([]string{"ctl"}, args...)...).CombinedOutput()
+	out, err := rabbitmqctl.Node{}.Run(args...)
 	if err != nil && args[0] != "add_vhost" {
-		t.Fatalf("scripts/rabbitmq.sh ctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatal(err)
 	}
-	return string(out)
+	return out
 }
 
 // queueMessages is how many messages queue holds in vhost, as rabbitmqctl list_queues says; -1: no
 // such queue.
 func queueMessages(t *testing.T, vhost, queue string) int {
 	t.Helper()
-	out := ctl(t, "list_queues", "-p", vhost, "-q", "--no-table-headers", "name", "messages")
-	for _, line := range strings.Split(out, "\n") {
-		name, n, ok := strings.Cut(line, "\t")
-		if ok && name == queue {
-			v, err := strconv.Atoi(strings.TrimSpace(n))
-			if err != nil {
-				t.Fatalf("list_queues: %q", line)
-			}
-			return v
-		}
+	queues, err := rabbitmqctl.Node{}.Queues(vhost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := queues[queue]; ok {
+		return n
 	}
 	return -1
 }

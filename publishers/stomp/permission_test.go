@@ -3,14 +3,13 @@ package stomp_test
 import (
 	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mqtarget/mqtarget/internal/itest"
+	"github.com/mqtarget/mqtarget/internal/rabbitmqctl"
 	"github.com/mqtarget/mqtarget/internal/testlane"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
@@ -25,33 +24,20 @@ import (
 func TestIntegrationRabbitMQPermission(t *testing.T) {
 	testlane.Lock(t, "rabbitmq") // the node other packages stop and restart
 	addr, _, _, broker := itest.RealBroker(t, "rabbitmq", "RABBITMQ")
-	ctl := func(args ...string) (string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "bash", append([]string{broker.Script, "ctl"}, args...)...)
-		cmd.Env = append(os.Environ(), broker.Env...)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	node := rabbitmqctl.Node{Script: broker.Script, Env: broker.Env}
 	const user, pass = "mqt-limited", "mqt-limited-pw"
-	_, _ = ctl("add_user", user, pass) // fails when it exists: fine
-	if out, err := ctl("set_permissions", "-p", "/", user, "^mqt-allowed.*", `^(amq\.default|mqt-allowed.*)$`, "^mqt-allowed.*"); err != nil {
-		t.Fatalf("set_permissions: %v\n%s", err, out)
+	_, _ = node.Run("add_user", user, pass) // fails when it exists: fine
+	if _, err := node.Run("set_permissions", "-p", "/", user, "^mqt-allowed.*", `^(amq\.default|mqt-allowed.*)$`, "^mqt-allowed.*"); err != nil {
+		t.Fatal(err)
 	}
-	held := func(queue string) int {
+	held := func(queue string) int { // -1: no such queue
 		t.Helper()
-		out, err := ctl("list_queues", "-p", "/", "-q", "--no-table-headers", "name", "messages")
+		queues, err := node.Queues("/")
 		if err != nil {
-			t.Fatalf("list_queues: %v\n%s", err, out)
+			t.Fatal(err)
 		}
-		for line := range strings.SplitSeq(out, "\n") {
-			if name, n, ok := strings.Cut(line, "\t"); ok && name == queue {
-				v, err := strconv.Atoi(strings.TrimSpace(n))
-				if err != nil {
-					t.Fatalf("list_queues: %q", line)
-				}
-				return v
-			}
+		if n, ok := queues[queue]; ok {
+			return n
 		}
 		return -1
 	}
@@ -107,5 +93,5 @@ func TestIntegrationRabbitMQPermission(t *testing.T) {
 	if n := held(forbidden); n > 0 {
 		t.Errorf("%s holds %d messages, none was acknowledged", forbidden, n)
 	}
-	_, _ = ctl("delete_queue", allowed)
+	_, _ = node.Run("delete_queue", allowed)
 }
