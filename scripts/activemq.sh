@@ -19,6 +19,10 @@
 #   ACTIVEMQ_STOMP_PORT     61614      (not 61613, so it can run beside Artemis)
 #   ACTIVEMQ_LOGIN          mqtarget   (STOMP login; anonymous is refused)
 #   ACTIVEMQ_PASSCODE       mqtarget
+#   ACTIVEMQ_LIMITED_LOGIN  mqt-limited  a second user, who may use only the queues and topics
+#                           mqt-allowed.> (the login above may use every destination), for tests of
+#                           publishes the broker refuses
+#   ACTIVEMQ_LIMITED_PASSCODE  mqt-limited
 #   ACTIVEMQ_HEAP           512M       (-Xmx; -Xms is ACTIVEMQ_HEAP_MIN, 128M)
 #   ACTIVEMQ_STORE_LIMIT    4 gb       (KahaDB store usage limit)
 #   ACTIVEMQ_START_TIMEOUT  90         seconds until the STOMP probe must pass
@@ -38,6 +42,8 @@ DATA=$(realpath -m -- "${ACTIVEMQ_DATA:-$MQTARGET_DATA/activemq}")
 STOMP_PORT=${ACTIVEMQ_STOMP_PORT:-61614}
 LOGIN=${ACTIVEMQ_LOGIN:-mqtarget}
 PASSCODE=${ACTIVEMQ_PASSCODE:-mqtarget}
+LIMITED_LOGIN=${ACTIVEMQ_LIMITED_LOGIN:-mqt-limited}
+LIMITED_PASSCODE=${ACTIVEMQ_LIMITED_PASSCODE:-mqt-limited}
 HEAP_MAX=${ACTIVEMQ_HEAP:-512M}
 HEAP_MIN=${ACTIVEMQ_HEAP_MIN:-128M}
 STORE_LIMIT=${ACTIVEMQ_STORE_LIMIT:-4 gb}
@@ -60,10 +66,13 @@ xml_escape() {
 
 write_config() {
   mkdir -p "$CONF" "$DATA/data" "$DATA/tmp" "$DATA/log"
-  local data login pass
+  local data login pass limited limited_pass
   data=$(xml_escape "$DATA/data")
   login=$(xml_escape "$LOGIN")
   pass=$(xml_escape "$PASSCODE")
+  limited=$(xml_escape "$LIMITED_LOGIN")
+  limited_pass=$(xml_escape "$LIMITED_PASSCODE")
+  [[ $LIMITED_LOGIN != "$LOGIN" ]] || die "ACTIVEMQ_LIMITED_LOGIN is ACTIVEMQ_LOGIN ($LOGIN): the limited user must be another"
   # Regenerated on every start; KahaDB data in data/ is kept across restarts.
   cat >"$CONF/activemq.xml.new" <<EOF
 <?xml version="1.0" encoding="UTF-8"?>
@@ -89,8 +98,25 @@ write_config() {
       <simpleAuthenticationPlugin anonymousAccessAllowed="false">
         <users>
           <authenticationUser username="$login" password="$pass" groups="users"/>
+          <authenticationUser username="$limited" password="$limited_pass" groups="limited"/>
         </users>
       </simpleAuthenticationPlugin>
+      <!-- admin: creating the destination on first use -->
+      <authorizationPlugin>
+        <map>
+          <authorizationMap>
+            <authorizationEntries>
+              <authorizationEntry queue=">" read="users" write="users" admin="users"/>
+              <authorizationEntry topic=">" read="users" write="users" admin="users"/>
+              <authorizationEntry queue="mqt-allowed.>" read="users,limited" write="users,limited" admin="users,limited"/>
+              <authorizationEntry topic="mqt-allowed.>" read="users,limited" write="users,limited" admin="users,limited"/>
+            </authorizationEntries>
+            <tempDestinationAuthorizationEntry>
+              <tempDestinationAuthorizationEntry read="users,limited" write="users,limited" admin="users,limited"/>
+            </tempDestinationAuthorizationEntry>
+          </authorizationMap>
+        </map>
+      </authorizationPlugin>
     </plugins>
     <transportConnectors>
       <transportConnector name="stomp" uri="stomp://$STOMP_HOST:$STOMP_PORT?maximumConnections=1000&amp;wireFormat.maxFrameSize=104857600"/>

@@ -21,6 +21,10 @@
 #                           certificate made in $ARTEMIS_DATA/tls (clients trust tls/ca.pem)
 #   ARTEMIS_LOGIN           mqtarget   (STOMP and core login; anonymous is refused)
 #   ARTEMIS_PASSCODE        mqtarget
+#   ARTEMIS_LIMITED_LOGIN   mqt-limited  a second user (role "limited"), who may use only the addresses
+#                           mqt-allowed.# (the login above may use every address), for tests of
+#                           publishes the broker refuses; rewritten on every start
+#   ARTEMIS_LIMITED_PASSCODE  mqt-limited
 #   ARTEMIS_HEAP            512M       (-Xmx; -Xms is ARTEMIS_HEAP_MIN, 256M)
 #   ARTEMIS_START_TIMEOUT   90         seconds until the STOMP probe must pass
 #   ARTEMIS_STOP_TIMEOUT    30         seconds between SIGTERM and SIGKILL
@@ -43,6 +47,8 @@ STOMP_PORT=${ARTEMIS_STOMP_PORT:-61613}
 CORE_PORT=${ARTEMIS_CORE_PORT:-$((STOMP_PORT + 3))}
 LOGIN=${ARTEMIS_LOGIN:-mqtarget}
 PASSCODE=${ARTEMIS_PASSCODE:-mqtarget}
+LIMITED_LOGIN=${ARTEMIS_LIMITED_LOGIN:-mqt-limited}
+LIMITED_PASSCODE=${ARTEMIS_LIMITED_PASSCODE:-mqt-limited}
 HEAP_MAX=${ARTEMIS_HEAP:-512M}
 HEAP_MIN=${ARTEMIS_HEAP_MIN:-256M}
 START_TIMEOUT=${ARTEMIS_START_TIMEOUT:-90}
@@ -140,8 +146,33 @@ configure() {
     want=3
   fi
   [[ $(grep -c '<acceptor ' "$xml") == "$want" ]] || die "unexpected acceptors in $xml"
+  limited_user
   edit "$profile" "s#-Xms[0-9]+[kKmMgG]?#-Xms$HEAP_MIN#" "-Xms$HEAP_MIN "
   edit "$profile" "s#-Xmx[0-9]+[kKmMgG]?#-Xmx$HEAP_MAX#" "-Xmx$HEAP_MAX "
+}
+
+# limited_user: the second user and its role, and the addresses the role may use (security-setting
+# mqt-allowed.#, beside the instance's "#" for role amq), rewritten on every start.
+limited_user() {
+  [[ $LIMITED_LOGIN =~ ^[A-Za-z0-9._-]+$ && $LIMITED_PASSCODE =~ ^[A-Za-z0-9._-]+$ ]] ||
+    die "ARTEMIS_LIMITED_LOGIN and ARTEMIS_LIMITED_PASSCODE: want letters, digits, . _ - (they are written into etc/)"
+  [[ $LIMITED_LOGIN != "$LOGIN" ]] || die "ARTEMIS_LIMITED_LOGIN is ARTEMIS_LOGIN ($LOGIN): the limited user must be another"
+  local users=$DATA/etc/artemis-users.properties roles=$DATA/etc/artemis-roles.properties xml=$DATA/etc/broker.xml
+  local f
+  for f in "$users" "$roles"; do
+    sed -i -E '/^# mqtarget limited user$/,+1d' "$f"
+    [[ -z $(tail -c1 "$f") ]] || echo >>"$f" # the instance's files end without a newline
+  done
+  # a plain-text password is accepted beside the login's ENC(...)
+  printf '# mqtarget limited user\n%s = %s\n' "$LIMITED_LOGIN" "$LIMITED_PASSCODE" >>"$users"
+  printf '# mqtarget limited user\nlimited = %s\n' "$LIMITED_LOGIN" >>"$roles"
+  sed -i -E '/<security-setting match="mqt-allowed\.#">/,/<\/security-setting>/d' "$xml"
+  local perms="" p
+  for p in createNonDurableQueue deleteNonDurableQueue createDurableQueue deleteDurableQueue createAddress deleteAddress consume browse send; do
+    perms+="            <permission type=\"$p\" roles=\"amq,limited\"/>\n"
+  done
+  edit "$xml" "s#^( *)<security-settings>\$#\1<security-settings>\n         <security-setting match=\"mqt-allowed.\#\">\n$perms         </security-setting>#" \
+    '<security-setting match="mqt-allowed\.#">'
 }
 
 # --- commands ---------------------------------------------------------------

@@ -1,8 +1,10 @@
 package stomp_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/mqtarget/mqtarget/internal/itest"
 	"github.com/mqtarget/mqtarget/internal/rabbitmqctl"
 	"github.com/mqtarget/mqtarget/internal/testlane"
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
 	"github.com/mqtarget/mqtarget/publishers/stomp"
@@ -30,7 +33,11 @@ func TestIntegrationRabbitMQPermission(t *testing.T) {
 	if _, err := node.Run("set_permissions", "-p", "/", user, "^mqt-allowed.*", `^(amq\.default|mqt-allowed.*)$`, "^mqt-allowed.*"); err != nil {
 		t.Fatal(err)
 	}
-	held := func(queue string) int { // -1: no such queue
+	c := stomp.DefaultConfig()
+	c.Hosts, c.Login, c.Passcode, c.VHost = []string{addr}, user, publishers.Secret(pass), "/"
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	allowed, forbidden := "mqt-allowed-"+run, "mqt-forbidden-"+run
+	checkRefusals(t, c, allowed, forbidden, "ACCESS_REFUSED", true, func(queue string) int {
 		t.Helper()
 		queues, err := node.Queues("/")
 		if err != nil {
@@ -40,16 +47,91 @@ func TestIntegrationRabbitMQPermission(t *testing.T) {
 			return n
 		}
 		return -1
-	}
+	})
+	_, _ = node.Run("delete_queue", allowed)
+}
+
+// TestIntegrationActiveMQPermission: the same against the ActiveMQ Classic scripts/test.sh starts, as
+// its limited user (scripts/activemq.sh: ACTIVEMQ_LIMITED_LOGIN, who may use only mqt-allowed.>).
+func TestIntegrationActiveMQPermission(t *testing.T) {
+	testlane.Lock(t, "activemq") // the broker other packages stop and restart
+	c, full := limitedUser(t, "activemq", "ACTIVEMQ")
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	checkRefusals(t, c, "mqt-allowed."+run, "mqt-forbidden."+run, "is not authorized to write to", true, storedBy(t, full()))
+}
+
+// TestIntegrationArtemisPermission: the same against the Artemis scripts/test.sh starts, as its limited
+// user (scripts/artemis.sh: ARTEMIS_LIMITED_LOGIN, whose role may use only mqt-allowed.#). Artemis
+// refuses creating an address with its reason (AMQ229032 "does not have permission='CREATE_ADDRESS'"),
+// remembered; a SEND to an address that exists it refuses with "AMQ339011 Error sending message" and
+// no reason: 502 each time, sent each time, nothing stored.
+func TestIntegrationArtemisPermission(t *testing.T) {
+	testlane.Lock(t, "artemis") // the broker other packages stop and restart
+	c, full := limitedUser(t, "artemis", "ARTEMIS")
+	t.Run("new address", func(t *testing.T) {
+		run := strconv.FormatInt(time.Now().UnixNano(), 36)
+		checkRefusals(t, c, "mqt-allowed."+run, "mqt-forbidden."+run, "does not have permission", true, storedBy(t, full()))
+	})
+	t.Run("address that exists", func(t *testing.T) {
+		run := strconv.FormatInt(time.Now().UnixNano(), 36)
+		forbidden := "mqt-forbidden." + run
+		// the full login makes the address and its queue (a message, consumed here)
+		made := full()
+		fc := c
+		fc.Login, fc.Passcode = made.Login, publishers.Secret(made.Passcode)
+		fp, err := stomp.New(fc, publishertest.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err = fp.Publish(ctx, 0, forbidden, []byte("made"))
+		_ = fp.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := made.Stored(t, 0, forbidden); n != 1 {
+			t.Fatalf("%s holds %d, want the 1 the full login published", forbidden, n)
+		}
+		checkRefusals(t, c, "mqt-allowed."+run, forbidden, "AMQ339011", false, storedBy(t, full()))
+	})
+}
+
+// limitedUser is a config for the limited user of the STOMP broker scripts/test.sh started as name
+// (scripts/NAME.sh makes it at every start; ENV_LIMITED_LOGIN, default mqt-limited), and harnesses on
+// the broker's full login, to count what a queue holds by consuming it.
+func limitedUser(t *testing.T, name, env string) (stomp.Config, func() *itest.STOMP) {
+	t.Helper()
+	addr, login, passcode, _ := itest.RealBroker(t, name, env)
 	c := stomp.DefaultConfig()
-	c.Hosts, c.Login, c.Passcode, c.VHost, c.DialTimeout = []string{addr}, user, publishers.Secret(pass), "/", 10*time.Second
+	c.Hosts = []string{addr}
+	c.Login = cmp.Or(os.Getenv("MQTARGET_"+env+"_LIMITED_LOGIN"), "mqt-limited")
+	c.Passcode = publishers.Secret(cmp.Or(os.Getenv("MQTARGET_"+env+"_LIMITED_PASSCODE"), "mqt-limited"))
+	return c, func() *itest.STOMP { return &itest.STOMP{Addrs: []string{addr}, Login: login, Passcode: passcode} }
+}
+
+// storedBy is what h counts a queue of its first host holding (what it consumed of it so far and what
+// is still there).
+func storedBy(t *testing.T, h *itest.STOMP) func(queue string) int {
+	return func(queue string) int {
+		t.Helper()
+		return h.Stored(t, 0, queue)
+	}
+}
+
+// checkRefusals publishes as c's user, who may use the queue allowed but not forbidden: what goes to
+// allowed is acknowledged and stored, before and after the refusals (on a new connection where the
+// broker closed the old one); a batch to forbidden answers 502 with the broker's words; then a publish
+// and an async publish to it are refused the same way, without being sent when the refusal is
+// remembered. held is what a queue holds (-1 or 0: none).
+func checkRefusals(t *testing.T, c stomp.Config, allowed, forbidden, words string, remembered bool, held func(queue string) int) {
+	t.Helper()
+	c.DialTimeout = 10 * time.Second
 	p, err := stomp.New(c, publishertest.Logger(t))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("New as %s: %v (scripts/artemis.sh and scripts/activemq.sh make that user at every start: a broker started before they did needs a restart)", c.Login, err)
 	}
 	defer p.Close()
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	allowed, forbidden := "mqt-allowed-"+run, "mqt-forbidden-"+run
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -65,27 +147,39 @@ func TestIntegrationRabbitMQPermission(t *testing.T) {
 		unsent  bool // refused without being sent: the refusal is remembered
 	}{
 		{"batch", func() error { return p.PublishBatch(ctx, 0, forbidden, [][]byte{[]byte("a"), []byte("b")}) }, false},
-		{"publish again", func() error { return p.Publish(ctx, 0, forbidden, []byte("c")) }, true},
+		{"publish again", func() error { return p.Publish(ctx, 0, forbidden, []byte("c")) }, remembered},
 		{"async again", func() error {
 			done := make(chan error, 1)
 			if err := p.PublishAsync(0, forbidden, []byte("d"), func(err error) { done <- err }); err != nil {
 				return err
 			}
 			return <-done
-		}, true},
+		}, remembered},
 	} {
 		err := tc.publish()
 		switch {
-		case !errors.Is(err, publishers.ErrRejected) || !strings.Contains(err.Error(), "ACCESS_REFUSED"):
-			t.Errorf("%s to %s: %v, want rejected with RabbitMQ's ACCESS_REFUSED", tc.name, forbidden, err)
+		case !errors.Is(err, publishers.ErrRejected) || !strings.Contains(err.Error(), words):
+			t.Errorf("%s to %s: %v, want rejected with the broker's %q", tc.name, forbidden, err, words)
 		case tc.unsent != strings.Contains(err.Error(), "not sent"):
 			t.Errorf("%s to %s: %v; refused unsent: %v, want %v", tc.name, forbidden, err, !tc.unsent, tc.unsent)
 		default:
 			t.Logf("%s: %v", tc.name, err)
 		}
 	}
-	if err := p.Publish(ctx, 0, allowed, []byte("4")); err != nil { // beside it, on a new connection
-		t.Fatalf("Publish to %s after the refusals: %v", allowed, err)
+	if remembered {
+		if err := p.Publish(ctx, 0, allowed, []byte("4")); err != nil {
+			t.Fatalf("Publish to %s after the refusals: %v", allowed, err)
+		}
+	} else {
+		// each refusal cost the connection: the host redials with backoff (a connection lost soon
+		// after it was made), answering 503 (nothing sent) until then
+		testwait.Until(t, 10*time.Second, "a publish to "+allowed+" after the refusals", func() error {
+			err := p.Publish(ctx, 0, allowed, []byte("4"))
+			if err != nil && !errors.Is(err, publishers.ErrUnavailable) {
+				t.Fatalf("Publish to %s after the refusals: %v, want success or 503 until the redial", allowed, err)
+			}
+			return err
+		})
 	}
 	if n := held(allowed); n != 4 {
 		t.Errorf("%s holds %d messages, want the 4 acknowledged", allowed, n)
@@ -93,5 +187,4 @@ func TestIntegrationRabbitMQPermission(t *testing.T) {
 	if n := held(forbidden); n > 0 {
 		t.Errorf("%s holds %d messages, none was acknowledged", forbidden, n)
 	}
-	_, _ = node.Run("delete_queue", allowed)
 }

@@ -15,7 +15,8 @@ import (
 // case: RabbitMQ's access_refused; Artemis' "AMQ229032 User x does not have permission='CREATE_ADDRESS'
 // on address y" (an address it may not create; a SEND refused on an address that exists says only
 // "AMQ339011 Error sending message …", not remembered: Artemis 2.40.0); ActiveMQ Classic's "User x
-// is not authorized to write to: queue://y" (its AuthorizationBroker).
+// is not authorized to write to: queue://y" (its AuthorizationBroker; 5.17.2). Each is checked against
+// the broker by publishers/stomp's TestIntegration*Permission.
 var permissionWords = []string{"access_refused", "access refused", "does not have permission", "not authorized", "not authorised"}
 
 // sendError is an ERROR frame's refusal; named: it named the receipt of the request it refused (else
