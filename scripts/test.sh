@@ -234,9 +234,10 @@ export MQTARGET_NATS_TEST_SERVERS="127.0.0.1:$nats_port,127.0.0.1:$((nats_port +
   MQTARGET_NATS_PIDFILES="$NATS_DATA/mqtarget-broker.pid,$RUN/nats-1/mqtarget-broker.pid" \
   MQTARGET_NATS_KILL_PIDFILE="$NATS_DATA/mqtarget-broker.pid"
 mqtt_port=${MOSQUITTO_PORT:-1883}
-start_instance mosquitto-0 mosquitto MOSQUITTO_PORT="$mqtt_port" MOSQUITTO_DATA="$RUN/mosquitto-0"
+start_instance mosquitto-0 mosquitto MOSQUITTO_PORT="$mqtt_port" MOSQUITTO_TLS_PORT=$((mqtt_port + 100)) MOSQUITTO_DATA="$RUN/mosquitto-0"
 start_instance mosquitto-1 mosquitto MOSQUITTO_PORT=$((mqtt_port + 1)) MOSQUITTO_DATA="$RUN/mosquitto-1"
-export MQTARGET_MQTT_TEST_SERVERS="127.0.0.1:$mqtt_port,127.0.0.1:$((mqtt_port + 1))"
+export MQTARGET_MQTT_TEST_SERVERS="127.0.0.1:$mqtt_port,127.0.0.1:$((mqtt_port + 1))" \
+  MQTARGET_MQTT_TEST_TLS_SERVER="127.0.0.1:$((mqtt_port + 100))" MQTARGET_MQTT_TEST_TLS_CA="$RUN/mosquitto-0/tls/ca.pem"
 rabbit_amqp="amqp://$RABBITMQ_LOGIN:$RABBITMQ_PASSCODE@127.0.0.1:${RABBITMQ_NODE_PORT:-5673}"
 export MQTARGET_AMQP_TEST_URLS="$rabbit_amqp/,$rabbit_amqp/mqt-h1"
 if [[ ${MQTARGET_AMQP_KILL:-1} == 0 ]]; then unset MQTARGET_AMQP_KILL; else export MQTARGET_AMQP_KILL=1; fi
