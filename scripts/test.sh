@@ -179,7 +179,8 @@ artemis_port=${ARTEMIS_STOMP_PORT:-61613}
 export ARTEMIS_TLS_PORT="${ARTEMIS_TLS_PORT:-$((artemis_port + 7))}" # STOMP over TLS (TestArtemisTLS)
 use_or_start artemis ARTEMIS_DATA "$artemis_port" "${ARTEMIS_CORE_PORT:-$((artemis_port + 3))}" "$ARTEMIS_TLS_PORT"
 use_or_start activemq ACTIVEMQ_DATA "${ACTIVEMQ_STOMP_PORT:-61614}"
-use_or_start rabbitmq RABBITMQ_DATA "${RABBITMQ_STOMP_PORT:-61615}" "${RABBITMQ_NODE_PORT:-5673}"
+export RABBITMQ_AMQPS_PORT="${RABBITMQ_AMQPS_PORT:-5674}" # AMQP over TLS (publishers/amqp's TestIntegrationTLS)
+use_or_start rabbitmq RABBITMQ_DATA "${RABBITMQ_STOMP_PORT:-61615}" "${RABBITMQ_NODE_PORT:-5673}" "$RABBITMQ_AMQPS_PORT"
 export MQTARGET_ARTEMIS_STOMP="127.0.0.1:$artemis_port" \
   MQTARGET_ARTEMIS_LOGIN="$ARTEMIS_LOGIN" MQTARGET_ARTEMIS_PASSCODE="$ARTEMIS_PASSCODE" \
   MQTARGET_ARTEMIS_PIDFILE="$ARTEMIS_DATA/mqtarget-broker.pid" \
@@ -239,7 +240,9 @@ start_instance mosquitto-1 mosquitto MOSQUITTO_PORT=$((mqtt_port + 1)) MOSQUITTO
 export MQTARGET_MQTT_TEST_SERVERS="127.0.0.1:$mqtt_port,127.0.0.1:$((mqtt_port + 1))" \
   MQTARGET_MQTT_TEST_TLS_SERVER="127.0.0.1:$((mqtt_port + 100))" MQTARGET_MQTT_TEST_TLS_CA="$RUN/mosquitto-0/tls/ca.pem"
 rabbit_amqp="amqp://$RABBITMQ_LOGIN:$RABBITMQ_PASSCODE@127.0.0.1:${RABBITMQ_NODE_PORT:-5673}"
-export MQTARGET_AMQP_TEST_URLS="$rabbit_amqp/,$rabbit_amqp/mqt-h1"
+export MQTARGET_AMQP_TEST_URLS="$rabbit_amqp/,$rabbit_amqp/mqt-h1" \
+  MQTARGET_AMQP_TEST_TLS_URL="amqps://$RABBITMQ_LOGIN:$RABBITMQ_PASSCODE@127.0.0.1:$RABBITMQ_AMQPS_PORT/" \
+  MQTARGET_AMQP_TEST_TLS_CA="$RABBITMQ_DATA/tls/ca.pem"
 if [[ ${MQTARGET_AMQP_KILL:-1} == 0 ]]; then unset MQTARGET_AMQP_KILL; else export MQTARGET_AMQP_KILL=1; fi
 
 step "checks"
