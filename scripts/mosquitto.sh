@@ -96,7 +96,14 @@ keyfile $DATA/tls/server.key"
     id mosquitto >/dev/null 2>&1 || die "user mosquitto missing: is the mosquitto package broken?"
     chown mosquitto: "$DATA/data"
     if [[ -n $LOGIN ]]; then chown mosquitto: "$DATA/passwd"; fi
-    if [[ -n $TLS_PORT ]]; then chown -R mosquitto: "$DATA/tls"; fi # the key is read as that user too
+    if [[ -n $TLS_PORT ]]; then
+      chown -R mosquitto: "$DATA/tls"
+      # mosquitto loads its certificate after dropping to that user: every directory above must let it by
+      runuser -u mosquitto -- test -r "$DATA/tls/server.key" ||
+        die "the mosquitto user cannot reach $DATA/tls (a directory above it lacks o+x): choose a MOSQUITTO_DATA it can reach, or chmod o+x the directories above"
+    fi
+    runuser -u mosquitto -- test -w "$DATA/data" ||
+      log "warning: the mosquitto user cannot reach $DATA/data (a directory above it lacks o+x): its persistence file will not be written"
     user="user mosquitto"
   fi
   cat >"$CONF.new" <<EOF

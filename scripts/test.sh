@@ -80,6 +80,7 @@ scripts/nats.sh build >/dev/null
 
 step "brokers"
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/mqtarget-test.XXXXXX")
+chmod o+x "$RUN" # brokers that drop to a user of their own (mosquitto) reach their data dirs in it
 mkdir -p "$RUN/logs" "$RUN/tmp"
 export MQTARGET_DATA=$RUN
 started=()
