@@ -15,7 +15,7 @@ var Broker = &publishers.Broker{
 	// Consumers of a queue share its messages; ConsumerOptions.Group names nothing. The integration
 	// tests read MQTARGET_AMQP_TEST_URLS (not MQTARGET_AMQP_URLS, which would turn AMQP on in every
 	// mqtarget the other tests start) and MQTARGET_AMQP_KILL.
-	Env: []string{"AMQP_TEST_URLS", "AMQP_KILL"},
+	Env: []string{"AMQP_TEST_URLS", "AMQP_TEST_TLS_URL", "AMQP_TEST_TLS_CA", "AMQP_KILL"},
 	Hooks: publishers.Hooks{
 		Default: func() any { return DefaultConfig() },
 		// The URLs hold passwords: Open needs them; what is shown is the publisher's Hosts.

@@ -14,7 +14,7 @@ var Broker = &publishers.Broker{
 	Name:     "mqtt",
 	AddrsKey: "servers",
 	Batch:    "one PUBLISH per message, acknowledged together (MQTT has no batch)",
-	Env:      []string{"MQTT_TEST_SERVERS"},
+	Env:      []string{"MQTT_TEST_SERVERS", "MQTT_TEST_TLS_SERVER", "MQTT_TEST_TLS_CA"},
 	Hooks: publishers.Hooks{
 		Default:  func() any { return DefaultConfig() },
 		Addrs:    func(sec any) []string { return sec.(*Config).Servers },
