@@ -173,7 +173,8 @@ func TestIntegrationLedger(t *testing.T) {
 
 // TestIntegrationRefusals: what RabbitMQ refuses answers ErrRejected and publishing goes on: a message
 // no queue takes (mandatory, its queue deleted behind mqtarget's back), a queue declared with the
-// other durability, a reserved name.
+// other durability, a reserved name, a full queue (max-length with overflow reject-publish: its
+// basic.nack; the queue holds what was acknowledged).
 func TestIntegrationRefusals(t *testing.T) {
 	testlane.Lock(t, "rabbitmq") // the real brokers other packages stop and freeze too
 	urls := integrationURLs(t)
@@ -205,6 +206,26 @@ func TestIntegrationRefusals(t *testing.T) {
 	}
 	if got := queueMessages(t, srv.vhost, q); got != 1 {
 		t.Fatalf("%s holds %d, want 1", q, got)
+	}
+
+	full := freshName("mqt-full")
+	ctl(t, "set_policy", "-p", srv.vhost, "--apply-to", "queues", full, "^"+full+"$", `{"max-length":2,"overflow":"reject-publish"}`)
+	defer ctl(t, "clear_policy", "-p", srv.vhost, full)
+	acked := 0
+	for i := range 4 {
+		err := p.Publish(ctxT(t, 5*time.Second), 0, full, []byte("x"))
+		switch {
+		case err == nil:
+			acked++
+		case !errors.Is(err, publishers.ErrRejected) || !strings.Contains(err.Error(), "basic.nack"):
+			t.Fatalf("publish %d to a full queue: %v, want rejected naming basic.nack", i, err)
+		}
+	}
+	if err := p.PublishBatch(ctxT(t, 5*time.Second), 0, full, [][]byte{[]byte("b1"), []byte("b2")}); !errors.Is(err, publishers.ErrRejected) {
+		t.Fatalf("batch to a full queue: %v, want rejected", err)
+	}
+	if got := queueMessages(t, srv.vhost, full); acked != 2 || got != acked {
+		t.Fatalf("full queue: %d acknowledged, %d held; want 2 and 2", acked, got)
 	}
 }
 

@@ -51,6 +51,74 @@ func TestIntegrationRabbitMQPermission(t *testing.T) {
 	_, _ = node.Run("delete_queue", allowed)
 }
 
+// TestIntegrationRabbitMQQueueFull: a queue RabbitMQ refuses messages to (max-length with overflow
+// reject-publish) never gets a 200 for a message it did not store. RabbitMQ 3.10.8's STOMP adapter does
+// not answer such a SEND: its connection process crashes on the publish's basic.nack (function_clause,
+// in its log) and the connection ends, so the refused publishes fail as unavailable (their outcome is
+// unknown to mqtarget); a broker that answers with an ERROR would make them rejected. The queue holds
+// exactly what was acknowledged, and a publish elsewhere goes through once the host redialled.
+func TestIntegrationRabbitMQQueueFull(t *testing.T) {
+	testlane.Lock(t, "rabbitmq") // the node other packages stop and restart
+	addr, login, passcode, broker := itest.RealBroker(t, "rabbitmq", "RABBITMQ")
+	node := rabbitmqctl.Node{Script: broker.Script, Env: broker.Env}
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	full, other := "mqt-full-"+run, "mqt-other-"+run
+	if _, err := node.Run("set_policy", "--apply-to", "queues", full, "^"+full+"$", `{"max-length":2,"overflow":"reject-publish"}`); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_, _ = node.Run("clear_policy", full)
+		_, _ = node.Run("delete_queue", full)
+		_, _ = node.Run("delete_queue", other)
+	}()
+	c := stomp.DefaultConfig()
+	c.Hosts, c.Login, c.Passcode, c.VHost, c.DialTimeout = []string{addr}, login, publishers.Secret(passcode), "/", 10*time.Second
+	p, err := stomp.New(c, publishertest.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	acked := 0
+	for i := range 4 {
+		// each refusal ends the connection: wait for the redial (503, nothing sent) before the next
+		var err error
+		testwait.Until(t, 10*time.Second, "a publish to "+full+" on a live connection", func() error {
+			err = p.Publish(ctx, 0, full, []byte("x"))
+			if err != nil && strings.Contains(err.Error(), "redialling") {
+				return err
+			}
+			return nil
+		})
+		switch {
+		case err == nil:
+			acked++
+		case errors.Is(err, publishers.ErrUnavailable), errors.Is(err, publishers.ErrRejected):
+			t.Logf("publish %d: %v", i, err)
+		default:
+			t.Fatalf("publish %d to a full queue: %v, want success, unavailable or rejected", i, err)
+		}
+	}
+	if acked != 2 {
+		t.Errorf("%d publishes to a queue of max-length 2 acknowledged, want 2", acked)
+	}
+	queues, err := node.Queues("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if queues[full] != acked {
+		t.Errorf("%s holds %d messages, %d acknowledged", full, queues[full], acked)
+	}
+	testwait.Until(t, 10*time.Second, "a publish to "+other+" after the refusals", func() error {
+		err := p.Publish(ctx, 0, other, []byte("y"))
+		if err != nil && !errors.Is(err, publishers.ErrUnavailable) {
+			t.Fatalf("Publish to %s: %v, want success or 503 until the redial", other, err)
+		}
+		return err
+	})
+}
+
 // TestIntegrationActiveMQPermission: the same against the ActiveMQ Classic scripts/test.sh starts, as
 // its limited user (scripts/activemq.sh: ACTIVEMQ_LIMITED_LOGIN, who may use only mqt-allowed.>).
 func TestIntegrationActiveMQPermission(t *testing.T) {

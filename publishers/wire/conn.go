@@ -15,6 +15,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"runtime"
@@ -472,6 +473,10 @@ func (c *Conn) readLoop() {
 				} else {
 					err = fmt.Errorf("broker silent too long (heart-beats overdue): %w", err)
 				}
+			case outstanding > 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
+				// a bare "EOF" told the caller nothing (a broker may end the connection so instead
+				// of refusing a command: docs of the broker packages say which)
+				err = fmt.Errorf("the broker closed the connection before answering: %w", err)
 			}
 			c.fail(kind(c.cfg.Unavailable, err))
 			return
