@@ -25,6 +25,7 @@
 #                           mqt-allowed.# (the login above may use every address), for tests of
 #                           publishes the broker refuses; rewritten on every start
 #   ARTEMIS_LIMITED_PASSCODE  mqt-limited
+#   (addresses mqt-full.# refuse a send once they hold a message: address-full-policy FAIL, for tests)
 #   ARTEMIS_HEAP            512M       (-Xmx; -Xms is ARTEMIS_HEAP_MIN, 256M)
 #   ARTEMIS_START_TIMEOUT   90         seconds until the STOMP probe must pass
 #   ARTEMIS_STOP_TIMEOUT    30         seconds between SIGTERM and SIGKILL
@@ -152,7 +153,8 @@ configure() {
 }
 
 # limited_user: the second user and its role, and the addresses the role may use (security-setting
-# mqt-allowed.#, beside the instance's "#" for role amq), rewritten on every start.
+# mqt-allowed.#, beside the instance's "#" for role amq); and the addresses mqt-full.#, full at once
+# (address-full-policy FAIL); rewritten on every start.
 limited_user() {
   [[ $LIMITED_LOGIN =~ ^[A-Za-z0-9._-]+$ && $LIMITED_PASSCODE =~ ^[A-Za-z0-9._-]+$ ]] ||
     die "ARTEMIS_LIMITED_LOGIN and ARTEMIS_LIMITED_PASSCODE: want letters, digits, . _ - (they are written into etc/)"
@@ -173,6 +175,10 @@ limited_user() {
   done
   edit "$xml" "s#^( *)<security-settings>\$#\1<security-settings>\n         <security-setting match=\"mqt-allowed.\#\">\n$perms         </security-setting>#" \
     '<security-setting match="mqt-allowed\.#">'
+  # addresses that refuse a send once they hold anything (FAIL at 1 byte): tests of a full address
+  sed -i -E '/<address-setting match="mqt-full\.#">/,/<\/address-setting>/d' "$xml"
+  edit "$xml" "s#^( *)<address-settings>\$#\1<address-settings>\n         <address-setting match=\"mqt-full.\#\">\n            <max-size-bytes>1</max-size-bytes>\n            <address-full-policy>FAIL</address-full-policy>\n         </address-setting>#" \
+    '<address-setting match="mqt-full\.#">'
 }
 
 # --- commands ---------------------------------------------------------------

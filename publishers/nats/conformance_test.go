@@ -91,6 +91,10 @@ func TestConformanceEmbedded(t *testing.T) {
 			t.Cleanup(func() { _ = e.Close() })
 			small := "rejected.small"
 			makeStream(t, e.Addrs()[0], jetstream.StreamConfig{Name: nats.StreamName(small), Subjects: []string{small}, MaxMsgSize: 16})
+			// a stream full with discard new refuses every message: its PubAck carries the error
+			full := "rejected.full"
+			makeStream(t, e.Addrs()[0], jetstream.StreamConfig{Name: nats.StreamName(full), Subjects: []string{full}, MaxMsgs: 1, Discard: jetstream.DiscardNew})
+			fillStream(t, e.Addrs()[0], full)
 			// The embedded servers run in the test process, where a SIGSTOP would stop the test too: the
 			// publishers dial them through proxies that stall on FreezeHost.
 			b := jsBroker{addrs: e.Addrs(), stream: tc.stream}
@@ -109,7 +113,9 @@ func TestConformanceEmbedded(t *testing.T) {
 				},
 			}
 			if tc.stream == "" {
-				f.Rejections = append(f.Rejections, publishertest.Rejection{Name: "over the stream's max_msg_size", Topic: small, Body: make([]byte, 100)})
+				f.Rejections = append(f.Rejections,
+					publishertest.Rejection{Name: "over the stream's max_msg_size", Topic: small, Body: make([]byte, 100)},
+					publishertest.Rejection{Name: "a full stream (discard new)", Topic: full, Body: []byte("x")})
 			}
 			publishertest.Run(t, f, b, func(t testing.TB) publishers.Publisher {
 				c := nats.DefaultConfig()
@@ -128,18 +134,32 @@ func TestConformanceEmbedded(t *testing.T) {
 // makeStream creates a stream on the server at addr.
 func makeStream(t testing.TB, addr string, cfg jetstream.StreamConfig) {
 	t.Helper()
+	if _, err := jetStream(t, addr).CreateStream(ctx(t), cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fillStream publishes one message to subject on the server at addr, acknowledged.
+func fillStream(t testing.TB, addr, subject string) {
+	t.Helper()
+	if _, err := jetStream(t, addr).Publish(ctx(t), subject, []byte("fill")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// jetStream is a JetStream client of the server at addr, on a connection closed at the test's end.
+func jetStream(t testing.TB, addr string) jetstream.JetStream {
+	t.Helper()
 	nc, err := natsgo.Connect("nats://" + addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateStream(ctx(t), cfg); err != nil {
-		t.Fatal(err)
-	}
+	return js
 }
 
 // embeddedServer returns options ignoring the goroutines of nats-servers running in the test process:
