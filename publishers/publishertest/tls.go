@@ -8,13 +8,34 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/mqtarget/mqtarget/publishers"
 )
+
+// RefusedWithin checks a publish to a broker whose connection must fail (an untrusted certificate, TLS
+// to a plain port): publish fails as unavailable within bound, ended by dial_timeout rather than the
+// caller's deadline. what names the case in failures.
+func RefusedWithin(t testing.TB, what string, bound time.Duration, publish func() error) {
+	t.Helper()
+	start := time.Now()
+	err := publish()
+	took := time.Since(start)
+	switch {
+	case !errors.Is(err, publishers.ErrUnavailable):
+		t.Errorf("%s: Publish: %v, want ErrUnavailable", what, err)
+	case took > bound:
+		t.Errorf("%s: refused after %v: it waited for the caller's deadline, not dial_timeout", what, took.Round(time.Millisecond))
+	default:
+		t.Logf("%s: %v", what, err)
+	}
+}
 
 // SelfSigned makes a self-signed certificate for 127.0.0.1 and "broker.test", valid for an hour, and
 // writes it as a PEM CA file in a temp dir of t: a fake broker's TLS listener serves the certificate,
