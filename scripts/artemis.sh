@@ -147,15 +147,15 @@ configure() {
     want=3
   fi
   [[ $(grep -c '<acceptor ' "$xml") == "$want" ]] || die "unexpected acceptors in $xml"
-  limited_user
+  test_settings
   edit "$profile" "s#-Xms[0-9]+[kKmMgG]?#-Xms$HEAP_MIN#" "-Xms$HEAP_MIN "
   edit "$profile" "s#-Xmx[0-9]+[kKmMgG]?#-Xmx$HEAP_MAX#" "-Xmx$HEAP_MAX "
 }
 
-# limited_user: the second user and its role, and the addresses the role may use (security-setting
+# test_settings: the second user and its role, and the addresses the role may use (security-setting
 # mqt-allowed.#, beside the instance's "#" for role amq); and the addresses mqt-full.#, full at once
 # (address-full-policy FAIL); rewritten on every start.
-limited_user() {
+test_settings() {
   [[ $LIMITED_LOGIN =~ ^[A-Za-z0-9._-]+$ && $LIMITED_PASSCODE =~ ^[A-Za-z0-9._-]+$ ]] ||
     die "ARTEMIS_LIMITED_LOGIN and ARTEMIS_LIMITED_PASSCODE: want letters, digits, . _ - (they are written into etc/)"
   [[ $LIMITED_LOGIN != "$LOGIN" ]] || die "ARTEMIS_LIMITED_LOGIN is ARTEMIS_LOGIN ($LOGIN): the limited user must be another"

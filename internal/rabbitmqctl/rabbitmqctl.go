@@ -52,6 +52,18 @@ func (n Node) Queues(vhost string) (map[string]int, error) {
 	return parseQueues(out)
 }
 
+// Messages is what queue in vhost holds, as Queues says; -1 when there is no such queue.
+func (n Node) Messages(vhost, queue string) (int, error) {
+	queues, err := n.Queues(vhost)
+	if err != nil {
+		return 0, err
+	}
+	if m, ok := queues[queue]; ok {
+		return m, nil
+	}
+	return -1, nil
+}
+
 // parseQueues reads list_queues' "NAME\tMESSAGES" lines.
 func parseQueues(out string) (map[string]int, error) {
 	queues := map[string]int{}

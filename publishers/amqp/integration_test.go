@@ -68,14 +68,11 @@ func ctl(t *testing.T, args ...string) string {
 // such queue.
 func queueMessages(t *testing.T, vhost, queue string) int {
 	t.Helper()
-	queues, err := rabbitmqctl.Node{}.Queues(vhost)
+	n, err := rabbitmqctl.Node{}.Messages(vhost, queue)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, ok := queues[queue]; ok {
-		return n
-	}
-	return -1
+	return n
 }
 
 func freshName(prefix string) string {
