@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/mqtarget/mqtarget/internal/testlane"
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
 	"github.com/mqtarget/mqtarget/publishers/kafka"
 	pt "github.com/mqtarget/mqtarget/publishers/publishertest"
@@ -95,17 +96,10 @@ func TestIntegrationTopicNotAuthorized(t *testing.T) {
 	// ACLs reach every broker through the metadata log: the user's login (new SCRAM credentials) is
 	// waited for like the brokers' readiness, then each refusal must come from the authorizer.
 	var p *kafka.Publisher
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var err error
-		if p, err = kafka.New(c, pt.Logger(t)); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("New as %s: %v", user, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testwait.Until(t, 30*time.Second, "a login as "+user, func() (err error) {
+		p, err = kafka.New(c, pt.Logger(t))
+		return err
+	})
 	defer p.Close()
 
 	for _, topic := range []string{metadata, write, create} {
