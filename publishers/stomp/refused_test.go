@@ -40,7 +40,7 @@ func TestIntegrationRabbitMQPermission(t *testing.T) {
 	c.Hosts, c.Login, c.Passcode, c.VHost = []string{addr}, user, publishers.Secret(pass), "/"
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	allowed, forbidden := "mqt-allowed-"+run, "mqt-forbidden-"+run
-	checkRefusals(t, c, allowed, forbidden, "ACCESS_REFUSED", true, func(queue string) int {
+	checkRefusals(t, c, allowed, forbidden, refusal{words: "ACCESS_REFUSED", remembered: true}, func(queue string) int {
 		t.Helper()
 		n, err := node.Messages("/", queue)
 		if err != nil {
@@ -201,11 +201,15 @@ func artemisAdded(t *testing.T, data, stompAddr, login, passcode, queue string) 
 
 // TestIntegrationActiveMQPermission: the same against the ActiveMQ Classic scripts/test.sh starts, as
 // its limited user (scripts/activemq.sh: ACTIVEMQ_LIMITED_LOGIN, who may use only mqt-allowed.>).
+// ActiveMQ 5.17.2 answers a batch's COMMIT with "COMMIT FAILED: Transaction marked rollback only"
+// and sends its reason after that or before, at random (3 runs of 4 by hand): when after, the batch is
+// 502 without the reason and the next single publish learns it.
 func TestIntegrationActiveMQPermission(t *testing.T) {
 	testlane.Lock(t, "activemq") // the broker other packages stop and restart
 	c, full := limitedUser(t, "activemq", "ACTIVEMQ")
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	checkRefusals(t, c, "mqt-allowed."+run, "mqt-forbidden."+run, "is not authorized to write to", true, storedBy(t, full()))
+	checkRefusals(t, c, "mqt-allowed."+run, "mqt-forbidden."+run,
+		refusal{words: "is not authorized to write to", remembered: true, commitHides: "COMMIT FAILED"}, storedBy(t, full()))
 }
 
 // TestIntegrationArtemisPermission: the same against the Artemis scripts/test.sh starts, as its limited
@@ -218,7 +222,7 @@ func TestIntegrationArtemisPermission(t *testing.T) {
 	c, full := limitedUser(t, "artemis", "ARTEMIS")
 	t.Run("new address", func(t *testing.T) {
 		run := strconv.FormatInt(time.Now().UnixNano(), 36)
-		checkRefusals(t, c, "mqt-allowed."+run, "mqt-forbidden."+run, "does not have permission", true, storedBy(t, full()))
+		checkRefusals(t, c, "mqt-allowed."+run, "mqt-forbidden."+run, refusal{words: "does not have permission", remembered: true}, storedBy(t, full()))
 	})
 	t.Run("address that exists", func(t *testing.T) {
 		run := strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -234,7 +238,7 @@ func TestIntegrationArtemisPermission(t *testing.T) {
 		if n := made.Stored(t, 0, forbidden); n != 1 {
 			t.Fatalf("%s holds %d, want the 1 the full login published", forbidden, n)
 		}
-		checkRefusals(t, c, "mqt-allowed."+run, forbidden, "AMQ339011", false, storedBy(t, full()))
+		checkRefusals(t, c, "mqt-allowed."+run, forbidden, refusal{words: "AMQ339011"}, storedBy(t, full()))
 	})
 }
 
@@ -260,12 +264,22 @@ func storedBy(t *testing.T, h *itest.STOMP) func(queue string) int {
 	}
 }
 
+// refusal is how a broker refuses a destination the user may not use.
+type refusal struct {
+	words      string // in the refusal
+	remembered bool   // the words say it is for want of permission: refused unsent afterwards
+	// commitHides: the answer to a batch's COMMIT that may come instead of the words (ActiveMQ
+	// answers "COMMIT FAILED: Transaction marked rollback only" first, its reason after it, at
+	// random: only the next single publish learns the words); "": the batch carries them
+	commitHides string
+}
+
 // checkRefusals publishes as c's user, who may use the queue allowed but not forbidden: what goes to
 // allowed is acknowledged and stored, before and after the refusals (on a new connection where the
 // broker closed the old one); a batch to forbidden answers 502 with the broker's words; then a publish
-// and an async publish to it are refused the same way, without being sent when the refusal is
+// and an async publish to it are refused the same way, without being sent once the refusal is
 // remembered. held is what a queue holds (-1 or 0: none).
-func checkRefusals(t *testing.T, c stomp.Config, allowed, forbidden, words string, remembered bool, held func(queue string) int) {
+func checkRefusals(t *testing.T, c stomp.Config, allowed, forbidden string, r refusal, held func(queue string) int) {
 	t.Helper()
 	p, ctx := open(t, c)
 
@@ -275,38 +289,45 @@ func checkRefusals(t *testing.T, c stomp.Config, allowed, forbidden, words strin
 	if err := p.PublishBatch(ctx, 0, allowed, [][]byte{[]byte("2"), []byte("3")}); err != nil {
 		t.Fatalf("PublishBatch to %s: %v", allowed, err)
 	}
+	learned := false // the words reached the publisher: what follows is refused unsent when remembered
 	for _, tc := range []struct {
 		name    string
 		publish func() error
-		unsent  bool // refused without being sent: the refusal is remembered
 	}{
-		{"batch", func() error { return p.PublishBatch(ctx, 0, forbidden, [][]byte{[]byte("a"), []byte("b")}) }, false},
-		{"publish again", func() error { return p.Publish(ctx, 0, forbidden, []byte("c")) }, remembered},
+		{"batch", func() error { return p.PublishBatch(ctx, 0, forbidden, [][]byte{[]byte("a"), []byte("b")}) }},
+		{"publish again", func() error { return p.Publish(ctx, 0, forbidden, []byte("c")) }},
 		{"async again", func() error {
 			done := make(chan error, 1)
 			if err := p.PublishAsync(0, forbidden, []byte("d"), func(err error) { done <- err }); err != nil {
 				return err
 			}
 			return <-done
-		}, remembered},
+		}},
 	} {
+		unsent := r.remembered && learned
 		err := tc.publish()
+		hidden := tc.name == "batch" && r.commitHides != "" && errors.Is(err, publishers.ErrRejected) && strings.Contains(err.Error(), r.commitHides)
 		switch {
-		case !errors.Is(err, publishers.ErrRejected) || !strings.Contains(err.Error(), words):
-			t.Errorf("%s to %s: %v, want rejected with the broker's %q", tc.name, forbidden, err, words)
-		case tc.unsent != strings.Contains(err.Error(), "not sent"):
-			t.Errorf("%s to %s: %v; refused unsent: %v, want %v", tc.name, forbidden, err, !tc.unsent, tc.unsent)
+		case hidden:
+			t.Logf("%s: %v (the reason comes after the COMMIT's answer)", tc.name, err)
+			continue
+		case !errors.Is(err, publishers.ErrRejected) || !strings.Contains(err.Error(), r.words):
+			t.Errorf("%s to %s: %v, want rejected with the broker's %q", tc.name, forbidden, err, r.words)
+		case unsent != strings.Contains(err.Error(), "not sent"):
+			t.Errorf("%s to %s: %v; refused unsent: %v, want %v", tc.name, forbidden, err, !unsent, unsent)
 		default:
 			t.Logf("%s: %v", tc.name, err)
 		}
+		learned = true
 	}
-	if remembered {
+	if r.remembered && r.commitHides == "" {
 		if err := p.Publish(ctx, 0, allowed, []byte("4")); err != nil {
 			t.Fatalf("Publish to %s after the refusals: %v", allowed, err)
 		}
 	} else {
-		// each refusal cost the connection: the host redials with backoff (a connection lost soon
-		// after it was made), answering 503 (nothing sent) until then
+		// refusals cost the connection (each, or the batch's and the next publish's): the host may
+		// redial with backoff (a connection lost soon after it was made), answering 503 (nothing
+		// sent) until then
 		testwait.Until(t, 10*time.Second, "a publish to "+allowed+" after the refusals", func() error {
 			err := p.Publish(ctx, 0, allowed, []byte("4"))
 			if err != nil && !errors.Is(err, publishers.ErrUnavailable) {
