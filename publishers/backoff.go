@@ -29,17 +29,21 @@ func LimitLog(log *slog.Logger) *slog.Logger {
 // A failure is a dial or handshake that failed, and also a connection lost before it proved itself: a
 // broker that accepts, handshakes and closes would otherwise be redialled at once, over and over. A
 // connection that lived Healthy proved itself: its loss is redialled at once and starts the count
-// afresh. One lost younger that answered a command (a broker that closes the
-// connection after an error answer to a send) is redialled at once too, but at most once per Churn: more often (a broker
-// that answers one command per connection, or fails every send on a full disk) it is a failure.
+// afresh. One lost younger that answered a command (a broker that closes the connection after an
+// error answer to a send, as some protocols require) is redialled at once too, up to ChurnBurst in a
+// row and then one per Churn (a token bucket): more often (a broker that answers one command per
+// connection, or fails every send on a full disk) it is a failure. The burst lets a few refusals in a
+// row (a /send2Topic, the sends of one request) cost the host's other destinations no backoff, and
+// keeps the immediate redials of any window at most ChurnBurst + window/Churn.
 type Backoff struct {
 	Base, Max, Healthy, Churn time.Duration
+	ChurnBurst                int // below 1: 1
 }
 
 // DefaultBackoff: 100 ms doubling to 2 s; a connection is healthy after 2 s; a young one that
-// answered is replaced at once at most every 100 ms.
+// answered is replaced at once 5 times in a row, then at most every 100 ms.
 func DefaultBackoff() Backoff {
-	return Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second, Healthy: 2 * time.Second, Churn: 100 * time.Millisecond}
+	return Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second, Healthy: 2 * time.Second, Churn: 100 * time.Millisecond, ChurnBurst: 5}
 }
 
 // wait is the pause after the n-th consecutive failure (n ≥ 1).
@@ -57,7 +61,10 @@ type Redial struct {
 	failures int
 	err      error     // the last failure: what callers get until retryAt
 	retryAt  time.Time // no dial before it
-	churnAt  time.Time // when a young connection that answered was last replaced at once
+	// churnDue is when the churn budget is next whole again (a GCRA's theoretical arrival time): an
+	// immediate replacement at now is allowed while churnDue - now ≤ (ChurnBurst-1)·Churn, and moves it
+	// on by Churn. The zero value is a full budget.
+	churnDue time.Time
 }
 
 // check returns the error to fail with instead of dialling, nil when a dial may start.
@@ -83,11 +90,23 @@ func (r *Redial) Lost(b Backoff, now time.Time, lived time.Duration, answered bo
 	case lived >= b.Healthy:
 		r.failures, r.err = 0, nil
 		return 0
-	case answered && now.Sub(r.churnAt) >= b.Churn:
-		r.churnAt = now
+	case answered && r.churn(b, now):
 		return 0
 	}
 	return r.Failed(b, now, err)
+}
+
+// churn spends one immediate replacement of a young connection that answered, when the budget allows.
+func (r *Redial) churn(b Backoff, now time.Time) bool {
+	due := r.churnDue
+	if due.Before(now) {
+		due = now
+	}
+	if due.Sub(now) > time.Duration(max(b.ChurnBurst, 1)-1)*b.Churn {
+		return false
+	}
+	r.churnDue = due.Add(b.Churn)
+	return true
 }
 
 // AnswerMark notes whether a connection answered a command: proof that the broker works, whatever the

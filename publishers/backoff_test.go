@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,6 +65,62 @@ func TestRedialLost(t *testing.T) {
 		}
 		if err := r.Check(now.Add(w)); err != nil {
 			t.Fatalf("%s: check after the wait: %v", s.name, err)
+		}
+	}
+}
+
+// TestRedialChurnBurst: young connections that answered are replaced at once ChurnBurst times in a
+// row, then one per Churn (the rest wait like failures), and the budget refills with time; over any
+// window the immediate replacements stay within ChurnBurst + window/Churn.
+func TestRedialChurnBurst(t *testing.T) {
+	b := Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second, Healthy: 2 * time.Second, Churn: 100 * time.Millisecond, ChurnBurst: 3}
+	t0 := time.Unix(1000, 0)
+	errLost := errors.New("lost")
+	steps := []struct {
+		name string
+		at   time.Duration
+		now  bool // replaced at once
+	}{
+		{"first", 0, true},
+		{"second, same instant", 0, true},
+		{"third, same instant", 0, true},
+		{"fourth: over the burst", 0, false},
+		{"one Churn later: one more", 100 * time.Millisecond, true},
+		{"right after it: none", 110 * time.Millisecond, false},
+		{"a second idle: the whole burst again", 1100 * time.Millisecond, true},
+		{"its second", 1100 * time.Millisecond, true},
+		{"its third", 1100 * time.Millisecond, true},
+		{"its fourth: over", 1100 * time.Millisecond, false},
+	}
+	var r Redial
+	for _, s := range steps {
+		r.failures, r.err = 0, nil // the failures' own backoff is TestRedialLost's
+		if w := r.Lost(b, t0.Add(s.at), time.Millisecond, true, errLost); (w == 0) != s.now {
+			t.Fatalf("%s: wait %v, want at once: %v", s.name, w, s.now)
+		}
+	}
+
+	for _, burst := range []int{0, 1, 5} {
+		b.ChurnBurst = burst
+		var r Redial
+		var at []time.Duration // the immediate replacements
+		now := time.Duration(0)
+		for range 5000 {
+			now += time.Duration(rand.N(40)) * time.Millisecond
+			if r.Lost(b, t0.Add(now), time.Millisecond, true, errLost) == 0 {
+				at = append(at, now)
+			}
+		}
+		for i := range at {
+			for j := i; j < len(at); j++ {
+				window := at[j] - at[i]
+				if n, limit := j-i+1, max(burst, 1)+int(window/b.Churn); n > limit {
+					t.Fatalf("burst %d: %d immediate replacements within %v, want at most %d", burst, n, window, limit)
+				}
+			}
+		}
+		if len(at) < int(now/b.Churn)/2 {
+			t.Fatalf("burst %d: %d immediate replacements in %v, want about one per Churn", burst, len(at), now)
 		}
 	}
 }

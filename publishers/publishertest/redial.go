@@ -94,11 +94,12 @@ func RefusedAddr(t *testing.T) string {
 }
 
 // ShortBackoff is short, so that a half-second window spans many backoff periods.
-var ShortBackoff = publishers.Backoff{Base: 10 * time.Millisecond, Max: 80 * time.Millisecond, Healthy: time.Second, Churn: 50 * time.Millisecond}
+var ShortBackoff = publishers.Backoff{Base: 10 * time.Millisecond, Max: 80 * time.Millisecond, Healthy: time.Second, Churn: 50 * time.Millisecond, ChurnBurst: 5}
 
 // MaxDials bounds the dials one host may see in window under b with slots connections: at most one
 // per slot and backoff period, the periods being at least half their nominal length (equal jitter),
-// plus one per slot and Churn for connections that answered before they died.
+// plus, for connections that answered before they died, one per slot and Churn and a burst of
+// ChurnBurst.
 func MaxDials(b publishers.Backoff, window time.Duration, slots int, answered bool) int {
 	periods, t := 1, time.Duration(0)
 	for n := 1; ; n++ {
@@ -109,7 +110,7 @@ func MaxDials(b publishers.Backoff, window time.Duration, slots int, answered bo
 		periods++
 	}
 	if answered {
-		periods += int(window/b.Churn) + 1
+		periods += int(window/b.Churn) + max(b.ChurnBurst, 1)
 	}
 	return slots * (periods + 1)
 }

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 func TestSTOMPConfigValidate(t *testing.T) {
@@ -205,6 +206,13 @@ func (b *fakeBroker) close() {
 	}
 	b.mu.Unlock()
 	b.wg.Wait()
+}
+
+// connections is how many connections the broker accepted.
+func (b *fakeBroker) connections() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.conns)
 }
 
 func (b *fakeBroker) received() []*frame.Frame {
@@ -505,6 +513,58 @@ func TestSTOMPRefusalRemembered(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSTOMPRefusalRedialBurst: a refusal that is not remembered (Artemis' AMQ339011 for a full
+// address) costs its connection each time. A few in a row are redialled at once
+// (publishers.Backoff.ChurnBurst), so neither they nor a publish to another destination right after
+// get a 503; a run of them is bounded by the redial policy (503s while the host backs off), its dials
+// within publishertest.MaxDials.
+func TestSTOMPRefusalRedialBurst(t *testing.T) {
+	b := startFakeBroker(t, func(w *frame.Writer, f *frame.Frame) {
+		if f.Header.Get(frame.Destination) != "/queue/full" {
+			receipts(w, f)
+			return
+		}
+		_ = w.Write(frame.New(frame.ERROR, frame.Message, "AMQ339011 Error sending message CoreMessage[address=full]",
+			frame.ReceiptId, f.Header.Get(frame.Receipt)))
+	})
+	p := newTestSTOMP(t, func(c *Config) { c.ConnectionsPerHost = 1 }, b.addr())
+	ctx := ctxFor(t, 10*time.Second)
+	if err := p.Publish(ctx, 0, "allowed", []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	const refusals = 4 // and the publish after: the default burst of 5 immediate redials
+	for i := range refusals {
+		if err := p.Publish(ctx, 0, "full", []byte("x")); !errors.Is(err, publishers.ErrRejected) {
+			t.Fatalf("refusal %d of %d in a row: %v, want rejected (sent, refused), not a 503 for the redial", i+1, refusals, err)
+		}
+	}
+	if err := p.Publish(ctx, 0, "allowed", []byte("after")); err != nil {
+		t.Fatalf("a publish elsewhere after %d refusals in a row: %v, want success", refusals, err)
+	}
+
+	start := time.Now()
+	dialsBefore := b.connections()
+	unavailable := 0
+	for range 200 {
+		err := p.Publish(ctx, 0, "full", []byte("x"))
+		switch {
+		case errors.Is(err, publishers.ErrUnavailable):
+			unavailable++
+		case !errors.Is(err, publishers.ErrRejected):
+			t.Fatalf("a refused publish: %v, want rejected or (while the host backs off) unavailable", err)
+		}
+	}
+	elapsed := time.Since(start)
+	dials := b.connections() - dialsBefore
+	if bound := publishertest.MaxDials(publishers.DefaultBackoff(), elapsed, 1, true); dials > bound {
+		t.Errorf("%d dials in %v of refusals in a row, want at most %d", dials, elapsed, bound)
+	}
+	if unavailable == 0 {
+		t.Errorf("200 refusals in a row in %v were all sent: the redials are not bounded", elapsed)
+	}
+	t.Logf("200 refusals in a row: %d dials, %d answered 503 during backoff, in %v", dials, unavailable, elapsed)
 }
 
 // testwaitPublish publishes to topic until it succeeds (the connection an ERROR closed is redialled
