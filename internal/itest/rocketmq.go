@@ -149,6 +149,37 @@ func (h *RocketMQ) Stored(t testing.TB, host int, topic string) int {
 	return total
 }
 
+// SetBrokerConfig sets one setting of host's broker while it runs (mqadmin updateBrokerConfig: the
+// broker's UPDATE_BROKER_CONFIG request) and puts the broker's value back when the test ends.
+func (h *RocketMQ) SetBrokerConfig(t testing.TB, host int, key, value string) {
+	t.Helper()
+	const getBrokerConfig, updateBrokerConfig = 26, 25 // RequestCode
+	call := func(code int, body []byte) *admin.Command {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := h.admin.Call(ctx, h.Brokers[host].Addr, code, nil, body)
+		if err == nil && resp.Code != 0 {
+			err = &admin.CodeError{Code: resp.Code, Remark: resp.Remark}
+		}
+		if err != nil {
+			t.Fatalf("%s: request %d (%s): %v", h.Brokers[host], code, body, err)
+		}
+		return resp
+	}
+	was := ""
+	for line := range strings.Lines(string(call(getBrokerConfig, nil).Body)) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && k == key {
+			was = v
+		}
+	}
+	if was == "" {
+		t.Fatalf("%s has no setting %s", h.Brokers[host], key)
+	}
+	call(updateBrokerConfig, []byte(key+"="+value+"\n"))
+	t.Cleanup(func() { call(updateBrokerConfig, []byte(key+"="+was+"\n")) })
+}
+
 // Consume reads topic's messages from every queue of host's broker, from the start, until want have
 // arrived (and 300 ms more, for extras) or the deadline passes. Reading commits no offsets, so it can be
 // repeated.
