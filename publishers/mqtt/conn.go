@@ -129,6 +129,10 @@ type session struct {
 	// slots are the publishes in flight: at most mqtt.max_inflight and the broker's Receive Maximum
 	// (CONNACK), so paho's own send quota never makes a publish wait.
 	slots chan struct{}
+	// answered: the broker acknowledged or refused a publish on it. Lost young, such a connection is
+	// redialled at once within the redial policy's churn budget (mosquitto 2.0 closes the connection
+	// after each publish its ACL denies), else with backoff.
+	answered atomic.Bool
 }
 
 // dialer makes the sessions of a publisher or consumer.
@@ -320,6 +324,10 @@ func (d *dialer) dial5(ctx context.Context, nc *netConn, id string, onPublish on
 	return s, nil
 }
 
+// errAnswered marks a publish the broker refused with a reason code: an answer, which shows the
+// connection worked (session.answered).
+var errAnswered = errors.New("broker answered")
+
 // link5 is an MQTT 5 connection's paho.golang client.
 type link5 struct{ c *paho.Client }
 
@@ -328,10 +336,12 @@ func (l link5) publish(ctx context.Context, qos byte, topic string, body []byte)
 	switch {
 	case resp != nil && resp.ReasonCode >= 0x80: // paho returns a refused PUBREC (QoS 2) without error
 		reason := ""
-		if resp.Properties != nil {
-			reason = resp.Properties.ReasonString
+		if resp.Properties != nil && resp.Properties.ReasonString != "" {
+			reason = " " + resp.Properties.ReasonString
 		}
-		return fmt.Errorf("%w: broker answered reason 0x%02x %s", publishers.ErrRejected, resp.ReasonCode, reason)
+		// PUBACK's and PUBREC's refusal codes mean the same (mosquitto: 0x87, "The PUBLISH is not authorized.")
+		return fmt.Errorf("%w: %w reason 0x%02x%s%s", publishers.ErrRejected, errAnswered, resp.ReasonCode,
+			reasonName((&packets.Puback{ReasonCode: resp.ReasonCode}).Reason()), reason)
 	case errors.Is(err, paho.ErrInvalidArguments):
 		return fmt.Errorf("%w: %w", publishers.ErrRejected, err)
 	}
@@ -437,7 +447,8 @@ func (r *redial) check(now time.Time) error { return r.r.Check(now) }
 
 func (r *redial) failed(now time.Time, err error) time.Duration { return r.r.Failed(r.b, now, err) }
 
-// lost: a connection that lived Healthy proved itself and is redialled at once; younger, a failure.
-func (r *redial) lost(now time.Time, lived time.Duration, err error) time.Duration {
-	return r.r.Lost(r.b, now, lived, false, err)
+// lost: a connection that lived Healthy proved itself and is redialled at once; younger, a failure
+// unless it answered (publishers.Backoff's churn).
+func (r *redial) lost(now time.Time, lived time.Duration, answered bool, err error) time.Duration {
+	return r.r.Lost(r.b, now, lived, answered, err)
 }

@@ -127,7 +127,7 @@ func (c *Consumer) keep(ctx context.Context, i int, id uint64, s *session, topic
 			s.cancel()
 			s.link.release()
 		}
-		wait := rd.lost(time.Now(), time.Since(s.born), errors.New("lost"))
+		wait := rd.lost(time.Now(), time.Since(s.born), false, errors.New("lost"))
 		for {
 			if wait > 0 {
 				t := time.NewTimer(wait)

@@ -224,7 +224,7 @@ func (p *Publisher) watch(h *host, s *session) {
 	if h.cur == s {
 		h.cur = nil
 		h.lost.Add(1)
-		h.rd.lost(time.Now(), time.Since(s.born), fmt.Errorf("mqtt %s: connection lost %v after it was made; redialling with backoff", h.addr, time.Since(s.born).Round(time.Millisecond)))
+		h.rd.lost(time.Now(), time.Since(s.born), s.answered.Load(), fmt.Errorf("mqtt %s: connection lost %v after it was made; redialling with backoff", h.addr, time.Since(s.born).Round(time.Millisecond)))
 	}
 	h.mu.Unlock()
 	s.link.release() // once the host may redial
@@ -347,6 +347,9 @@ func (p *Publisher) send(s *session, topic string, body []byte) error {
 		return fmt.Errorf("%w: the broker's Receive Maximum stayed full for %v; not sent", publishers.ErrTimeout, maxAckWait)
 	}
 	err := s.link.publish(ctx, p.qos, topic, body)
+	if p.qos > 0 && (err == nil || errors.Is(err, errAnswered)) && !s.answered.Load() {
+		s.answered.Store(true)
+	}
 	if err == nil {
 		return nil
 	}

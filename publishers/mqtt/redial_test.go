@@ -1,10 +1,14 @@
 package mqtt
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"testing"
+	"time"
 
+	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
@@ -91,5 +95,39 @@ func TestPingBounded(t *testing.T) {
 			},
 			Pool: true,
 		}})
+	}
+}
+
+// TestChurnRedialledAtOnce: a broker that answers one PUBLISH per connection and then closes it
+// (mosquitto 2.0 closes the connection after each publish its ACL denies) has its host redialled at
+// once after each loss, up to the redial policy's burst (publishers.Backoff.ChurnBurst, 5 by
+// default): the publish after each loss goes through on a new connection, not a 503 for a backoff.
+func TestChurnRedialledAtOnce(t *testing.T) {
+	for _, v := range []string{"5", version311} {
+		t.Run("v"+v, func(t *testing.T) {
+			srv := publishertest.StartFlapServer(t, brokerThen(v, answerOneThenClose), behaveOn(v))
+			c := DefaultConfig()
+			c.Servers, c.Version = []string{srv.Addr()}, v
+			p, err := New(c, discard())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = p.Close() }()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			h := p.hosts[0]
+			for i := range 5 {
+				lost := h.lost.Load()
+				if err := p.Publish(ctx, 0, "churn", []byte("x")); err != nil {
+					t.Fatalf("publish %d, each on a connection of its own: %v", i, err)
+				}
+				testwait.Until(t, 5*time.Second, "the connection's loss noticed", func() error {
+					if h.lost.Load() == lost {
+						return errors.New("still connected")
+					}
+					return nil
+				})
+			}
+		})
 	}
 }
