@@ -22,6 +22,8 @@
 #                                     in the data dir; anonymous clients are refused); the probe uses it
 #   MOSQUITTO_TLS_PORT       (unset: none)  a second listener, MQTT over TLS, with a test certificate for
 #                                     127.0.0.1 made in $MOSQUITTO_DATA/tls (clients trust tls/ca.pem)
+#   MOSQUITTO_DENIED         mqt-denied/#  a topic filter no client may use (an ACL that allows every
+#                                     other topic): what the refusal tests publish to
 #
 # Without MOSQUITTO_LOGIN anonymous clients are allowed (the listener is 127.0.0.1 only). max_queued_messages is 0
 # (unlimited): with mosquitto's default of 1000 a QoS 1 subscriber that falls behind loses messages,
@@ -44,6 +46,7 @@ START_TIMEOUT=${MOSQUITTO_START_TIMEOUT:-30}
 STOP_TIMEOUT=${MOSQUITTO_STOP_TIMEOUT:-10}
 LOGIN=${MOSQUITTO_LOGIN:-}
 TLS_PORT=${MOSQUITTO_TLS_PORT:-}
+DENIED=${MOSQUITTO_DENIED:-mqt-denied/#}
 CONF=$DATA/mosquitto.conf
 PIDFILE=$DATA/mqtarget-broker.pid
 RUNLOG=$DATA/log/mqtarget-run.log
@@ -54,6 +57,7 @@ if [[ -n $TLS_PORT ]] && { ! [[ $TLS_PORT =~ ^[0-9]+$ ]] || ((TLS_PORT < 1 || TL
 fi
 [[ $START_TIMEOUT =~ ^[0-9]+$ ]] || die "MOSQUITTO_START_TIMEOUT: must be whole seconds, got '$START_TIMEOUT'"
 [[ $STOP_TIMEOUT =~ ^[0-9]+$ ]] || die "MOSQUITTO_STOP_TIMEOUT: must be whole seconds, got '$STOP_TIMEOUT'"
+[[ -n $DENIED && $DENIED != *[[:space:]]* && $DENIED != '#' ]] || die "MOSQUITTO_DENIED: must be one topic filter other than '#', got '$DENIED'"
 [[ -z $LOGIN || $LOGIN == ?*:?* ]] || die "MOSQUITTO_LOGIN: must be USER:PASSWORD, got '${LOGIN%%:*}:…'"
 LOGIN_ARGS=()
 if [[ -n $LOGIN ]]; then LOGIN_ARGS=(-u "${LOGIN%%:*}" -P "${LOGIN#*:}"); fi
@@ -92,9 +96,16 @@ password_file $DATA/passwd"
 certfile $DATA/tls/server.pem
 keyfile $DATA/tls/server.key"
   fi
+  # patterns apply to every client, anonymous or not; deny lines are checked first, and # does not
+  # match $SYS topics (the probe reads one)
+  cat >"$DATA/acl" <<EOF
+pattern readwrite #
+pattern read \$SYS/#
+pattern deny $DENIED
+EOF
   if [[ $(id -u) == 0 ]]; then
     id mosquitto >/dev/null 2>&1 || die "user mosquitto missing: is the mosquitto package broken?"
-    chown mosquitto: "$DATA/data"
+    chown mosquitto: "$DATA/data" "$DATA/acl"
     if [[ -n $LOGIN ]]; then chown mosquitto: "$DATA/passwd"; fi
     if [[ -n $TLS_PORT ]]; then
       chown -R mosquitto: "$DATA/tls"
@@ -112,6 +123,7 @@ $user
 listener $PORT $HOST
 $tls
 $auth
+acl_file $DATA/acl
 persistence true
 persistence_location $DATA/data/
 autosave_interval 60
