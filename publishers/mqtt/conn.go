@@ -18,6 +18,7 @@ import (
 
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
+	pahosession "github.com/eclipse/paho.golang/paho/session"
 
 	"github.com/mqtarget/mqtarget/publishers"
 )
@@ -328,6 +329,10 @@ func (d *dialer) dial5(ctx context.Context, nc *netConn, id string, onPublish on
 // connection worked (session.answered).
 var errAnswered = errors.New("broker answered")
 
+// errNotWritten marks a publish its client refused because the connection had ended: nothing of it
+// reached the broker, so it may go again on the host's next connection (Publisher.sendOnce).
+var errNotWritten = errors.New("connection ended before the publish was written")
+
 // link5 is an MQTT 5 connection's paho.golang client.
 type link5 struct{ c *paho.Client }
 
@@ -344,6 +349,8 @@ func (l link5) publish(ctx context.Context, qos byte, topic string, body []byte)
 			reasonName((&packets.Puback{ReasonCode: resp.ReasonCode}).Reason()), reason)
 	case errors.Is(err, paho.ErrInvalidArguments):
 		return fmt.Errorf("%w: %w", publishers.ErrRejected, err)
+	case errors.Is(err, pahosession.ErrNoConnection): // from AddToSession, before anything is written
+		return fmt.Errorf("%w: %w", errNotWritten, err)
 	}
 	return err
 }

@@ -279,7 +279,7 @@ func (p *Publisher) fits(s *session, topic string, body []byte) error {
 // of h's in-flight window, which is freed before done runs.
 func (p *Publisher) goSend(h *host, s *session, topic string, body []byte, done func(error)) error {
 	if !p.goOwned(func() {
-		err := p.send(s, topic, body)
+		err := p.sendOnce(h, s, topic, body)
 		<-h.queue
 		done(err)
 	}) {
@@ -310,7 +310,7 @@ func (p *Publisher) awaitSession(h *host, topic string, body []byte, done func(e
 			err = publishers.ErrClosed // the dial failed because Close ended it
 		case err == nil:
 			if err = p.fits(s, topic, body); err == nil {
-				err = p.send(s, topic, body)
+				err = p.sendOnce(h, s, topic, body)
 			}
 		}
 		<-h.queue
@@ -342,7 +342,7 @@ func (p *Publisher) send(s *session, topic string, body []byte) error {
 			return publishers.ErrClosed
 		}
 		if s.ctx.Err() != nil {
-			return fmt.Errorf("%w: connection lost before the publish was sent", publishers.ErrUnavailable)
+			return fmt.Errorf("%w: %w", publishers.ErrUnavailable, errNotWritten)
 		}
 		return fmt.Errorf("%w: the broker's Receive Maximum stayed full for %v; not sent", publishers.ErrTimeout, maxAckWait)
 	}
@@ -358,6 +358,35 @@ func (p *Publisher) send(s *session, topic string, body []byte) error {
 		s.close()
 	}
 	return err
+}
+
+// sendOnce is send, and once more on the host's next connection when s had ended before the publish
+// was written (a broker that closes the connection after refusing a publish ends it while the next
+// ones are on their way to it): nothing of it reached the broker, so it cannot be stored twice. The
+// wait for that connection is bounded by twice mqtt.dial_timeout, as awaitSession's.
+func (p *Publisher) sendOnce(h *host, s *session, topic string, body []byte) error {
+	err := p.send(s, topic, body)
+	if !errors.Is(err, errNotWritten) || p.isClosed() {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(p.root, 2*p.d.cfg.DialTimeout)
+	defer cancel()
+	select {
+	case <-s.ctx.Done(): // its watcher retired it: the host hands out another
+	case <-ctx.Done():
+		return err
+	}
+	next, nerr := p.session(ctx, h)
+	switch {
+	case nerr != nil && errors.Is(nerr, publishers.ErrUnavailable):
+		return nerr // the host's own state now (its backoff, a failed dial)
+	case nerr != nil:
+		return err
+	}
+	if err := p.fits(next, topic, body); err != nil {
+		return err
+	}
+	return p.send(next, topic, body)
 }
 
 // errStalled marks a publish that got no acknowledgement within maxAckWait on a live connection.
@@ -376,6 +405,8 @@ func sendOutcome(err error, closed bool, session, ack context.Context) error {
 		return err
 	case closed:
 		return fmt.Errorf("%w: %w", publishers.ErrClosed, err)
+	case errors.Is(err, errNotWritten):
+		return fmt.Errorf("%w: %w", publishers.ErrUnavailable, err)
 	case session.Err() != nil || errors.Is(ack.Err(), context.Canceled):
 		return fmt.Errorf("%w: connection lost before the acknowledgement: %w", publishers.ErrUnavailable, err)
 	case errors.Is(ack.Err(), context.DeadlineExceeded):

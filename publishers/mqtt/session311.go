@@ -139,11 +139,14 @@ func (d *dialer) dial311(ctx context.Context, nc *netConn, id string, onPublish 
 // for it to be taken up to handoff311 whatever the caller's deadline; when the connection ends under
 // them nothing takes it and they wait that long. So f runs on a goroutine of the link's, which
 // release waits for.
+// errReleased is call's error on a connection that ended before the call: f never ran.
+var errReleased = errors.New("connection lost")
+
 func (l *link311) call(ctx context.Context, f func() paho311.Token) (paho311.Token, error) {
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
-		return nil, errors.New("connection lost")
+		return nil, errReleased
 	}
 	l.calls.Add(1)
 	l.mu.Unlock()
@@ -177,6 +180,9 @@ func (l *link311) call(ctx context.Context, f func() paho311.Token) (paho311.Tok
 
 func (l *link311) publish(ctx context.Context, qos byte, topic string, body []byte) error {
 	_, err := l.call(ctx, func() paho311.Token { return l.c.Publish(topic, qos, false, body) })
+	if errors.Is(err, paho311.ErrNotConnected) || errors.Is(err, errReleased) { // checked before anything is written
+		return fmt.Errorf("%w: %w", errNotWritten, err)
+	}
 	return err
 }
 
