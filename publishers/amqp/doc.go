@@ -28,7 +28,9 @@
 // message goes to amqp.exchange ("" is the default exchange) with routing key T. A declaration the
 // broker refuses (406 PRECONDITION_FAILED for a queue that exists with another durability, 404 for
 // a missing exchange, 403) answers 502 naming the reason, on a channel of its own, so publishing
-// goes on. A refused handshake (403 ACCESS_REFUSED for a wrong login or a vhost the user may not
+// goes on. A publish refused for want of permission (a 403 declaration, or the publishing channel
+// closed with 403 for a topic permission or the exchange) is remembered and refused unsent for a while
+// (refusals.go). A refused handshake (403 ACCESS_REFUSED for a wrong login or a vhost the user may not
 // use) is a refused connection: ErrUnavailable (503), as with every broker.
 //
 // # Hosts, connections, redial

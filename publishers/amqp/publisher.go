@@ -267,7 +267,7 @@ func (p *Publisher) check(host int, topic string) error {
 		// Handlers validate topics first; a name AMQP cannot carry would fail the connection's writes.
 		return wrap(publishers.ErrRejected, fmt.Errorf("topic %w", err))
 	}
-	return nil
+	return p.refusedBefore(p.hosts[host], topic)
 }
 
 // wrap attaches an error kind to err, both visible to errors.Is.
@@ -318,6 +318,10 @@ type host struct {
 	pingErr    error
 	pingLink   *link  // the connection pingErr is about
 	pingEvents uint64 // the pool's events of the host before that check
+
+	// refused and refusedExchange remember the routing keys (topics) and the exchange the broker
+	// refused for want of permission (refusals.go).
+	refused, refusedExchange publishers.Refusals
 }
 
 // handshake dials h, runs TLS and the AMQP handshake within ctx. g, when not nil, checks the
@@ -831,6 +835,9 @@ func (l *link) declare(topic string) error {
 		var ae *amqp091.Error
 		if errors.As(err, &ae) && ae.Server && ae.Recover { // a channel exception: the broker's answer
 			l.answered.Store(true)
+			if ae.Code == amqp091.AccessRefused { // no configure permission on the queue, or none to bind it
+				l.h.refused.Add(topic, ae.Reason)
+			}
 			return wrap(publishers.ErrRejected, fmt.Errorf("%s %q on %s: %d %s", what, topic, l.h.srv.name, ae.Code, ae.Reason))
 		}
 		// Close's connection.close deadline with a frozen broker fails a declaration under way: kill
@@ -885,6 +892,11 @@ func (l *link) listen() {
 		case e, ok := <-pubDone:
 			if !ok {
 				pubDone = nil
+				continue
+			}
+			if a, ok := parseAccessRefusal(e); ok {
+				l.p.noteRefusal(l.h, a)
+				l.killScoped(l.amqpErr("the publishing channel closed", e), a)
 				continue
 			}
 			l.kill(l.amqpErr("the publishing channel closed", e))
@@ -1124,7 +1136,11 @@ func (l *link) checkStall() {
 
 // kill ends the link at once: the socket closes (no close handshake with a broker that broke) and
 // everything in flight fails with err. Only the first call does anything.
-func (l *link) kill(err error) {
+func (l *link) kill(err error) { l.killScoped(err, accessRefusal{}) }
+
+// killScoped is kill, the publishes in flight within refusal's scope (when it has a text) failing as
+// refused by it instead of with err.
+func (l *link) killScoped(err error, refusal accessRefusal) {
 	l.deadOnce.Do(func() {
 		l.mu.Lock()
 		if l.closing {
@@ -1141,7 +1157,11 @@ func (l *link) kill(err error) {
 		var done []*request
 		l.mu.Lock()
 		for tag, pend := range pends {
-			if r := l.finish(tag, pend, err); r != nil {
+			e := err
+			if refusal.text != "" && !errors.Is(err, publishers.ErrClosed) && refusal.covers(pend.req.topic) {
+				e = l.refusedErr(refusal)
+			}
+			if r := l.finish(tag, pend, e); r != nil {
 				done = append(done, r)
 			}
 		}
