@@ -41,6 +41,30 @@ func answerOneThenClose(codec fakeCodec, c net.Conn) {
 	}
 }
 
+// answerOneThenCloseAfter acknowledges the first PUBLISH and closes the connection once the client
+// sent nothing more for 50 ms: the client has handled the PUBACK by then (closed at once, the close
+// may reach paho.mqtt.golang first, and the PUBACK is lost with the connection).
+func answerOneThenCloseAfter(codec fakeCodec, c net.Conn) {
+	for {
+		p, err := codec.read(c)
+		if err != nil {
+			return
+		}
+		if p.typ == typeSubscribe { // the version's $SYS topic: none here
+			_ = codec.write(c, typeSuback, p.id, 0x80)
+		}
+		if p.typ == typePublish {
+			_ = codec.write(c, typePuback, p.id, 0)
+			for c.SetReadDeadline(time.Now().Add(50*time.Millisecond)) == nil {
+				if _, err := codec.read(c); err != nil {
+					return
+				}
+			}
+			return
+		}
+	}
+}
+
 // behaveOn serves c as a correct broker would.
 func behaveOn(version string) func(net.Conn) {
 	return func(c net.Conn) {
@@ -105,7 +129,7 @@ func TestPingBounded(t *testing.T) {
 func TestChurnRedialledAtOnce(t *testing.T) {
 	for _, v := range []string{"5", version311} {
 		t.Run("v"+v, func(t *testing.T) {
-			srv := publishertest.StartFlapServer(t, brokerThen(v, answerOneThenClose), behaveOn(v))
+			srv := publishertest.StartFlapServer(t, brokerThen(v, answerOneThenCloseAfter), behaveOn(v))
 			c := DefaultConfig()
 			c.Servers, c.Version = []string{srv.Addr()}, v
 			p, err := New(c, discard())

@@ -22,8 +22,9 @@ const mosquittoDenied = "mqt-denied/"
 // TestIntegrationNotAuthorized: a publish mosquitto's ACL denies. mosquitto 2.0.11 answers it and
 // then closes the connection, at either version (MQTT 3.1.1 allows a server only an acknowledgement or
 // a close; it does both). At MQTT 5 its PUBACK or PUBREC refuses it (0x87, not authorized): Publish
-// and PublishAsync are rejected (502) naming it, at QoS 1 and 2, and a PublishBatch, whose second
-// message meets the closed connection, is rejected or unavailable, never a success. At 3.1.1, which
+// and PublishAsync are rejected (502) naming it, at QoS 1 and 2, or unavailable when paho handles the
+// close before the answer (seen at QoS 2), and a PublishBatch, whose second message meets the closed
+// connection, is rejected or unavailable: never a success, and at least one names 0x87. At 3.1.1, which
 // has no reason codes, the acknowledgement is all mqtarget hears: at QoS 1 it answers 200 for a message
 // mosquitto dropped (docs/mqtt.md says so), or 503 when paho.mqtt.golang handles the close before the
 // PUBACK; at QoS 2 the PUBCOMP never comes, so the publish is unavailable (503, never a 200). Each
@@ -49,6 +50,7 @@ func TestIntegrationNotAuthorized(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				var acked [][]byte // on the permitted topic
+				refusals := 0      // answered 0x87
 				// live publishes to the permitted topic until one is acknowledged: the connection a
 				// refusal ended may still be noticed, or redialled, meanwhile (503, nothing sent)
 				live := func(what string) {
@@ -83,8 +85,8 @@ func TestIntegrationNotAuthorized(t *testing.T) {
 					refused := errors.Is(err, publishers.ErrRejected) && strings.Contains(err.Error(), "0x87")
 					lost := errors.Is(err, publishers.ErrUnavailable)
 					switch {
-					case v == "5" && !refused && !(tc.batch && lost):
-						t.Errorf("%s to %s: %v, want rejected with reason 0x87 (scripts/mosquitto.sh's ACL denies %s#: a mosquitto started before the script made its ACL needs a restart)", tc.name, denied, err, mosquittoDenied)
+					case v == "5" && !refused && !lost:
+						t.Errorf("%s to %s: %v, want rejected with reason 0x87 or, when the close came first, unavailable", tc.name, denied, err)
 					case v == version311 && qos == 1 && err != nil && !lost:
 						t.Errorf("%s to %s at 3.1.1, QoS 1: %v, want success (mosquitto 2.0.11 acknowledges what its ACL drops) or unavailable (its close came first)", tc.name, denied, err)
 					case v == version311 && qos == 2 && !lost:
@@ -92,6 +94,10 @@ func TestIntegrationNotAuthorized(t *testing.T) {
 					default:
 						t.Logf("%s: %v", tc.name, err)
 					}
+					refusals += map[bool]int{true: 1}[refused]
+				}
+				if v == "5" && refusals == 0 {
+					t.Errorf("no publish to %s was refused with reason 0x87 (scripts/mosquitto.sh's ACL denies %s#: a mosquitto started before the script made its ACL needs a restart)", denied, mosquittoDenied)
 				}
 				live("after the refusals")
 				if got := sub.wait(len(acked), 10*time.Second); !sameSet(got, acked) {
