@@ -207,8 +207,19 @@ func (p *Publisher) dialHost(h *host, ch chan struct{}) {
 func (p *Publisher) watch(h *host, s *session) {
 	if h.version.Load() == nil {
 		ctx, cancel := context.WithTimeout(p.root, p.d.cfg.DialTimeout)
+		// paho.golang's Subscribe does not return when the connection ends: without this the loss of
+		// a connection that ends before its SUBACK would be noticed only at dial_timeout.
+		asked := make(chan struct{})
+		p.goOwned(func() {
+			select {
+			case <-s.link.done():
+				cancel()
+			case <-asked:
+			}
+		})
 		// Brokers without $SYS answer with a failure reason or nothing; the version stays unknown.
 		_, _ = s.link.subscribe(ctx, sysVersion, 0)
+		close(asked)
 		cancel()
 	}
 	select {

@@ -122,6 +122,26 @@ func TestPingBounded(t *testing.T) {
 	}
 }
 
+// flapPublisher is a version v publisher of a FlapServer serving then after the handshake, edited by
+// edit when not nil, and a 10 s context for its calls; both end with the test.
+func flapPublisher(t *testing.T, v string, then func(fakeCodec, net.Conn), edit func(*Config)) (*Publisher, context.Context) {
+	t.Helper()
+	srv := publishertest.StartFlapServer(t, brokerThen(v, then), behaveOn(v))
+	c := DefaultConfig()
+	c.Servers, c.Version = []string{srv.Addr()}, v
+	if edit != nil {
+		edit(&c)
+	}
+	p, err := New(c, discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return p, ctx
+}
+
 // TestChurnRedialledAtOnce: a broker that answers one PUBLISH per connection and then closes it
 // (mosquitto 2.0 closes the connection after each publish its ACL denies) has its host redialled at
 // once after each loss, up to the redial policy's burst (publishers.Backoff.ChurnBurst, 5 by
@@ -129,16 +149,7 @@ func TestPingBounded(t *testing.T) {
 func TestChurnRedialledAtOnce(t *testing.T) {
 	for _, v := range []string{"5", version311} {
 		t.Run("v"+v, func(t *testing.T) {
-			srv := publishertest.StartFlapServer(t, brokerThen(v, answerOneThenCloseAfter), behaveOn(v))
-			c := DefaultConfig()
-			c.Servers, c.Version = []string{srv.Addr()}, v
-			p, err := New(c, discard())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = p.Close() }()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			p, ctx := flapPublisher(t, v, answerOneThenCloseAfter, nil)
 			h := p.hosts[0]
 			for i := range 5 {
 				lost := h.lost.Load()
@@ -152,6 +163,37 @@ func TestChurnRedialledAtOnce(t *testing.T) {
 					return nil
 				})
 			}
+		})
+	}
+}
+
+// TestLossBeforeSUBACKNoticed: a connection that ends while the version's $SYS SUBSCRIBE waits for its
+// SUBACK is noticed as lost at once, not when that subscribe's dial_timeout ends (paho.golang's
+// Subscribe does not return when the connection ends): its publishes go to the next connection.
+func TestLossBeforeSUBACKNoticed(t *testing.T) {
+	for _, v := range []string{"5", version311} {
+		t.Run("v"+v, func(t *testing.T) {
+			closeAtSubscribe := func(codec fakeCodec, c net.Conn) {
+				for {
+					p, err := codec.read(c)
+					if err != nil || p.typ == typeSubscribe {
+						return // closed with the SUBSCRIBE unanswered
+					}
+				}
+			}
+			p, ctx := flapPublisher(t, v, closeAtSubscribe, func(c *Config) {
+				c.DialTimeout = 30 * time.Second // far past testwait's bound below
+			})
+			h := p.hosts[0]
+			if err := p.Ping(ctx, 0); err != nil { // makes the publishing connection, CONNACK answered
+				t.Fatal(err)
+			}
+			testwait.Until(t, 5*time.Second, "the connection's loss noticed", func() error {
+				if h.lost.Load() == 0 {
+					return errors.New("not yet")
+				}
+				return nil
+			})
 		})
 	}
 }
