@@ -42,12 +42,8 @@ func TestIntegrationTLS(t *testing.T) {
 		t.Fatalf("PublishBatch over TLS: %v", err)
 	}
 	acked += 2
-	done := make(chan error, 1)
-	if err := p.PublishAsync(0, topic, []byte("async"), func(err error) { done <- err }); err != nil {
+	if err := publishertest.AsyncResult(p, 0, topic, []byte("async"), 10*time.Second); err != nil {
 		t.Fatalf("PublishAsync over TLS: %v", err)
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("PublishAsync over TLS: done: %v", err)
 	}
 	acked++
 	if got := queueMessages(t, srv.vhost, topic); got != acked {

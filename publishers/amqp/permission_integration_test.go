@@ -10,6 +10,7 @@ import (
 	"github.com/mqtarget/mqtarget/internal/rabbitmqctl"
 	"github.com/mqtarget/mqtarget/internal/testlane"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // TestIntegrationPermission: RabbitMQ 3.10.8 refuses a publish for want of permission in three
@@ -67,31 +68,19 @@ func TestIntegrationPermission(t *testing.T) {
 				}
 				acked++
 			}
-			for i, publish := range []func() error{
-				func() error { return p.Publish(ctxT(t, 5*time.Second), 0, forbidden, []byte("x")) },
-				func() error {
-					return p.PublishBatch(ctxT(t, 5*time.Second), 0, forbidden, [][]byte{[]byte("y"), []byte("z")})
-				},
-				func() error {
-					done := make(chan error, 1)
-					if err := p.PublishAsync(0, forbidden, []byte("w"), func(err error) { done <- err }); err != nil {
-						return err
-					}
-					return <-done
-				},
-			} {
-				err := publish()
+			for i, way := range publishertest.Ways(ctxT(t, 10*time.Second), p, 0, forbidden, 10*time.Second) {
+				err := way.Publish()
 				switch {
 				case !errors.Is(err, publishers.ErrRejected) || !strings.Contains(err.Error(), "ACCESS_REFUSED"):
-					t.Fatalf("publish %d to %s: %v, want rejected with ACCESS_REFUSED", i, forbidden, err)
+					t.Fatalf("%s to %s: %v, want rejected with ACCESS_REFUSED", way.Name, forbidden, err)
 				case i == 0 && !strings.Contains(err.Error(), tc.words):
 					t.Errorf("the first refusal: %v, want the broker's %q", err, tc.words)
 				case i == 0 && strings.Contains(err.Error(), "not sent"):
 					t.Errorf("the first refusal: %v, want it sent", err)
 				case i > 0 && !strings.Contains(err.Error(), "not sent"):
-					t.Errorf("publish %d: %v, want it refused unsent (remembered)", i, err)
+					t.Errorf("%s: %v, want it refused unsent (remembered)", way.Name, err)
 				}
-				t.Logf("publish %d: %v", i, err)
+				t.Logf("%s: %v", way.Name, err)
 			}
 			if tc.allowedAfter {
 				// the topic refusal cost the connection, which had answered: redialled at once

@@ -894,12 +894,11 @@ func (l *link) listen() {
 				pubDone = nil
 				continue
 			}
-			if a, ok := parseAccessRefusal(e); ok {
+			a, refused := parseAccessRefusal(e)
+			if refused {
 				l.p.noteRefusal(l.h, a)
-				l.killScoped(l.amqpErr("the publishing channel closed", e), a)
-				continue
 			}
-			l.kill(l.amqpErr("the publishing channel closed", e))
+			l.killScoped(l.amqpErr("the publishing channel closed", e), a)
 		case e, ok := <-connClosed:
 			if !ok {
 				connClosed = nil
@@ -1138,8 +1137,8 @@ func (l *link) checkStall() {
 // everything in flight fails with err. Only the first call does anything.
 func (l *link) kill(err error) { l.killScoped(err, accessRefusal{}) }
 
-// killScoped is kill, the publishes in flight within refusal's scope (when it has a text) failing as
-// refused by it instead of with err.
+// killScoped is kill, the publishes in flight within refusal's scope failing as refused by it instead
+// of with err (none for the zero refusal).
 func (l *link) killScoped(err error, refusal accessRefusal) {
 	l.deadOnce.Do(func() {
 		l.mu.Lock()
@@ -1154,12 +1153,16 @@ func (l *link) killScoped(err error, refusal accessRefusal) {
 		l.mu.Unlock()
 		close(l.dead)
 		l.raw.Close()
+		var refused error // for those within refusal's scope, unless Close took over
+		if refusal.text != "" && !errors.Is(err, publishers.ErrClosed) {
+			refused = l.refusedErr(refusal)
+		}
 		var done []*request
 		l.mu.Lock()
 		for tag, pend := range pends {
 			e := err
-			if refusal.text != "" && !errors.Is(err, publishers.ErrClosed) && refusal.covers(pend.req.topic) {
-				e = l.refusedErr(refusal)
+			if refused != nil && refusal.covers(pend.req.topic) {
+				e = refused
 			}
 			if r := l.finish(tag, pend, e); r != nil {
 				done = append(done, r)

@@ -59,13 +59,9 @@ func TestIntegrationTLS(t *testing.T) {
 				t.Fatalf("PublishBatch over TLS: %v", err)
 			}
 			acked = append(acked, batch...)
-			done := make(chan error, 1)
 			b := body()
-			if err := p.PublishAsync(0, topic, b, func(err error) { done <- err }); err != nil {
+			if err := publishertest.AsyncResult(p, 0, topic, b, 10*time.Second); err != nil {
 				t.Fatalf("PublishAsync over TLS: %v", err)
-			}
-			if err := <-done; err != nil {
-				t.Fatalf("PublishAsync over TLS: done: %v", err)
 			}
 			acked = append(acked, b)
 			if got := sub.wait(len(acked), 15*time.Second); !sameSet(got, acked) {

@@ -13,6 +13,7 @@ import (
 	"github.com/mqtarget/mqtarget/internal/testlane"
 	"github.com/mqtarget/mqtarget/internal/testwait"
 	"github.com/mqtarget/mqtarget/publishers"
+	"github.com/mqtarget/mqtarget/publishers/publishertest"
 )
 
 // mosquittoDenied is under the topic filter scripts/mosquitto.sh's ACL denies every client
@@ -65,36 +66,24 @@ func TestIntegrationNotAuthorized(t *testing.T) {
 					})
 					acked = append(acked, body)
 				}
-				for _, tc := range []struct {
-					name    string
-					batch   bool
-					publish func() error
-				}{
-					{"Publish", false, func() error { return p.Publish(ctx, 0, denied, []byte("x")) }},
-					{"PublishBatch", true, func() error { return p.PublishBatch(ctx, 0, denied, [][]byte{[]byte("y"), []byte("z")}) }},
-					{"PublishAsync", false, func() error {
-						done := make(chan error, 1)
-						if err := p.PublishAsync(0, denied, []byte("w"), func(err error) { done <- err }); err != nil {
-							return err
-						}
-						return <-done
-					}},
-				} {
-					live("before " + tc.name)
-					err := tc.publish()
+				for _, tc := range publishertest.Ways(ctx, p, 0, denied, 10*time.Second) {
+					live("before " + tc.Name)
+					err := tc.Publish()
 					refused := errors.Is(err, publishers.ErrRejected) && strings.Contains(err.Error(), "0x87")
 					lost := errors.Is(err, publishers.ErrUnavailable)
 					switch {
 					case v == "5" && !refused && !lost:
-						t.Errorf("%s to %s: %v, want rejected with reason 0x87 or, when the close came first, unavailable", tc.name, denied, err)
+						t.Errorf("%s to %s: %v, want rejected with reason 0x87 or, when the close came first, unavailable", tc.Name, denied, err)
 					case v == version311 && qos == 1 && err != nil && !lost:
-						t.Errorf("%s to %s at 3.1.1, QoS 1: %v, want success (mosquitto 2.0.11 acknowledges what its ACL drops) or unavailable (its close came first)", tc.name, denied, err)
+						t.Errorf("%s to %s at 3.1.1, QoS 1: %v, want success (mosquitto 2.0.11 acknowledges what its ACL drops) or unavailable (its close came first)", tc.Name, denied, err)
 					case v == version311 && qos == 2 && !lost:
-						t.Errorf("%s to %s at 3.1.1, QoS 2: %v, want unavailable (mosquitto 2.0.11 answers PUBREC and closes the connection before PUBCOMP)", tc.name, denied, err)
+						t.Errorf("%s to %s at 3.1.1, QoS 2: %v, want unavailable (mosquitto 2.0.11 answers PUBREC and closes the connection before PUBCOMP)", tc.Name, denied, err)
 					default:
-						t.Logf("%s: %v", tc.name, err)
+						t.Logf("%s: %v", tc.Name, err)
 					}
-					refusals += map[bool]int{true: 1}[refused]
+					if refused {
+						refusals++
+					}
 				}
 				if v == "5" && refusals == 0 {
 					t.Errorf("no publish to %s was refused with reason 0x87 (scripts/mosquitto.sh's ACL denies %s#: a mosquitto started before the script made its ACL needs a restart)", denied, mosquittoDenied)

@@ -134,14 +134,14 @@ func (d *dialer) dial311(ctx context.Context, nc *netConn, id string, onPublish 
 	return s, nil
 }
 
+// errReleased is call's error on a connection that ended before the call: f never ran.
+var errReleased = errors.New("connection lost")
+
 // call runs f, a paho call, and waits for the token it returns to complete, for ctx or for the
 // connection's end. paho's Publish and Subscribe hand their packet to the client's writer and wait
 // for it to be taken up to handoff311 whatever the caller's deadline; when the connection ends under
 // them nothing takes it and they wait that long. So f runs on a goroutine of the link's, which
 // release waits for.
-// errReleased is call's error on a connection that ended before the call: f never ran.
-var errReleased = errors.New("connection lost")
-
 func (l *link311) call(ctx context.Context, f func() paho311.Token) (paho311.Token, error) {
 	l.mu.Lock()
 	if l.released {

@@ -83,11 +83,7 @@ func publishBy(t testing.TB, p *nats.Publisher, how, topic string) error {
 	case "batch":
 		return p.PublishBatch(ctx(t), 0, topic, [][]byte{[]byte("x"), []byte("y")})
 	case "async":
-		done := make(chan error, 1)
-		if err := p.PublishAsync(0, topic, []byte("x"), func(err error) { done <- err }); err != nil {
-			return err
-		}
-		return testwait.Receive(t, 10*time.Second, "the async publish's done", done, 1)[0]
+		return publishertest.AsyncResult(p, 0, topic, []byte("x"), 10*time.Second)
 	}
 	t.Fatalf("no such way to publish: %s", how)
 	return nil

@@ -48,22 +48,12 @@ func TestIntegrationACL(t *testing.T) {
 		t.Cleanup(cancel)
 		return c
 	}
-	// publishAll sends one Publish, one PublishBatch of two and one PublishAsync to topic, and returns
-	// their errors by name.
+	// publishAll publishes to topic every way (publishertest.Ways: four messages) and returns their
+	// errors by name.
 	publishAll := func(t *testing.T, p publishers.Publisher, topic string) map[string]error {
-		errs := map[string]error{
-			"Publish":      p.Publish(ctx(t), 0, topic, []byte("one")),
-			"PublishBatch": p.PublishBatch(ctx(t), 0, topic, [][]byte{[]byte("two"), []byte("three")}),
-		}
-		done := make(chan error, 1)
-		if err := p.PublishAsync(0, topic, []byte("four"), func(err error) { done <- err }); err != nil {
-			errs["PublishAsync"] = err
-		} else {
-			select {
-			case errs["PublishAsync's done"] = <-done:
-			case <-time.After(20 * time.Second):
-				t.Fatal("PublishAsync's done never ran")
-			}
+		errs := map[string]error{}
+		for _, w := range publishertest.Ways(ctx(t), p, 0, topic, 20*time.Second) {
+			errs[w.Name] = w.Publish()
 		}
 		return errs
 	}

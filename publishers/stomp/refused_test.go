@@ -288,13 +288,7 @@ func checkRefusals(t *testing.T, c stomp.Config, allowed, forbidden string, r re
 	}{
 		{"batch", func() error { return p.PublishBatch(ctx, 0, forbidden, [][]byte{[]byte("a"), []byte("b")}) }},
 		{"publish again", func() error { return p.Publish(ctx, 0, forbidden, []byte("c")) }},
-		{"async again", func() error {
-			done := make(chan error, 1)
-			if err := p.PublishAsync(0, forbidden, []byte("d"), func(err error) { done <- err }); err != nil {
-				return err
-			}
-			return <-done
-		}},
+		{"async again", func() error { return publishertest.AsyncResult(p, 0, forbidden, []byte("d"), 10*time.Second) }},
 	} {
 		unsent := r.remembered && learned
 		err := tc.publish()
