@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Two servers loaded at the same time (docs/benchmarks.md): on a VM whose speed changes from one run
+# to the next, runs one after another mostly measure the VM; two servers under load at once see the
+# same machine. Every server gets an nsqd of its own; each round loads the first server and one other
+# at once, each with its own `wrk -t1 -cN -dD /send1`, in both orders of start. Printed per run: the
+# first server's 2xx req/s ÷ the other's, its CPU per request ÷ the other's (the server alone, and the
+# server plus its nsqd; utime+stime from /proc/PID/stat), peak RSS (VmHWM, reset per run), non-2xx;
+# then the medians per pair and concurrency. Both servers and the two wrk share the cores, so the req/s
+# ratio is diluted by what every request costs the same (wrk, the kernel's loopback): the CPU ratios
+# say more about the servers.
+#
+# Servers (-s, the first is compared with each other one):
+#   send1           mqtarget /send1 with its defaults           send1@gc=N  the same with -gc_percent N
+#   coalesce        mqtarget /send1 with -nsq.coalesce
+#   limit group seed  cmd/bench-nsqfloor -mode limit|group|seed: the floor rows of scripts/bench.sh
+#
+# Usage: scripts/bench-at-once.sh [options]
+#   -s, --servers "S…"  2 to 5 servers [send1 limit seed]
+#   -c, --conns "N…"    wrk connections per server [50 200]
+#   -r, --rounds N      rounds per pair and concurrency, each in both orders, at most 10 [3]
+#   -d, --duration D    measured per run, whole seconds, at most 60s [5s] (after a 1 s warm-up)
+#       --port-base N   listen on 127.0.0.1 ports N up (3 per server) [18170]
+# Environment: MQTARGET_CACHE (where scripts/nsqd.sh builds nsqd). Needs go, curl, wrk.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SERVERS="send1 limit seed"
+CONNS="50 200"
+ROUNDS=3
+DURATION=5s
+PORT_BASE=18170
+
+NAME=bench-at-once
+# shellcheck source=scripts/lib/broker.sh
+. scripts/lib/broker.sh # log, die, usage, port_in_use, await
+
+while (($#)); do
+    case $1 in
+    -s | --servers) SERVERS=$2; shift 2 ;;
+    -c | --conns) CONNS=$2; shift 2 ;;
+    -r | --rounds) ROUNDS=$2; shift 2 ;;
+    -d | --duration) DURATION=$2; shift 2 ;;
+    --port-base) PORT_BASE=$2; shift 2 ;;
+    -h | --help) usage ;;
+    *) die "unknown option $1 (see --help)" ;;
+    esac
+done
+read -r -a SV <<<"$SERVERS"
+((${#SV[@]} >= 2 && ${#SV[@]} <= 5)) || die "--servers: 2 to 5, got '$SERVERS'"
+declare -A SEEN
+for s in "${SV[@]}"; do
+    case $s in
+    send1 | coalesce | limit | group | seed) ;;
+    send1@gc=*)
+        g=${s#send1@gc=}
+        if ! [[ $g =~ ^[1-9][0-9]{0,5}$ ]] || ((g > 100000)); then die "--servers: $s: gc_percent 1..100000"; fi ;;
+    *) die "--servers: unknown server $s (send1, send1@gc=N, coalesce, limit, group, seed)" ;;
+    esac
+    [[ -z ${SEEN[$s]:-} ]] || die "--servers: $s given twice"
+    SEEN[$s]=1
+done
+read -r -a CS <<<"$CONNS"
+((${#CS[@]} >= 1)) || die "--conns: at least one value"
+for c in "${CS[@]}"; do
+    if ! [[ $c =~ ^[1-9][0-9]{0,3}$ ]] || ((c > 1000)); then die "--conns: each 1..1000, got $c"; fi
+done
+if ! [[ $ROUNDS =~ ^[1-9][0-9]?$ ]] || ((ROUNDS > 10)); then die "--rounds: 1..10, got $ROUNDS"; fi
+if ! [[ $DURATION =~ ^([1-9][0-9]?)s$ ]] || ((BASH_REMATCH[1] > 60)); then die "--duration: whole seconds 1s..60s, got $DURATION"; fi
+if ! [[ $PORT_BASE =~ ^[1-9][0-9]{3,4}$ ]] || ((PORT_BASE > 32750)); then die "--port-base: 1024..32750, got $PORT_BASE"; fi
+for c in go curl wrk; do command -v "$c" >/dev/null || die "$c is needed"; done
+for ((p = PORT_BASE; p < PORT_BASE + 3 * ${#SV[@]}; p++)); do
+    port_in_use "$p" && die "port $p on 127.0.0.1 is in use (--port-base)"
+done
+
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/mqtarget-bench-at-once.XXXXXX")"
+PIDS=()
+cleanup() {
+    local rc=$? pid
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    if ((rc != 0)); then tail -n 5 "$TMP"/*.log >&2 2>/dev/null || true; fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log "building nsqd (scripts/nsqd.sh build), mqtarget and cmd/bench-nsqfloor"
+NSQD_BIN="$(scripts/nsqd.sh build)"
+go build -o "$TMP/mqtarget" ./cmd/mqtarget
+go build -o "$TMP/bench-nsqfloor" ./cmd/bench-nsqfloor
+
+declare -A PID NPID URL NHTTP
+for i in "${!SV[@]}"; do
+    s=${SV[i]} port=$((PORT_BASE + 3 * i)) f=$TMP/$i
+    tcp=127.0.0.1:$port NHTTP[$s]=127.0.0.1:$((port + 1)) addr=127.0.0.1:$((port + 2))
+    mkdir "$f.nsqd"
+    "$NSQD_BIN" --tcp-address="$tcp" --http-address="${NHTTP[$s]}" --data-path="$f.nsqd" \
+        --mem-queue-size=1000000 >"$f.nsqd.log" 2>&1 &
+    PIDS+=($!)
+    NPID[$s]=$!
+    await 10 "${NPID[$s]}" "$f.nsqd.log" curl -fsS -o /dev/null "http://${NHTTP[$s]}/ping" || die "nsqd for $s did not start"
+    case $s in
+    limit | group | seed) "$TMP/bench-nsqfloor" -mode "$s" -addr "$addr" -nsqd "$tcp" >"$f.log" 2>&1 & ;;
+    coalesce) "$TMP/mqtarget" -http.addr "$addr" -nsq.hosts "$tcp" -nsq.coalesce -log.level warn >"$f.log" 2>&1 & ;;
+    send1) "$TMP/mqtarget" -http.addr "$addr" -nsq.hosts "$tcp" -log.level warn >"$f.log" 2>&1 & ;;
+    send1@gc=*) "$TMP/mqtarget" -http.addr "$addr" -nsq.hosts "$tcp" -gc_percent "${s#send1@gc=}" -log.level warn >"$f.log" 2>&1 & ;;
+    esac
+    PIDS+=($!)
+    PID[$s]=$! URL[$s]=http://$addr/send1
+    await 10 "${PID[$s]}" "$f.log" curl -fsS -o /dev/null "http://$addr/healthz" || die "$s did not start"
+done
+
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hwm_mb() { awk '/^VmHWM:/ {printf "%d", $2 / 1024}' "/proc/$1/status"; }
+# wrk_ok FILE: the 2xx answers in wrk's output; wrk_bad FILE: its non-2xx count.
+wrk_ok() { awk '/requests in/ {n = $1} /Non-2xx/ {bad = $NF} END {print n - bad}' "$1"; }
+wrk_bad() { awk '/Non-2xx/ {bad = $NF} END {print bad + 0}' "$1"; }
+# load C D A B: wrk -t1 -cC -dD on A's and B's /send1 at once, A's started first; output in a.out, b.out.
+load() {
+    local w
+    wrk -t1 -c"$1" -d"$2" "${URL[$3]}" >"$TMP/a.out" 2>&1 & w=$!
+    wrk -t1 -c"$1" -d"$2" "${URL[$4]}" >"$TMP/b.out" 2>&1
+    wait "$w"
+}
+
+# both A B CONNS: a run of A and B at once; appends a row to rows.
+both() {
+    local a=$1 b=$2 c=$3 x s0a s0b n0a n0b ra rb
+    for x in "$a" "$b"; do
+        curl -fsS -o /dev/null -X POST "http://${NHTTP[$x]}/topic/delete?topic=mqtarget" 2>/dev/null || true
+    done
+    load "$c" 1s "$a" "$b"
+    echo 5 >"/proc/${PID[$a]}/clear_refs"
+    echo 5 >"/proc/${PID[$b]}/clear_refs"
+    s0a=$(ticks "${PID[$a]}") s0b=$(ticks "${PID[$b]}") n0a=$(ticks "${NPID[$a]}") n0b=$(ticks "${NPID[$b]}")
+    load "$c" "$DURATION" "$a" "$b"
+    ra=$(wrk_ok "$TMP/a.out") rb=$(wrk_ok "$TMP/b.out")
+    ((ra > 0 && rb > 0)) || die "a run answered no 2xx: $(cat "$TMP/a.out" "$TMP/b.out")"
+    # c A B reqA reqB srvA srvB nsqdA nsqdB (CPU ticks) rssA rssB non2xx
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$a" "$b" "$ra" "$rb" \
+        "$(($(ticks "${PID[$a]}") - s0a))" "$(($(ticks "${PID[$b]}") - s0b))" \
+        "$(($(ticks "${NPID[$a]}") - n0a))" "$(($(ticks "${NPID[$b]}") - n0b))" \
+        "$(hwm_mb "${PID[$a]}")" "$(hwm_mb "${PID[$b]}")" "$(($(wrk_bad "$TMP/a.out") + $(wrk_bad "$TMP/b.out")))" >>"$TMP/rows"
+}
+
+: >"$TMP/rows"
+for c in "${CS[@]}"; do
+    for s in "${SV[@]:1}"; do
+        for ((r = 1; r <= ROUNDS; r++)); do
+            log "c$c: ${SV[0]} beside $s, round $r of $ROUNDS (both orders)"
+            both "${SV[0]}" "$s" "$c"
+            both "$s" "${SV[0]}" "$c"
+        done
+    done
+done
+
+F=${SV[0]}
+printf '\nwrk -t1 -cN -d%s /send1 on two servers at once, each with an nsqd of its own; %d cores (%s), load average %s; mqtarget %s, %s\n\n' \
+    "$DURATION" "$(nproc)" "$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)" "$(cut -d' ' -f1-3 /proc/loadavg)" \
+    "$(git rev-parse --short HEAD 2>/dev/null || echo '?')" "$(date -u +%FT%TZ)"
+# Every ratio below is the first server's over the other's, whichever wrk started first.
+awk -F'\t' -v first="$F" -v s="${DURATION%s}" -v t="$(getconf CLK_TCK)" '
+    function med(k, metric, x, y, tt, v, m) {
+        for (x = 1; x <= n[k]; x++) v[x] = val[metric, k, x]
+        for (x = 1; x <= n[k]; x++) for (y = x + 1; y <= n[k]; y++) if (v[y] < v[x]) { tt = v[x]; v[x] = v[y]; v[y] = tt }
+        m = n[k]; return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2 }
+    {   f = ($2 == first); o = f ? $3 : $2
+        rf = f ? $4 : $5; ro = f ? $5 : $4; sf = f ? $6 : $7; so = f ? $7 : $6
+        nf = f ? $8 : $9; no = f ? $9 : $8; hf = f ? $10 : $11; ho = f ? $11 : $10
+        k = $1 SUBSEP o; if (!(k in n)) order[++keys] = k; i = ++n[k]
+        val["req", k, i] = rf / ro; val["srv", k, i] = (sf / rf) / (so / ro); val["all", k, i] = ((sf + nf) / rf) / ((so + no) / ro)
+        if (hf > maxf[k]) maxf[k] = hf; if (ho > maxo[k]) maxo[k] = ho; bad[k] += $12
+        row[NR] = sprintf("| %s | %s | %s | %s | %.0f / %.0f | %.3f | %.1f / %.1f | %.3f | %.1f / %.1f | %.3f | %s / %s | %s |", $1, first, o, $2,
+            rf / s, ro / s, rf / ro, 1e6 * sf / t / rf, 1e6 * so / t / ro, val["srv", k, i],
+            1e6 * (sf + nf) / t / rf, 1e6 * (so + no) / t / ro, val["all", k, i], hf, ho, $12) }
+    END {
+        print "| -c | first | other | started first | req/s | req/s ratio | server CPU µs/req | ratio | server + nsqd CPU µs/req | ratio | peak RSS MB | non-2xx |"
+        print "| --: | --- | --- | --- | --: | --: | --: | --: | --: | --: | --: | --: |"
+        for (i = 1; i <= NR; i++) print row[i]
+        print ""
+        print "| -c | pair | runs | req/s ratio, median | server CPU ratio, median | server + nsqd CPU ratio, median | peak RSS MB | non-2xx |"
+        print "| --: | --- | --: | --: | --: | --: | --: | --: |"
+        for (i = 1; i <= keys; i++) { k = order[i]; split(k, p, SUBSEP)
+            printf "| %s | %s ÷ %s | %d | %.3f | %.3f | %.3f | %s / %s | %d |\n", p[1], first, p[2], n[k],
+                med(k, "req"), med(k, "srv"), med(k, "all"), maxf[k], maxo[k], bad[k] } }' "$TMP/rows"
