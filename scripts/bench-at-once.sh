@@ -101,9 +101,13 @@ for i in "${!SV[@]}"; do
     await 10 "${NPID[$s]}" "$f.nsqd.log" curl -fsS -o /dev/null "http://${NHTTP[$s]}/ping" || die "nsqd for $s did not start"
     case $s in
     limit | group | seed) "$TMP/bench-nsqfloor" -mode "$s" -addr "$addr" -nsqd "$tcp" >"$f.log" 2>&1 & ;;
-    coalesce) "$TMP/mqtarget" -http.addr "$addr" -nsq.hosts "$tcp" -nsq.coalesce -log.level warn >"$f.log" 2>&1 & ;;
-    send1) "$TMP/mqtarget" -http.addr "$addr" -nsq.hosts "$tcp" -log.level warn >"$f.log" 2>&1 & ;;
-    send1@gc=*) "$TMP/mqtarget" -http.addr "$addr" -nsq.hosts "$tcp" -gc_percent "${s#send1@gc=}" -log.level warn >"$f.log" 2>&1 & ;;
+    *)
+        case $s in
+        send1) flags=() ;;
+        coalesce) flags=(-nsq.coalesce) ;;
+        send1@gc=*) flags=(-gc_percent "${s#send1@gc=}") ;;
+        esac
+        "$TMP/mqtarget" -http.addr "$addr" -nsq.hosts "$tcp" -log.level warn "${flags[@]}" >"$f.log" 2>&1 & ;;
     esac
     PIDS+=($!)
     PID[$s]=$! URL[$s]=http://$addr/send1
