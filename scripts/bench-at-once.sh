@@ -5,9 +5,10 @@
 # at once, each with its own `wrk -t1 -cN -dD /send1`, in both orders of start. Printed per run: the
 # first server's 2xx req/s ÷ the other's, its CPU per request ÷ the other's (the server alone, and the
 # server plus its nsqd; utime+stime from /proc/PID/stat), peak RSS (VmHWM, reset per run), non-2xx;
-# then the medians per pair and concurrency. Both servers and the two wrk share the cores, so the req/s
-# ratio is diluted by what every request costs the same (wrk, the kernel's loopback): the CPU ratios
-# say more about the servers.
+# then the medians per pair and concurrency, and the issue #17 targets its pairs measure (send1 first:
+# beside limit, seed; coalesce first: beside group). Both servers and the two wrk share the cores, so
+# the req/s ratio is diluted by what every request costs the same (wrk, the kernel's loopback): the
+# CPU ratios say more about the servers.
 #
 # Servers (-s, the first is compared with each other one):
 #   send1           mqtarget /send1 with its defaults           send1@gc=N  the same with -gc_percent N
@@ -186,4 +187,14 @@ awk -F'\t' -v first="$F" -v s="${DURATION%s}" -v t="$(getconf CLK_TCK)" '
         print "| --: | --- | --: | --: | --: | --: | --: | --: |"
         for (i = 1; i <= keys; i++) { k = order[i]; split(k, p, SUBSEP)
             printf "| %s | %s ÷ %s | %d | %.3f | %.3f | %.3f | %s / %s | %d |\n", p[1], first, p[2], n[k],
-                med(k, "req"), med(k, "srv"), med(k, "all"), maxf[k], maxo[k], bad[k] } }' "$TMP/rows"
+                med(k, "req"), med(k, "srv"), med(k, "all"), maxf[k], maxo[k], bad[k] }
+        # The targets of issue #17, on the medians, for the pairs this run has (the first server first).
+        for (i = 1; i <= keys; i++) { k = order[i]; split(k, p, SUBSEP); pr = first " ÷ " p[2]
+            if (first == "send1" && p[2] == "limit") {
+                judge(p[1], pr " req/s", med(k, "req"), ">=", 0.90); judge(p[1], pr " server CPU per request", med(k, "srv"), "<=", 1.15) }
+            if (first == "send1" && p[2] == "seed") judge(p[1], pr " req/s", med(k, "req"), ">=", 1.3)
+            if (first == "coalesce" && p[2] == "group") judge(p[1], pr " req/s", med(k, "req"), ">=", 0.90) }
+        if (verdicts) print "\n#17 targets (medians):" verdicts }
+    function judge(c, what, v, op, want, ok) {
+        ok = op == ">=" ? v >= want : v <= want
+        verdicts = verdicts sprintf("\n- c%s: %s %.3f %s %.2f: %s", c, what, v, op == ">=" ? "≥" : "≤", want, ok ? "met" : "NOT met") }' "$TMP/rows"
