@@ -10,6 +10,11 @@
 # the req/s ratio is diluted by what every request costs the same (wrk, the kernel's loopback): the
 # CPU ratios say more about the servers.
 #
+# With --rate, each server gets `mqtarget load -rate R` instead (the open model: R requests per second
+# whatever the answers do, latency from each request's intended send): the same CPU and RSS columns,
+# and the p50 / p99 / p99.9 of each side with the medians of their ratios, for tails compared at the
+# same load on the same state of the machine. Closed runs give wrk's p50 and p99 (`--latency`).
+#
 # Servers (-s, the first is compared with each other one):
 #   send1           mqtarget /send1 with its defaults           send1@gc=N  the same with -gc_percent N
 #   coalesce        mqtarget /send1 with -nsq.coalesce
@@ -18,6 +23,7 @@
 # Usage: scripts/bench-at-once.sh [options]
 #   -s, --servers "S…"  2 to 5 servers [send1 limit seed]
 #   -c, --conns "N…"    wrk connections per server [50 200]
+#       --rate "R…"     the open model instead, at each R requests per second per server (1..100000)
 #   -r, --rounds N      rounds per pair and concurrency, each in both orders, at most 10 [3]
 #   -d, --duration D    measured per run, whole seconds, at most 60s [5s] (after a 1 s warm-up)
 #       --port-base N   listen on 127.0.0.1 ports N up (3 per server) [18170]
@@ -27,6 +33,7 @@ cd "$(dirname "$0")/.."
 
 SERVERS="send1 limit seed"
 CONNS="50 200"
+RATES=""
 ROUNDS=3
 DURATION=5s
 PORT_BASE=18170
@@ -39,6 +46,7 @@ while (($#)); do
     case $1 in
     -s | --servers) SERVERS=$2; shift 2 ;;
     -c | --conns) CONNS=$2; shift 2 ;;
+    --rate) RATES=$2; shift 2 ;;
     -r | --rounds) ROUNDS=$2; shift 2 ;;
     -d | --duration) DURATION=$2; shift 2 ;;
     --port-base) PORT_BASE=$2; shift 2 ;;
@@ -60,11 +68,22 @@ for s in "${SV[@]}"; do
     [[ -z ${SEEN[$s]:-} ]] || die "--servers: $s given twice"
     SEEN[$s]=1
 done
-read -r -a CS <<<"$CONNS"
-((${#CS[@]} >= 1)) || die "--conns: at least one value"
-for c in "${CS[@]}"; do
-    if ! [[ $c =~ ^[1-9][0-9]{0,3}$ ]] || ((c > 1000)); then die "--conns: each 1..1000, got $c"; fi
-done
+# CS: the load points, connections (closed model) or rates (--rate, open model).
+if [[ -n $RATES ]]; then
+    read -r -a CS <<<"$RATES"
+    ((${#CS[@]} >= 1)) || die "--rate: at least one value"
+    for c in "${CS[@]}"; do
+        if ! [[ $c =~ ^[1-9][0-9]{0,5}$ ]] || ((c > 100000)); then die "--rate: each 1..100000, got $c"; fi
+    done
+    POINT=rate
+else
+    read -r -a CS <<<"$CONNS"
+    ((${#CS[@]} >= 1)) || die "--conns: at least one value"
+    for c in "${CS[@]}"; do
+        if ! [[ $c =~ ^[1-9][0-9]{0,3}$ ]] || ((c > 1000)); then die "--conns: each 1..1000, got $c"; fi
+    done
+    POINT=-c
+fi
 if ! [[ $ROUNDS =~ ^[1-9][0-9]?$ ]] || ((ROUNDS > 10)); then die "--rounds: 1..10, got $ROUNDS"; fi
 if ! [[ $DURATION =~ ^([1-9][0-9]?)s$ ]] || ((BASH_REMATCH[1] > 60)); then die "--duration: whole seconds 1s..60s, got $DURATION"; fi
 if ! [[ $PORT_BASE =~ ^[1-9][0-9]{3,4}$ ]] || ((PORT_BASE > 32750)); then die "--port-base: 1024..32750, got $PORT_BASE"; fi
@@ -117,14 +136,42 @@ done
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hwm_mb() { awk '/^VmHWM:/ {printf "%d", $2 / 1024}' "/proc/$1/status"; }
-# wrk_ok FILE: the 2xx answers in wrk's output; wrk_bad FILE: its non-2xx count.
-wrk_ok() { awk '/requests in/ {n = $1} /Non-2xx/ {bad = $NF} END {print n - bad}' "$1"; }
-wrk_bad() { awk '/Non-2xx/ {bad = $NF} END {print bad + 0}' "$1"; }
-# load C D A B: wrk -t1 -cC -dD on A's and B's /send1 at once, A's started first; output in a.out, b.out.
+# gen P D URL: load URL for D, at P connections (wrk -t1) or P requests per second (mqtarget load).
+gen() {
+    if [[ -n $RATES ]]; then
+        "$TMP/mqtarget" load -rate "$1" -duration "$2" -o csv "$3" || true # judged on its CSV below
+    else
+        wrk -t1 -c"$1" -d"$2" --latency "$3"
+    fi
+}
+# csv FILE COLUMN: COLUMN of mqtarget load's CSV row.
+csv() { awk -F, -v k="$2" '$1 == "endpoint" {for (i = 1; i <= NF; i++) col[$i] = i; next} (k in col) {print $col[k]; exit}' "$1"; }
+# ok FILE: the 2xx answers; bad FILE: the rest (non-2xx, and for the open model errors and not sent).
+ok() {
+    if [[ -n $RATES ]]; then csv "$1" ok; else awk '/requests in/ {n = $1} /Non-2xx/ {bad = $NF} END {print n - bad}' "$1"; fi
+}
+bad() {
+    if [[ -n $RATES ]]; then
+        echo $(($(csv "$1" non_2xx) + $(csv "$1" errors) + $(csv "$1" not_sent)))
+    else
+        awk '/Non-2xx/ {bad = $NF} END {print bad + 0}' "$1"
+    fi
+}
+# pct FILE P: the P (50, 99, 999) latency percentile in ms; "-" where the generator gives none.
+pct() {
+    if [[ -n $RATES ]]; then
+        csv "$1" "p$2_ms"
+    else # wrk --latency: "     99%    5.00ms"
+        awk -v p="$2%" '$1 == p {v = $2; u = v; sub(/^[0-9.]+/, "", u); sub(/[a-z]+$/, "", v)
+            print v * (u == "us" ? 0.001 : u == "s" ? 1000 : u == "m" ? 60000 : 1); f = 1; exit}
+            END {if (!f) print "-"}' "$1"
+    fi
+}
+# load P D A B: A's and B's /send1 loaded at once (gen), A's started first; output in a.out, b.out.
 load() {
     local w
-    wrk -t1 -c"$1" -d"$2" "${URL[$3]}" >"$TMP/a.out" 2>&1 & w=$!
-    wrk -t1 -c"$1" -d"$2" "${URL[$4]}" >"$TMP/b.out" 2>&1
+    gen "$1" "$2" "${URL[$3]}" >"$TMP/a.out" 2>&1 & w=$!
+    gen "$1" "$2" "${URL[$4]}" >"$TMP/b.out" 2>&1
     wait "$w"
 }
 
@@ -139,20 +186,22 @@ both() {
     echo 5 >"/proc/${PID[$b]}/clear_refs"
     s0a=$(ticks "${PID[$a]}") s0b=$(ticks "${PID[$b]}") n0a=$(ticks "${NPID[$a]}") n0b=$(ticks "${NPID[$b]}")
     load "$c" "$DURATION" "$a" "$b"
-    ra=$(wrk_ok "$TMP/a.out") rb=$(wrk_ok "$TMP/b.out")
-    ((ra > 0 && rb > 0)) || die "a run answered no 2xx: $(cat "$TMP/a.out" "$TMP/b.out")"
-    # c A B reqA reqB srvA srvB nsqdA nsqdB (CPU ticks) rssA rssB non2xx
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$a" "$b" "$ra" "$rb" \
+    ra=$(ok "$TMP/a.out") rb=$(ok "$TMP/b.out")
+    ((${ra:-0} > 0 && ${rb:-0} > 0)) || die "a run answered no 2xx: $(cat "$TMP/a.out" "$TMP/b.out")"
+    # point A B reqA reqB srvA srvB nsqdA nsqdB (CPU ticks) rssA rssB not-2xx p50A p50B p99A p99B p999A p999B
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$a" "$b" "$ra" "$rb" \
         "$(($(ticks "${PID[$a]}") - s0a))" "$(($(ticks "${PID[$b]}") - s0b))" \
         "$(($(ticks "${NPID[$a]}") - n0a))" "$(($(ticks "${NPID[$b]}") - n0b))" \
-        "$(hwm_mb "${PID[$a]}")" "$(hwm_mb "${PID[$b]}")" "$(($(wrk_bad "$TMP/a.out") + $(wrk_bad "$TMP/b.out")))" >>"$TMP/rows"
+        "$(hwm_mb "${PID[$a]}")" "$(hwm_mb "${PID[$b]}")" "$(($(bad "$TMP/a.out") + $(bad "$TMP/b.out")))" \
+        "$(pct "$TMP/a.out" 50)" "$(pct "$TMP/b.out" 50)" "$(pct "$TMP/a.out" 99)" "$(pct "$TMP/b.out" 99)" \
+        "$(pct "$TMP/a.out" 999)" "$(pct "$TMP/b.out" 999)" >>"$TMP/rows"
 }
 
 : >"$TMP/rows"
 for c in "${CS[@]}"; do
     for s in "${SV[@]:1}"; do
         for ((r = 1; r <= ROUNDS; r++)); do
-            log "c$c: ${SV[0]} beside $s, round $r of $ROUNDS (both orders)"
+            log "$POINT $c: ${SV[0]} beside $s, round $r of $ROUNDS (both orders)"
             both "${SV[0]}" "$s" "$c"
             both "$s" "${SV[0]}" "$c"
         done
@@ -160,34 +209,44 @@ for c in "${CS[@]}"; do
 done
 
 F=${SV[0]}
-printf '\nwrk -t1 -cN -d%s /send1 on two servers at once, each with an nsqd of its own; %d cores (%s), load average %s; mqtarget %s, %s\n\n' \
-    "$DURATION" "$(nproc)" "$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)" "$(cut -d' ' -f1-3 /proc/loadavg)" \
+if [[ -n $RATES ]]; then gen_text="mqtarget load -rate R -duration $DURATION"; else gen_text="wrk -t1 -cN -d$DURATION --latency"; fi
+printf '\n%s /send1 on two servers at once, each with an nsqd of its own; %d cores (%s), load average %s; mqtarget %s, %s\n\n' \
+    "$gen_text" "$(nproc)" "$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)" "$(cut -d' ' -f1-3 /proc/loadavg)" \
     "$(git rev-parse --short HEAD 2>/dev/null || echo '?')" "$(date -u +%FT%TZ)"
 # Every ratio below is the first server's over the other's, whichever wrk started first.
-awk -F'\t' -v first="$F" -v s="${DURATION%s}" -v t="$(getconf CLK_TCK)" '
+awk -F'\t' -v first="$F" -v s="${DURATION%s}" -v t="$(getconf CLK_TCK)" -v point="$POINT" -v open="${RATES:+1}" '
     function med(k, metric, x, y, tt, v, m) {
-        for (x = 1; x <= n[k]; x++) v[x] = val[metric, k, x]
-        for (x = 1; x <= n[k]; x++) for (y = x + 1; y <= n[k]; y++) if (v[y] < v[x]) { tt = v[x]; v[x] = v[y]; v[y] = tt }
-        m = n[k]; return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2 }
+        m = cnt[metric, k]; if (!m) return "-"
+        for (x = 1; x <= m; x++) v[x] = val[metric, k, x]
+        for (x = 1; x <= m; x++) for (y = x + 1; y <= m; y++) if (v[y] < v[x]) { tt = v[x]; v[x] = v[y]; v[y] = tt }
+        return sprintf("%.3f", m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2) }
+    function put(metric, k, x) { val[metric, k, ++cnt[metric, k]] = x }
+    function both(a, b) { return a == b && a == "-" ? "-" : a " / " b }
     {   f = ($2 == first); o = f ? $3 : $2
         rf = f ? $4 : $5; ro = f ? $5 : $4; sf = f ? $6 : $7; so = f ? $7 : $6
         nf = f ? $8 : $9; no = f ? $9 : $8; hf = f ? $10 : $11; ho = f ? $11 : $10
-        k = $1 SUBSEP o; if (!(k in n)) order[++keys] = k; i = ++n[k]
-        val["req", k, i] = rf / ro; val["srv", k, i] = (sf / rf) / (so / ro); val["all", k, i] = ((sf + nf) / rf) / ((so + no) / ro)
+        p50f = f ? $13 : $14; p50o = f ? $14 : $13; p99f = f ? $15 : $16; p99o = f ? $16 : $15
+        p999f = f ? $17 : $18; p999o = f ? $18 : $17
+        k = $1 SUBSEP o; if (!(k in n)) order[++keys] = k; n[k]++
+        put("req", k, rf / ro); put("srv", k, (sf / rf) / (so / ro)); put("all", k, ((sf + nf) / rf) / ((so + no) / ro))
+        r99 = "-"; if (p99f != "-" && p99o > 0) { r99 = sprintf("%.3f", p99f / p99o); put("p99", k, p99f / p99o) }
+        if (p999f != "-" && p999o > 0) put("p999", k, p999f / p999o)
         if (hf > maxf[k]) maxf[k] = hf; if (ho > maxo[k]) maxo[k] = ho; bad[k] += $12
-        row[NR] = sprintf("| %s | %s | %s | %s | %.0f / %.0f | %.3f | %.1f / %.1f | %.3f | %.1f / %.1f | %.3f | %s / %s | %s |", $1, first, o, $2,
-            rf / s, ro / s, rf / ro, 1e6 * sf / t / rf, 1e6 * so / t / ro, val["srv", k, i],
-            1e6 * (sf + nf) / t / rf, 1e6 * (so + no) / t / ro, val["all", k, i], hf, ho, $12) }
+        row[NR] = sprintf("| %s | %s | %s | %s | %.0f / %.0f | %.3f | %.1f / %.1f | %.3f | %.1f / %.1f | %.3f | %s | %s | %s | %s | %s / %s | %s |",
+            $1, first, o, $2, rf / s, ro / s, rf / ro, 1e6 * sf / t / rf, 1e6 * so / t / ro, (sf / rf) / (so / ro),
+            1e6 * (sf + nf) / t / rf, 1e6 * (so + no) / t / ro, ((sf + nf) / rf) / ((so + no) / ro),
+            both(p50f, p50o), both(p99f, p99o), r99, both(p999f, p999o), hf, ho, $12) }
     END {
-        print "| -c | first | other | started first | req/s | req/s ratio | server CPU µs/req | ratio | server + nsqd CPU µs/req | ratio | peak RSS MB | non-2xx |"
-        print "| --: | --- | --- | --- | --: | --: | --: | --: | --: | --: | --: | --: |"
+        print "| " point " | first | other | started first | 2xx/s | ratio | server CPU µs/req | ratio | server + nsqd CPU µs/req | ratio | p50 ms | p99 ms | p99 ratio | p99.9 ms | peak RSS MB | not 2xx |"
+        print "| --: | --- | --- | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |"
         for (i = 1; i <= NR; i++) print row[i]
         print ""
-        print "| -c | pair | runs | req/s ratio, median | server CPU ratio, median | server + nsqd CPU ratio, median | peak RSS MB | non-2xx |"
-        print "| --: | --- | --: | --: | --: | --: | --: | --: |"
+        print "| " point " | pair | runs | 2xx/s ratio, median | server CPU ratio, median | server + nsqd CPU ratio, median | p99 ratio, median | p99.9 ratio, median | peak RSS MB | not 2xx |"
+        print "| --: | --- | --: | --: | --: | --: | --: | --: | --: | --: |"
         for (i = 1; i <= keys; i++) { k = order[i]; split(k, p, SUBSEP)
-            printf "| %s | %s ÷ %s | %d | %.3f | %.3f | %.3f | %s / %s | %d |\n", p[1], first, p[2], n[k],
-                med(k, "req"), med(k, "srv"), med(k, "all"), maxf[k], maxo[k], bad[k] }
+            printf "| %s | %s ÷ %s | %d | %s | %s | %s | %s | %s | %s / %s | %d |\n", p[1], first, p[2], n[k],
+                med(k, "req"), med(k, "srv"), med(k, "all"), med(k, "p99"), med(k, "p999"), maxf[k], maxo[k], bad[k] }
+        if (open) exit # the #17 targets are closed-model req/s
         # The targets of issue #17, on the medians, for the pairs this run has (the first server first).
         for (i = 1; i <= keys; i++) { k = order[i]; split(k, p, SUBSEP); pr = first " ÷ " p[2]
             if (first == "send1" && p[2] == "limit") {
@@ -196,5 +255,5 @@ awk -F'\t' -v first="$F" -v s="${DURATION%s}" -v t="$(getconf CLK_TCK)" '
             if (first == "coalesce" && p[2] == "group") judge(p[1], pr " req/s", med(k, "req"), ">=", 0.90) }
         if (verdicts) print "\n#17 targets (medians):" verdicts }
     function judge(c, what, v, op, want, ok) {
-        ok = op == ">=" ? v >= want : v <= want
-        verdicts = verdicts sprintf("\n- c%s: %s %.3f %s %.2f: %s", c, what, v, op == ">=" ? "≥" : "≤", want, ok ? "met" : "NOT met") }' "$TMP/rows"
+        ok = op == ">=" ? v + 0 >= want : v + 0 <= want
+        verdicts = verdicts sprintf("\n- c%s: %s %s %s %.2f: %s", c, what, v, op == ">=" ? "≥" : "≤", want, ok ? "met" : "NOT met") }' "$TMP/rows"
