@@ -129,12 +129,13 @@ func Default() Config {
 		ShutdownLameDuck: 2 * time.Second,
 		ShutdownGrace:    10 * time.Second,
 		// mqtarget's live heap is a few MB, so at Go's default of 100 it collects about 17 times a second
-		// under load. Measured side by side (docs/benchmarks.md), 200 costs 1.5-6 % less CPU per /send1
-		// than 100 and the same as 400 within the scatter, at a peak RSS of 37-47 MB at 50-200
-		// connections where 400 holds 44-60 (and 64 with every route): room under the sidecar's 64 MiB.
-		GCPercent: 200,
-		// Three times the live heap (gc_percent 200; five at 400) lets bursts of large messages leave
-		// GBs of garbage; past 512 MiB the GC runs more often instead. Normal use stays far below.
+		// under load; at 400 a quarter as often: about 7 % less CPU per /send1, measured side by side at
+		// 50 and 200 connections, for a peak RSS of 43-64 MB instead of 33-41 (docs/benchmarks.md). 200
+		// costs the CPU 400 does and holds 7-13 MB less, but its p99 was higher in most runs side by side
+		// (fewer collections disturb fewer requests), and tails are what people read from mqtarget.
+		GCPercent: 400,
+		// Five times the live heap (gc_percent 400) let bursts of large messages leave GBs of garbage;
+		// past 512 MiB the GC runs more often instead. Normal use stays far below (43-64 MB).
 		GCMemoryLimit: 512 << 20,
 		// A ?topics= sweep up to 1000 fits; a runaway loop of new names stops there instead of filling
 		// the broker with topics.
