@@ -42,51 +42,59 @@ NAME=bench-at-once
 # shellcheck source=scripts/lib/broker.sh
 . scripts/lib/broker.sh # log, die, usage, port_in_use, await
 
+# flag_error MESSAGE: a bad option; exit 2 naming it.
+flag_error() {
+    log "ERROR: $* (see --help)"
+    exit 2
+}
 while (($#)); do
     case $1 in
+    -s | --servers | -c | --conns | --rate | -r | --rounds | -d | --duration | --port-base)
+        (($# >= 2)) || flag_error "$1: needs a value" ;;&
     -s | --servers) SERVERS=$2; shift 2 ;;
-    -c | --conns) CONNS=$2; shift 2 ;;
+    -c | --conns) CONNS=$2 CONNS_SET=1; shift 2 ;;
     --rate) RATES=$2; shift 2 ;;
     -r | --rounds) ROUNDS=$2; shift 2 ;;
     -d | --duration) DURATION=$2; shift 2 ;;
     --port-base) PORT_BASE=$2; shift 2 ;;
     -h | --help) usage ;;
-    *) die "unknown option $1 (see --help)" ;;
+    *) flag_error "unknown option $1" ;;
     esac
 done
 read -r -a SV <<<"$SERVERS"
-((${#SV[@]} >= 2 && ${#SV[@]} <= 5)) || die "--servers: 2 to 5, got '$SERVERS'"
+((${#SV[@]} >= 2 && ${#SV[@]} <= 5)) || flag_error "--servers: 2 to 5, got '$SERVERS'"
 declare -A SEEN
 for s in "${SV[@]}"; do
     case $s in
     send1 | coalesce | limit | group | seed) ;;
     send1@gc=*)
         g=${s#send1@gc=}
-        if ! [[ $g =~ ^[1-9][0-9]{0,5}$ ]] || ((g > 100000)); then die "--servers: $s: gc_percent 1..100000"; fi ;;
-    *) die "--servers: unknown server $s (send1, send1@gc=N, coalesce, limit, group, seed)" ;;
+        if ! [[ $g =~ ^[1-9][0-9]{0,5}$ ]] || ((g > 100000)); then flag_error "--servers: $s: gc_percent 1..100000"; fi ;;
+    *) flag_error "--servers: unknown server $s (send1, send1@gc=N, coalesce, limit, group, seed)" ;;
     esac
-    [[ -z ${SEEN[$s]:-} ]] || die "--servers: $s given twice"
+    [[ -z ${SEEN[$s]:-} ]] || flag_error "--servers: $s given twice"
     SEEN[$s]=1
 done
 # CS: the load points, connections (closed model) or rates (--rate, open model).
 if [[ -n $RATES ]]; then
+    [[ -z ${CONNS_SET:-} ]] || flag_error "--rate: not with -c/--conns (the open model has no connection count)"
     read -r -a CS <<<"$RATES"
-    ((${#CS[@]} >= 1)) || die "--rate: at least one value"
+    ((${#CS[@]} >= 1)) || flag_error "--rate: at least one value"
     for c in "${CS[@]}"; do
-        if ! [[ $c =~ ^[1-9][0-9]{0,5}$ ]] || ((c > 100000)); then die "--rate: each 1..100000, got $c"; fi
+        if ! [[ $c =~ ^[1-9][0-9]{0,5}$ ]] || ((c > 100000)); then flag_error "--rate: each 1..100000, got $c"; fi
     done
     POINT=rate
 else
     read -r -a CS <<<"$CONNS"
-    ((${#CS[@]} >= 1)) || die "--conns: at least one value"
+    ((${#CS[@]} >= 1)) || flag_error "--conns: at least one value"
     for c in "${CS[@]}"; do
-        if ! [[ $c =~ ^[1-9][0-9]{0,3}$ ]] || ((c > 1000)); then die "--conns: each 1..1000, got $c"; fi
+        if ! [[ $c =~ ^[1-9][0-9]{0,3}$ ]] || ((c > 1000)); then flag_error "--conns: each 1..1000, got $c"; fi
     done
     POINT=-c
 fi
-if ! [[ $ROUNDS =~ ^[1-9][0-9]?$ ]] || ((ROUNDS > 10)); then die "--rounds: 1..10, got $ROUNDS"; fi
-if ! [[ $DURATION =~ ^([1-9][0-9]?)s$ ]] || ((BASH_REMATCH[1] > 60)); then die "--duration: whole seconds 1s..60s, got $DURATION"; fi
-if ! [[ $PORT_BASE =~ ^[1-9][0-9]{3,4}$ ]] || ((PORT_BASE > 32750)); then die "--port-base: 1024..32750, got $PORT_BASE"; fi
+if ! [[ $ROUNDS =~ ^[1-9][0-9]?$ ]] || ((ROUNDS > 10)); then flag_error "--rounds: 1..10, got $ROUNDS"; fi
+if ! [[ $DURATION =~ ^([1-9][0-9]?)s$ ]] || ((BASH_REMATCH[1] > 60)); then flag_error "--duration: whole seconds 1s..60s, got $DURATION"; fi
+if ! [[ $PORT_BASE =~ ^[1-9][0-9]{3,4}$ ]] || ((PORT_BASE > 32750)); then flag_error "--port-base: 1024..32750, got $PORT_BASE"; fi
 for c in go curl wrk; do command -v "$c" >/dev/null || die "$c is needed"; done
 for ((p = PORT_BASE; p < PORT_BASE + 3 * ${#SV[@]}; p++)); do
     port_in_use "$p" && die "port $p on 127.0.0.1 is in use (--port-base)"
