@@ -16,9 +16,11 @@
 # same load on the same state of the machine. Closed runs give wrk's p50 and p99 (`--latency`).
 #
 # Servers (-s, the first is compared with each other one):
-#   send1           mqtarget /send1 with its defaults           send1@gc=N  the same with -gc_percent N
+#   send1           mqtarget /send1 with its defaults
 #   coalesce        mqtarget /send1 with -nsq.coalesce
 #   limit group seed  cmd/bench-nsqfloor -mode limit|group|seed: the floor rows of scripts/bench.sh
+#   S@gc=N          any of them with the GC target N: mqtarget's -gc_percent N (its default is 400), the
+#                   floor's GOGC=N (Go's default, 100, otherwise)
 #
 # Usage: scripts/bench-at-once.sh [options]
 #   -s, --servers "S…"  2 to 5 servers [send1 limit seed]
@@ -65,13 +67,14 @@ read -r -a SV <<<"$SERVERS"
 ((${#SV[@]} >= 2 && ${#SV[@]} <= 5)) || flag_error "--servers: 2 to 5, got '$SERVERS'"
 declare -A SEEN
 for s in "${SV[@]}"; do
-    case $s in
+    case ${s%@gc=*} in
     send1 | coalesce | limit | group | seed) ;;
-    send1@gc=*)
-        g=${s#send1@gc=}
-        if ! [[ $g =~ ^[1-9][0-9]{0,5}$ ]] || ((g > 100000)); then flag_error "--servers: $s: gc_percent 1..100000"; fi ;;
-    *) flag_error "--servers: unknown server $s (send1, send1@gc=N, coalesce, limit, group, seed)" ;;
+    *) flag_error "--servers: unknown server $s (send1, coalesce, limit, group, seed; each optionally @gc=N)" ;;
     esac
+    if [[ $s == *@gc=* ]]; then
+        g=${s#*@gc=}
+        if ! [[ $g =~ ^[1-9][0-9]{0,5}$ ]] || ((g > 100000)); then flag_error "--servers: $s: the GC target 1..100000"; fi
+    fi
     [[ -z ${SEEN[$s]:-} ]] || flag_error "--servers: $s given twice"
     SEEN[$s]=1
 done
@@ -127,14 +130,15 @@ for i in "${!SV[@]}"; do
     PIDS+=($!)
     NPID[$s]=$!
     await 10 "${NPID[$s]}" "$f.nsqd.log" curl -fsS -o /dev/null "http://${NHTTP[$s]}/ping" || die "nsqd for $s did not start"
-    case $s in
-    limit | group | seed) "$TMP/bench-nsqfloor" -mode "$s" -addr "$addr" -nsqd "$tcp" >"$f.log" 2>&1 & ;;
+    base=${s%@gc=*} gc=
+    [[ $s != *@gc=* ]] || gc=${s#*@gc=}
+    case $base in
+    limit | group | seed)
+        env ${gc:+GOGC=$gc} "$TMP/bench-nsqfloor" -mode "$base" -addr "$addr" -nsqd "$tcp" >"$f.log" 2>&1 & ;;
     *)
-        case $s in
-        send1) flags=() ;;
-        coalesce) flags=(-nsq.coalesce) ;;
-        send1@gc=*) flags=(-gc_percent "${s#send1@gc=}") ;;
-        esac
+        flags=()
+        [[ $base != coalesce ]] || flags+=(-nsq.coalesce)
+        [[ -z $gc ]] || flags+=(-gc_percent "$gc")
         "$TMP/mqtarget" -http.addr "$addr" -nsq.hosts "$tcp" -log.level warn "${flags[@]}" >"$f.log" 2>&1 & ;;
     esac
     PIDS+=($!)
