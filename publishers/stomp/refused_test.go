@@ -40,7 +40,10 @@ func TestIntegrationRabbitMQPermission(t *testing.T) {
 	c.Hosts, c.Login, c.Passcode, c.VHost = []string{addr}, user, publishers.Secret(pass), "/"
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	allowed, forbidden := "mqt-allowed-"+run, "mqt-forbidden-"+run
-	checkRefusals(t, c, allowed, forbidden, refusal{words: "ACCESS_REFUSED", remembered: true}, func(queue string) int {
+	// RabbitMQ 3.10.8 once answered the refused batch with "Processing error" (its STOMP adapter's
+	// ERROR for a frame that failed unexpectedly; likely the batch's second SEND meeting the channel
+	// the first one's refusal closed) instead of the reason: CI, 2026-12-05.
+	checkRefusals(t, c, allowed, forbidden, refusal{words: "ACCESS_REFUSED", remembered: true, commitHides: "Processing error"}, func(queue string) int {
 		t.Helper()
 		n, err := node.Messages("/", queue)
 		if err != nil {
@@ -262,7 +265,8 @@ type refusal struct {
 	remembered bool   // the words say it is for want of permission: refused unsent afterwards
 	// commitHides: the answer to a batch's COMMIT that may come instead of the words (ActiveMQ
 	// answers "COMMIT FAILED: Transaction marked rollback only" first, its reason after it, at
-	// random: only the next single publish learns the words); "": the batch carries them
+	// random; RabbitMQ may answer "Processing error": only the next single publish learns the
+	// words); "": the batch carries them
 	commitHides string
 }
 
