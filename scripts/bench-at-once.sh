@@ -43,6 +43,8 @@ PORT_BASE=18170
 NAME=bench-at-once
 # shellcheck source=scripts/lib/broker.sh
 . scripts/lib/broker.sh # log, die, usage, port_in_use, await
+# shellcheck source=scripts/lib/proc.sh
+. scripts/lib/proc.sh # cpu_ticks, wrk_2xx
 
 # flag_error MESSAGE: a bad option; exit 2 naming it.
 flag_error() {
@@ -146,7 +148,6 @@ for i in "${!SV[@]}"; do
     await 10 "${PID[$s]}" "$f.log" curl -fsS -o /dev/null "http://$addr/healthz" || die "$s did not start"
 done
 
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hwm_mb() { awk '/^VmHWM:/ {printf "%d", $2 / 1024}' "/proc/$1/status"; }
 # gen P D URL: load URL for D, at P connections (wrk -t1) or P requests per second (mqtarget load).
 gen() {
@@ -160,7 +161,7 @@ gen() {
 csv() { awk -F, -v k="$2" '$1 == "endpoint" {for (i = 1; i <= NF; i++) col[$i] = i; next} (k in col) {print $col[k]; exit}' "$1"; }
 # ok FILE: the 2xx answers; bad FILE: the rest (non-2xx, and for the open model errors and not sent).
 ok() {
-    if [[ -n $RATES ]]; then csv "$1" ok; else awk '/requests in/ {n = $1} /Non-2xx/ {bad = $NF} END {print n - bad}' "$1"; fi
+    if [[ -n $RATES ]]; then csv "$1" ok; else wrk_2xx "$1"; fi
 }
 bad() {
     if [[ -n $RATES ]]; then
@@ -196,14 +197,14 @@ both() {
     load "$c" 1s "$a" "$b"
     echo 5 >"/proc/${PID[$a]}/clear_refs"
     echo 5 >"/proc/${PID[$b]}/clear_refs"
-    s0a=$(ticks "${PID[$a]}") s0b=$(ticks "${PID[$b]}") n0a=$(ticks "${NPID[$a]}") n0b=$(ticks "${NPID[$b]}")
+    s0a=$(cpu_ticks "${PID[$a]}") s0b=$(cpu_ticks "${PID[$b]}") n0a=$(cpu_ticks "${NPID[$a]}") n0b=$(cpu_ticks "${NPID[$b]}")
     load "$c" "$DURATION" "$a" "$b"
     ra=$(ok "$TMP/a.out") rb=$(ok "$TMP/b.out")
     ((${ra:-0} > 0 && ${rb:-0} > 0)) || die "a run answered no 2xx: $(cat "$TMP/a.out" "$TMP/b.out")"
     # point A B reqA reqB srvA srvB nsqdA nsqdB (CPU ticks) rssA rssB not-2xx p50A p50B p99A p99B p999A p999B
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$a" "$b" "$ra" "$rb" \
-        "$(($(ticks "${PID[$a]}") - s0a))" "$(($(ticks "${PID[$b]}") - s0b))" \
-        "$(($(ticks "${NPID[$a]}") - n0a))" "$(($(ticks "${NPID[$b]}") - n0b))" \
+        "$(($(cpu_ticks "${PID[$a]}") - s0a))" "$(($(cpu_ticks "${PID[$b]}") - s0b))" \
+        "$(($(cpu_ticks "${NPID[$a]}") - n0a))" "$(($(cpu_ticks "${NPID[$b]}") - n0b))" \
         "$(hwm_mb "${PID[$a]}")" "$(hwm_mb "${PID[$b]}")" "$(($(bad "$TMP/a.out") + $(bad "$TMP/b.out")))" \
         "$(pct "$TMP/a.out" 50)" "$(pct "$TMP/b.out" 50)" "$(pct "$TMP/a.out" 99)" "$(pct "$TMP/b.out" 99)" \
         "$(pct "$TMP/a.out" 999)" "$(pct "$TMP/b.out" 999)" >>"$TMP/rows"

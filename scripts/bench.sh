@@ -72,6 +72,8 @@ readonly TOPICS="mqtarget mqtarget2 $ANCHOR_TOPIC"
 NAME=bench
 # shellcheck source=scripts/lib/broker.sh
 . scripts/lib/broker.sh # log, die, ensure_packages (one apt-get, waiting for the dpkg lock)
+# shellcheck source=scripts/lib/proc.sh
+. scripts/lib/proc.sh # cpu_ticks
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 
 while (($#)); do
@@ -233,16 +235,6 @@ for mode in limit group seed; do
 done
 
 # --- one wrk run -------------------------------------------------------------------------------------
-# cpu_ticks PID: utime+stime in clock ticks (fields 14 and 15 of /proc/PID/stat, after the "(comm)").
-cpu_ticks() {
-    local stat
-    stat="$(<"/proc/$1/stat")"
-    stat="${stat##*) }"
-    # shellcheck disable=SC2086 # split the fields on purpose
-    set -- $stat
-    echo $((${12} + ${13}))
-}
-
 # nsqd_ticks: utime+stime of the three nsqd processes together, so a run shows what nsqd spent on it
 # too (for mqtarget's routes the server column leaves nsqd's share of each publish out).
 nsqd_ticks() {

@@ -28,6 +28,8 @@ CACHE="${MQTARGET_CACHE:-$HOME/.cache/mqtarget}"
 NAME=load-vs-wrk
 # shellcheck source=scripts/lib/broker.sh
 . scripts/lib/broker.sh # log, die
+# shellcheck source=scripts/lib/proc.sh
+. scripts/lib/proc.sh # cpu_ticks, wrk_2xx
 
 while (($#)); do
     case $1 in
@@ -84,19 +86,18 @@ done
 URL="$BASE$ENDPOINT"
 TICK=$(getconf CLK_TCK)
 
-target_ticks() { awk '{print $14 + $15}' "/proc/$MQT_PID/stat"; }
 # cpu_s FILE: the CPU seconds (user + system) of the shell's finished children in `times` output.
 cpu_s() { awk 'NR == 2 { gsub(/[ms]/, " "); print $1 * 60 + $2 + $3 * 60 + $4 }' "$1"; }
 
 # Each run appends: tool pass ok duration_s generator_cpu_s target_cpu_s
 run() { # tool pass
     local t0 ok
-    t0=$(target_ticks)
+    t0=$(cpu_ticks "$MQT_PID")
     times >"$TMP/times0" # in this shell, not a subshell: its children are the generators
     case $1 in
     wrk)
         wrk -t2 -c"$CONNS" -d"$DURATION" "$URL" >"$TMP/out"
-        ok=$(awk '/requests in/ {n = $1} /Non-2xx/ {bad = $NF} END {print n - bad}' "$TMP/out") ;;
+        ok=$(wrk_2xx "$TMP/out") ;;
     hey)
         "$HEY" -z "$DURATION" -c "$CONNS" "$URL" >"$TMP/out"
         ok=$(awk '/^ *\[2[0-9][0-9]\]/ {n += $2} END {print n + 0}' "$TMP/out") ;;
@@ -107,7 +108,7 @@ run() { # tool pass
     esac
     times >"$TMP/times1"
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$ok" "$SECS" "$(awk -v a="$(cpu_s "$TMP/times0")" -v b="$(cpu_s "$TMP/times1")" 'BEGIN {print b - a}')" \
-        "$(awk -v a="$t0" -v b="$(target_ticks)" -v t="$TICK" 'BEGIN {print (b - a) / t}')" >>"$TMP/rows"
+        "$(awk -v a="$t0" -v b="$(cpu_ticks "$MQT_PID")" -v t="$TICK" 'BEGIN {print (b - a) / t}')" >>"$TMP/rows"
 }
 
 log "warm-up: 2 s with each"

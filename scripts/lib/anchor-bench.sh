@@ -183,8 +183,8 @@ stop_mqtarget() {
     fi
 }
 
-# cpu_ticks PID: user+system CPU time of PID so far, in clock ticks.
-cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+# shellcheck source=scripts/lib/proc.sh
+. scripts/lib/proc.sh # cpu_ticks
 
 # broker_pids_in DIR: sets BROKER_PIDS to the processes of the broker started with its data in DIR:
 # those its script's PID files (*.pid under DIR) name, and their descendants (a start wrapper's JVM or
