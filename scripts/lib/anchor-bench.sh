@@ -183,8 +183,9 @@ stop_mqtarget() {
     fi
 }
 
+# Beside this file, not under the caller's directory: tests source this library from elsewhere.
 # shellcheck source=scripts/lib/proc.sh
-. scripts/lib/proc.sh # cpu_ticks
+. "${BASH_SOURCE[0]%/*}/proc.sh" # cpu_ticks
 
 # broker_pids_in DIR: sets BROKER_PIDS to the processes of the broker started with its data in DIR:
 # those its script's PID files (*.pid under DIR) name, and their descendants (a start wrapper's JVM or
