@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"bufio"
 	"context"
 	crand "crypto/rand"
 	"crypto/tls"
@@ -47,6 +48,7 @@ type netConn struct {
 	pending []byte      // the parts of the packet being written under Lock
 	closing atomic.Bool // DISCONNECT on the way: a broker not reading must not hold Close up
 	tap     *ackTap     // nil: answers not checked beyond paho (consumer and ping connections)
+	in      *bufio.Reader
 	// serial: Write itself holds the lock (paho.mqtt.golang writes each packet in one Write, from its
 	// writer and its pinger, and does not lock; paho.golang locks around a packet itself).
 	serial bool
@@ -75,13 +77,32 @@ func (c *netConn) Unlock() {
 	c.mu.Unlock()
 }
 
+// readBuffer is how much one read takes from the connection. paho reads a packet in pieces (its type
+// byte, its length, its rest); read in those pieces, an answer ahead that came with the real one would
+// still sit unread, unchecked by the tap, when paho hands the real one over and the publish that takes
+// the next identifier writes it (which makes the answer ahead look like that publish's). Read whole,
+// the tap checks everything the broker sent so far before paho sees any of it, in fewer syscalls.
+const readBuffer = 4 << 10
+
+func newNetConn(raw net.Conn, tap *ackTap) *netConn {
+	c := &netConn{Conn: raw, tap: tap}
+	c.in = bufio.NewReaderSize(tapReader{c}, readBuffer)
+	return c
+}
+
 // Read hands paho what the broker sent once the tap found every acknowledgement in it answering
-// something outstanding; otherwise the connection ends and paho sees an error instead.
-func (c *netConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	if n > 0 && c.tap != nil {
-		if terr := c.tap.read(b[:n]); terr != nil {
-			_ = c.Conn.Close()
+// something outstanding; otherwise the connection ends and paho sees an error instead. paho has one
+// reader per connection: Read is never called concurrently.
+func (c *netConn) Read(b []byte) (int, error) { return c.in.Read(b) }
+
+// tapReader reads the connection under the tap.
+type tapReader struct{ c *netConn }
+
+func (r tapReader) Read(b []byte) (int, error) {
+	n, err := r.c.Conn.Read(b)
+	if n > 0 && r.c.tap != nil {
+		if terr := r.c.tap.read(b[:n]); terr != nil {
+			_ = r.c.Conn.Close()
 			return 0, terr
 		}
 	}
@@ -224,7 +245,7 @@ func (d *dialer) dial(ctx context.Context, addr, id string, tap *ackTap, onPubli
 	if onPublish == nil {
 		onPublish = func(string, []byte) {}
 	}
-	nc := &netConn{Conn: raw, tap: tap}
+	nc := newNetConn(raw, tap)
 	// The clients report errors on goroutines of their own: once close began, the errors are its own
 	// doing (a closed connection), not a loss, and must reach no callback (whose logger may be gone
 	// with its owner).

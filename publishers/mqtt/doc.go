@@ -34,7 +34,8 @@
 // carries a tap (proto.go) that follows the packet identifiers written and answered: an answer to
 // nothing outstanding at its stage (never sent, not yet written, a second one, a PUBCOMP before the
 // PUBREL), a malformed packet header, or a packet announcing more than 64 KiB (paho would allocate it
-// before reading: up to 256 MiB) ends the connection before paho reads it, fails what was
+// before reading: up to 256 MiB) ends the connection before paho reads any of what arrived with it
+// (netConn reads whole buffers under the tap, which paho would read in pieces), fails what was
 // pending on it with ErrUnavailable and counts in ProtocolErrors. A CONNACK refusal, garbage or a lost
 // connection is ErrUnavailable (503); a deadline is ErrTimeout (504). A topic is checked by ValidateTopic (no wildcards, no $ topics, no control
 // characters, at most MaxTopicLen bytes); a PUBLISH over the Maximum Packet Size the broker announced in
