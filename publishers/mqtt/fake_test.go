@@ -154,12 +154,16 @@ func (f *fakeBroker) serve(c net.Conn, freeze bool) {
 
 // answer acknowledges p as the misbehaviour says; false ends the connection.
 func (f *fakeBroker) answer(c net.Conn, p fakePacket) bool {
-	var w io.Writer = c
+	// Every answer to one PUBLISH goes out in one write, so they arrive together. Written apart, a
+	// second answer (twice, ahead) could arrive after the next publish wrote the identifier it names,
+	// and no client can tell it from that publish's honest answer.
+	var w bytes.Buffer
+	defer func() { _, _ = c.Write(w.Bytes()) }()
 	ack := func(id uint16, reason byte) {
 		if p.qos == 2 {
-			_ = f.codec.write(w, typePubrec, id, reason)
+			_ = f.codec.write(&w, typePubrec, id, reason)
 		} else {
-			_ = f.codec.write(w, typePuback, id, reason)
+			_ = f.codec.write(&w, typePuback, id, reason)
 		}
 	}
 	switch f.m {
@@ -174,27 +178,21 @@ func (f *fakeBroker) answer(c net.Conn, p fakePacket) bool {
 		ack(p.id, 0)
 		ack(p.id, 0)
 	case ahead:
-		// A broker claiming a message it never got (p.id+1 is not sent yet), both answers in one write
-		// so they arrive together. Written apart, the second could come after the publish that takes
-		// p.id+1 has written it, and no client can tell it from that publish's honest answer.
 		f.stored.Add(1)
-		var both bytes.Buffer
-		w = &both
 		ack(p.id, 0)
-		ack(p.id+1, 0)
-		_, _ = c.Write(both.Bytes())
+		ack(p.id+1, 0) // not sent yet: a broker claiming a message it never got
 	case compEarly:
 		if p.qos == 2 {
-			_ = f.codec.write(c, typePubcomp, p.id, 0) // stores nothing: it never asked for the PUBREL
+			_ = f.codec.write(&w, typePubcomp, p.id, 0) // stores nothing: it never asked for the PUBREL
 		} else {
 			f.stored.Add(1)
 			ack(p.id, 0)
 		}
 	case wrongKind:
 		if p.qos == 2 {
-			_ = f.codec.write(c, typePuback, p.id, 0)
+			_ = f.codec.write(&w, typePuback, p.id, 0)
 		} else if p.qos == 1 {
-			_ = f.codec.write(c, typePubrec, p.id, 0)
+			_ = f.codec.write(&w, typePubrec, p.id, 0)
 		}
 	default:
 		if p.qos > 0 {
