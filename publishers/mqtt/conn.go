@@ -44,11 +44,11 @@ const closeWriteTimeout = 100 * time.Millisecond
 type netConn struct {
 	net.Conn
 	mu      sync.Mutex
-	held    bool        // Lock holds mu: Write gathers into pending
-	pending []byte      // the parts of the packet being written under Lock
-	closing atomic.Bool // DISCONNECT on the way: a broker not reading must not hold Close up
-	tap     *ackTap     // nil: answers not checked beyond paho (consumer and ping connections)
-	in      *bufio.Reader
+	held    bool          // Lock holds mu: Write gathers into pending
+	pending []byte        // the parts of the packet being written under Lock
+	closing atomic.Bool   // DISCONNECT on the way: a broker not reading must not hold Close up
+	tap     *ackTap       // nil: answers not checked beyond paho (consumer and ping connections)
+	in      *bufio.Reader // the connection through tapReader, read in whole buffers (readBuffer)
 	// serial: Write itself holds the lock (paho.mqtt.golang writes each packet in one Write, from its
 	// writer and its pinger, and does not lock; paho.golang locks around a packet itself).
 	serial bool
