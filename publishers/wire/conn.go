@@ -132,6 +132,7 @@ type Conn struct {
 	next    uint64        // sequence number of the next command
 	written uint64        // sequence number of the last command the writer took: later ones are still queued
 	writing uint64        // sequence number of the last command whose write started (writing <= written)
+	seen    uint64        // writing as the last read from the connection returned (seen <= writing)
 	live    int           // entries in pending whose done is still set
 	idle    chan struct{} // set by Close while it waits; closed when live drops to 0
 	closing bool
@@ -452,7 +453,7 @@ func (c *Conn) breakWrites(err error) {
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
 	defer close(c.readDone)
-	r := bufio.NewReaderSize(c.nc, 16<<10)
+	r := bufio.NewReaderSize(sampler{c}, 16<<10)
 	for {
 		if r.Buffered() == 0 {
 			c.arm()
@@ -496,6 +497,23 @@ func (c *Conn) readLoop() {
 			return
 		}
 	}
+}
+
+// sampler reads the connection for the read loop and notes, as each read returns, which commands had
+// started to be written: an answer in bytes read before its command's write started came ahead of it.
+// One read often holds several answers, and their callbacks run as each is parsed: a broker sending its
+// answer to a command with a second one guessed for the next lets that next command be sent and written
+// before the read loop parses the guess, which would then look like its answer (the bytes were here
+// first). Bytes that arrive during a read are only known to have arrived by its return, so the note is
+// taken then.
+type sampler struct{ c *Conn }
+
+func (s sampler) Read(b []byte) (int, error) {
+	n, err := s.c.nc.Read(b)
+	s.c.mu.Lock()
+	s.c.seen = s.c.writing
+	s.c.mu.Unlock()
+	return n, err
 }
 
 // arm sets the read deadline: the oldest outstanding command's deadline plus the grace, else the idle
@@ -546,8 +564,8 @@ func (c *Conn) answer(a Answer) error {
 		} else {
 			bad = fmt.Errorf("%w: answer with no command outstanding", ErrProtocol)
 		}
-	case seq > c.writing:
-		bad = fmt.Errorf("%w: answer to command %d, not yet written", ErrProtocol, seq)
+	case seq > c.seen:
+		bad = fmt.Errorf("%w: answer to command %d, read before its write started", ErrProtocol, seq)
 	}
 	if bad != nil {
 		c.mu.Unlock()

@@ -898,3 +898,53 @@ func TestLargeCommandPassesAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAnswerGuessedForTheNext: a broker answers command 1 and, in the same write, guesses an answer for
+// command 2, which it has not got. The read loop runs 1's callback before it parses the guess; here the
+// caller then sends command 2 and the writer starts writing it before the guess is parsed (the read
+// loop is held until then, as a busy machine may hold it). The guess came in bytes read before 2's
+// write started: it must fail the connection, not acknowledge 2.
+func TestAnswerGuessedForTheNext(t *testing.T) {
+	for _, kind := range []AnswerKind{Next, ByID} {
+		t.Run(map[AnswerKind]string{Next: "in order", ByID: "by id"}[kind], func(t *testing.T) {
+			_, nc := startBroker(t, func(w io.Writer, line string, _ net.Conn) {
+				if line == "C 1" {
+					fmt.Fprint(w, "A 1 ok\nA 2 ok\n") // one write: both arrive in one read
+				}
+			})
+			cfg := testConfig(kind)
+			var c *Conn
+			read, calls := cfg.Read, 0
+			cfg.Read = func(r *bufio.Reader) (Answer, error) {
+				if calls++; calls == 2 { // the guess, already buffered: wait for command 2's write
+					testwait.For(t, 5*time.Second, "command 2's write to start", func() bool {
+						c.mu.Lock()
+						defer c.mu.Unlock()
+						return c.writing >= 2
+					})
+				}
+				return read(r)
+			}
+			reported := make(chan error, 4)
+			cfg.ProtocolError = func(err error) { reported <- err }
+			c = New(nc, cfg)
+			defer c.Close()
+			first, second := newResult(), newResult()
+			if err := c.Send(time.Time{}, encLine, first.done); err != nil {
+				t.Fatal(err)
+			}
+			if err := first.wait(t); err != nil {
+				t.Fatalf("first command: %v, want acknowledged", err)
+			}
+			if err := c.Send(time.Time{}, encLine, second.done); err != nil {
+				t.Fatal(err)
+			}
+			if err := second.wait(t); !errors.Is(err, errUnavailable) || !errors.Is(err, ErrProtocol) {
+				t.Fatalf("second command: %v; want unavailable (protocol violation): its answer was read before it was written", err)
+			}
+			if err := <-reported; !errors.Is(err, ErrProtocol) {
+				t.Errorf("reported %v, want a protocol violation", err)
+			}
+		})
+	}
+}
