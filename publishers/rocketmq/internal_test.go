@@ -147,7 +147,7 @@ func TestRocketMQNotStored(t *testing.T) {
 		{"dial refused", &net.OpError{Op: "dial", Err: errors.New("connection refused")}, true},
 		{"write failed", fmt.Errorf("send: %w", &net.OpError{Op: "write", Err: errors.New("broken pipe")}), true},
 		{"no route", errors.New("the topic=x route info not found"), true},
-		{"system error", errors.New("CODE: 1, DESC: error"), true},
+		{"system error (may follow a put)", errors.New("CODE: 1, DESC: error"), false},
 		{"service not available", errors.New("CODE: 14, DESC: store not available"), true},
 		{"no permission", errors.New("CODE: 16, DESC: no permission"), true},
 		{"topic not exist", errors.New("CODE: 17, DESC: topic not exist"), true},

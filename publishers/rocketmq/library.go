@@ -786,15 +786,16 @@ func (p *Publisher) untrack(q *rmqPending) {
 }
 
 // rmqNotStored reports whether a failed send certainly left nothing in the broker, so that resending it
-// cannot store the message twice: the broker answered with a code the client itself retries on
-// (SYSTEM_ERROR, SERVICE_NOT_AVAILABLE, NO_PERMISSION, TOPIC_NOT_EXIST), the request never left (no
+// cannot store the message twice: the broker refused it before storing (SERVICE_NOT_AVAILABLE,
+// NO_PERMISSION, TOPIC_NOT_EXIST; not SYSTEM_ERROR, which also follows a put: rmqNativeNotStored), the
+// request never left (no
 // route, no connection), or writing it failed (the client then closes the connection, and the broker
 // drops the partial frame). A timeout is ambiguous, the broker may have stored the message: it is never
 // resent and answered 504.
 func rmqNotStored(err error) bool {
 	if code, ok := rmqCode(err); ok {
 		switch code {
-		case 1, 14, 16, 17:
+		case 14, 16, 17:
 			return true
 		}
 		return false

@@ -263,7 +263,7 @@ func TestRMQNativeOutcome(t *testing.T) {
 		kind      error
 		notStored bool
 	}{
-		{"system error", code(1), publishers.ErrUnavailable, true},
+		{"system error (may follow a put)", code(1), publishers.ErrUnavailable, false},
 		{"system busy", code(2), publishers.ErrUnavailable, true},
 		{"service not available", code(14), publishers.ErrUnavailable, true},
 		{"no permission", code(16), publishers.ErrRejected, true},
@@ -420,6 +420,29 @@ func TestRMQNativeSends(t *testing.T) {
 		qs := f.requests()
 		if len(qs) != 2 || qs[0].ext["i"] != qs[1].ext["i"] {
 			t.Errorf("%d requests, want 2 with one UNIQ_KEY: %+v", len(qs), qs)
+		}
+	})
+	t.Run("no resend after SYSTEM_ERROR", func(t *testing.T) {
+		// RocketMQ answers SYSTEM_ERROR also when a request failed after its put, and may then answer it
+		// again: this broker stores every request and answers the first SYSTEM_ERROR, then SUCCESS.
+		var mu sync.Mutex
+		first := true
+		f := newFakeRMQBroker(t, func(q rmqTestRequest) []byte {
+			mu.Lock()
+			defer mu.Unlock()
+			if first {
+				first = false
+				return append(rmqTestResponse(rmqResSystemError, q.opaque, "process request exception", false),
+					rmqTestResponse(0, q.opaque, "", false)...)
+			}
+			return rmqTestResponse(0, q.opaque, "", false)
+		})
+		p := newTestRMQNative(t, f, 5*time.Second, "t")
+		if err := p.Publish(context.Background(), 0, "t", []byte("m")); !errors.Is(err, publishers.ErrUnavailable) {
+			t.Errorf("Publish = %v, want publishers.ErrUnavailable", err)
+		}
+		if n := len(f.requests()); n != 1 {
+			t.Errorf("%d requests reached the broker, want 1: a resend after SYSTEM_ERROR may store it twice", n)
 		}
 	})
 	t.Run("no resend after a timeout", func(t *testing.T) {
