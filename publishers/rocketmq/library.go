@@ -789,8 +789,8 @@ func (p *Publisher) untrack(q *rmqPending) {
 // cannot store the message twice: the broker refused it before storing (SERVICE_NOT_AVAILABLE,
 // NO_PERMISSION, TOPIC_NOT_EXIST; not SYSTEM_ERROR, which also follows a put: rmqNativeNotStored), the
 // request never left (no route, no connection), or writing it failed (the client then closes the
-// connection, and the broker drops the partial frame). A timeout is ambiguous, the broker may have stored the message: it is never
-// resent and answered 504.
+// connection, and the broker drops the partial frame). A timeout is ambiguous, the broker may have
+// stored the message: it is never resent and answered 504.
 func rmqNotStored(err error) bool {
 	if code, ok := rmqCode(err); ok {
 		switch code {

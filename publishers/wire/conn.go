@@ -537,11 +537,11 @@ func (c *Conn) armLocked() {
 }
 
 // answer runs the callback of the command a names. An answer that names no outstanding command whose
-// write has started is a protocol violation (returned, nothing run): a broker that answers ahead, twice,
-// or for nothing would otherwise acknowledge commands it never saw. (An answer to a command whose write
-// is under way is believed: the broker may answer the bytes it got before our Write returns, and
-// waiting for the write would stop the read loop, which could leave a broker blocked on its answers
-// and our write blocked on it.)
+// write had started when the answer was read (sampler) is a protocol violation (returned, nothing
+// run): a broker that answers ahead, twice, or for nothing would otherwise acknowledge commands it
+// never saw. (An answer to a command whose write is under way is believed: the broker may answer the
+// bytes it got before our Write returns, and waiting for the write would stop the read loop, which
+// could leave a broker blocked on its answers and our write blocked on it.)
 func (c *Conn) answer(a Answer) error {
 	c.mu.Lock()
 	if c.failed { // everything outstanding has been failed already: nothing to answer, nothing to blame
